@@ -1,0 +1,341 @@
+"""FLOPs and bytes of work.
+
+* :func:`op_flops_and_bytes`: per host op, from its input shapes and dtypes (Kineto ``Input Dims`` /
+  ``Input type``, stored as ``input_shapes`` / ``input_dtypes``), or Kineto's ``flops`` when present.
+  This is how imported GPU traces get FLOPs and bytes.
+* :func:`instruction_work`: per device instruction, the work used by summary, hot_ops, roofline and diff:
+  the op it belongs to, its FLOPs and HBM bytes, placement (device, core) and dtype.
+  Neuron instructions carry ``raw_flops`` and ``hbm_*_bytes`` themselves; on traces whose instructions
+  carry none (imported GPU traces), the launching op's shape-derived FLOPs/bytes are split over its kernels
+  in proportion to their durations.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from .metrics import canonical_dtype, dtype_bytes
+
+MATRIX_ENGINES = ("Tensor", "TensorMatrix")
+
+_MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+           "aten::addbmm", "aten::_scaled_mm", "aten::einsum"}
+_CONV = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+         "aten::cudnn_convolution", "aten::convolution_overrideable", "aten::conv_transpose2d"}
+_SDPA = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+         "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+         "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
+_VIEWS = {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
+          "aten::permute", "aten::expand", "aten::as_strided", "aten::slice", "aten::select",
+          "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias", "aten::empty",
+          "aten::empty_strided", "aten::empty_like", "aten::resize_", "aten::_unsafe_view", "aten::split",
+          "aten::chunk", "aten::narrow", "aten::unbind", "aten::contiguous", "aten::lift_fresh",
+          "aten::set_", "aten::flatten", "aten::numpy_T", "aten::result_type"}
+# FLOPs per output element for common pointwise / normalisation ops.
+_POINTWISE = {"add": 1, "add_": 1, "sub": 1, "sub_": 1, "mul": 1, "mul_": 1, "div": 1, "div_": 1,
+              "relu": 1, "relu_": 1, "gelu": 8, "silu": 4, "silu_": 4, "tanh": 4, "sigmoid": 4, "exp": 1,
+              "neg": 1, "rsqrt": 1, "sqrt": 1, "pow": 1, "addcmul_": 2, "addcdiv_": 2, "lerp_": 2,
+              "softmax": 5, "_softmax": 5, "log_softmax": 5, "_log_softmax": 5, "layer_norm": 5,
+              "native_layer_norm": 5, "rms_norm": 4, "_fused_rms_norm": 4, "batch_norm": 4,
+              "native_batch_norm": 4, "dropout": 1, "native_dropout": 1, "mean": 1, "sum": 1}
+
+WORK_COLUMNS = ["op", "module", "stack", "engine", "dtype", "device", "nc_idx", "start_ts", "duration_ns",
+                "framework_op", "flops", "hardware_flops", "transpose_flops", "hbm_read_bytes",
+                "hbm_write_bytes", "hbm_bytes", "is_matmul"]
+
+
+def _numel(shape) -> int:
+    try:
+        return int(np.prod([int(x) for x in shape])) if len(shape) else 1
+    except (TypeError, ValueError):
+        return 0
+
+
+def _tensors(shapes, dtypes):
+    """[(shape, dtype)] of tensor inputs; TensorList inputs are expanded, scalars ([]) skipped."""
+    out = []
+    for i, s in enumerate(shapes):
+        d = dtypes[i] if i < len(dtypes) else ""
+        if isinstance(s, list) and s and isinstance(s[0], list):
+            d_in = d if isinstance(d, str) else ""
+            out.extend((x, d_in) for x in s if isinstance(x, list) and x)
+        elif isinstance(s, list) and s and all(isinstance(x, (int, float)) for x in s):
+            out.append((s, d if isinstance(d, str) else ""))
+    return out
+
+
+def _matmul_flops(name: str, t: list) -> tuple[float, list | None]:
+    """(FLOPs, output shape) of matmul-family ops from tensor input shapes; (nan, None) if unparseable."""
+    shapes = [s for s, _ in t]
+    try:
+        if name in ("aten::mm", "aten::_scaled_mm") and len(shapes) >= 2:
+            (m, k), (_, n) = shapes[0][-2:], shapes[1][-2:]
+            return 2.0 * m * k * n, [m, n]
+        if name == "aten::addmm" and len(shapes) >= 3:
+            (m, k), (_, n) = shapes[1][-2:], shapes[2][-2:]
+            return 2.0 * m * k * n, [m, n]
+        if name in ("aten::bmm",) and len(shapes) >= 2:
+            b, m, k = shapes[0][-3:]
+            n = shapes[1][-1]
+            return 2.0 * b * m * k * n, [b, m, n]
+        if name in ("aten::baddbmm", "aten::addbmm") and len(shapes) >= 3:
+            b, m, k = shapes[1][-3:]
+            n = shapes[2][-1]
+            return 2.0 * b * m * k * n, [b, m, n]
+        if name == "aten::linear" and len(shapes) >= 2:
+            x, w = shapes[0], shapes[1]
+            k, n = x[-1], (w[0] if len(w) == 2 else 1)
+            rows = _numel(x[:-1])
+            return 2.0 * rows * k * n, list(x[:-1]) + [n]
+        if name == "aten::matmul" and len(shapes) >= 2:
+            a, b = shapes[0], shapes[1]
+            if len(a) == 1 and len(b) == 1:
+                return 2.0 * a[0], []
+            if len(b) == 1:
+                return 2.0 * _numel(a), list(a[:-1])
+            if len(a) == 1:
+                return 2.0 * _numel(b), list(b[:-2]) + [b[-1]]
+            m, k, n = a[-2], a[-1], b[-1]
+            batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+            return 2.0 * _numel(batch) * m * k * n, list(batch) + [m, n]
+    except (ValueError, TypeError, IndexError):
+        pass
+    return float("nan"), None
+
+
+def _conv_flops(t: list, concrete) -> tuple[float, list | None]:
+    if len(t) < 2 or len(t[0][0]) < 3:
+        return float("nan"), None
+    x, w = t[0][0], t[1][0]
+    nd = len(x) - 2
+    stride, padding, dilation = [1] * nd, [(k - 1) // 2 for k in w[2:]], [1] * nd
+    if isinstance(concrete, list) and len(concrete) >= 6:  # (input, weight, bias, stride, padding, dilation, ...)
+        try:
+            stride = [int(v) for v in json.loads(concrete[3])] if concrete[3] else stride
+            padding = [int(v) for v in json.loads(concrete[4])] if concrete[4] else padding
+            dilation = [int(v) for v in json.loads(concrete[5])] if concrete[5] else dilation
+        except (ValueError, TypeError):
+            pass
+    stride, padding, dilation = ([v[0]] * nd if len(v) == 1 else v for v in (stride, padding, dilation))
+    out_sp = [max(1, (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1)
+              for i in range(nd)]
+    out = [x[0], w[0]] + out_sp
+    return 2.0 * _numel(out) * _numel(w[1:]), out
+
+
+@lru_cache(maxsize=65536)
+def _work_of(name: str, shapes_json: str, dtypes_json: str, args_json: str) -> tuple[float, float, str, bool]:
+    """(FLOPs, bytes, dtype, is_matmul) of one op signature. FLOPs NaN when unknown."""
+    try:
+        shapes = json.loads(shapes_json) if shapes_json else []
+        dtypes = json.loads(dtypes_json) if dtypes_json else []
+    except ValueError:
+        return float("nan"), float("nan"), "", False
+    if not isinstance(shapes, list):
+        return float("nan"), float("nan"), "", False
+    dtypes = dtypes if isinstance(dtypes, list) else []
+    t = _tensors(shapes, dtypes)
+    dtype = next((canonical_dtype(d) for _, d in t if d), "")
+    if name in _VIEWS:
+        return 0.0, 0.0, dtype, False
+    in_bytes = 0.0
+    for s, d in t:
+        b = dtype_bytes(d) if d else np.nan
+        in_bytes += _numel(s) * (b if math.isfinite(b) else 4.0)
+    elt = dtype_bytes(dtype) if dtype else np.nan
+    elt = elt if math.isfinite(elt) else 4.0
+    largest = max((_numel(s) for s, _ in t), default=0)
+    if name in _MATMUL:
+        f, out = _matmul_flops(name, t)
+        return f, in_bytes + (_numel(out) * elt if out is not None else 0.0), dtype, True
+    if name in _CONV:
+        concrete = None
+        if args_json:
+            try:
+                concrete = json.loads(args_json).get("Concrete Inputs")
+            except (ValueError, AttributeError):
+                concrete = None
+        f, out = _conv_flops(t, concrete)
+        return f, in_bytes + (_numel(out) * elt if out is not None else 0.0), dtype, True
+    if name in _SDPA and len(t) >= 3:
+        q, k, v = t[0][0], t[1][0], t[2][0]
+        if len(q) >= 2 and len(k) >= 2:
+            lq, e = q[-2], q[-1]
+            s_len, ev = k[-2], v[-1]
+            bh = _numel(q[:-2])
+            return 2.0 * bh * lq * s_len * (e + ev), in_bytes + bh * lq * ev * elt, dtype, True
+    short = name.split("::", 1)[-1]
+    if short in _POINTWISE:
+        return float(_POINTWISE[short] * largest), in_bytes + largest * elt, dtype, False
+    if not t:
+        return float("nan"), float("nan"), dtype, False
+    # Unknown op: no FLOPs claimed; bytes = read inputs + write one output the size of the largest input.
+    return float("nan"), in_bytes + largest * elt, dtype, False
+
+
+def _col(df: pd.DataFrame, name: str, default=""):
+    return df[name] if name in df.columns else pd.Series(default, index=df.index)
+
+
+def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
+    """Per host op (same index): columns ``flops`` (FLOP; Kineto ``flops`` when > 0, else derived from
+    shapes, NaN when unknown), ``bytes`` (bytes read + written, from shapes and dtypes; NaN unknown),
+    ``dtype`` (canonical name of the first tensor input, '' unknown), ``is_matmul`` (matmul / conv /
+    attention family). Computed once per distinct (name, shapes, dtypes) signature."""
+    if host_ops.empty:
+        return pd.DataFrame({"flops": pd.Series(dtype=float), "bytes": pd.Series(dtype=float),
+                             "dtype": pd.Series(dtype=str), "is_matmul": pd.Series(dtype=bool)})
+    keys = pd.DataFrame({"name": _col(host_ops, "name").astype(str),
+                         "s": _col(host_ops, "input_shapes").astype(str),
+                         "d": _col(host_ops, "input_dtypes").astype(str)})
+    conv_mask = keys["name"].isin(_CONV)
+    keys["a"] = np.where(conv_mask, _col(host_ops, "args").astype(str), "")
+    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
+    res = [_work_of(*u) for u in uniq]
+    arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)
+    flops = arr[codes, 0]
+    kineto = _col(host_ops, "flops", 0).to_numpy(dtype=float)
+    flops = np.where(kineto > 0, kineto, flops)
+    return pd.DataFrame({"flops": flops, "bytes": arr[codes, 1],
+                         "dtype": pd.Categorical(np.array([r[2] for r in res], dtype=object)[codes]),
+                         "is_matmul": np.array([r[3] for r in res], dtype=bool)[codes]},
+                        index=host_ops.index)
+
+
+def _as_cat(s: pd.Series) -> pd.Series:
+    return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+
+
+def _cat_pick(primary: pd.Series, pos: np.ndarray, fallback: pd.Series, use_primary: np.ndarray) -> pd.Categorical:
+    """Categorical: primary.iloc[pos] where use_primary (and non-empty), else fallback (row-aligned)."""
+    p, f = _as_cat(primary), _as_cat(fallback)
+    pc = p.cat.categories.astype(str)
+    fc = f.cat.categories.astype(str)
+    cats = pd.Index(pc).append(pd.Index(fc)).unique()
+    pmap = np.append(cats.get_indexer(pc), -1)
+    fmap = np.append(cats.get_indexer(fc), -1)
+    pcodes = p.cat.codes.to_numpy()
+    codes = fmap[f.cat.codes.to_numpy()]
+    if len(pcodes):
+        take = pmap[pcodes[np.where(use_primary, pos, 0)]]
+        empty_code = cats.get_indexer([""])[0]
+        ok = use_primary & (take >= 0) & (take != empty_code)
+        codes = np.where(ok, take, codes)
+    return pd.Categorical.from_codes(codes, cats)
+
+
+def instruction_placement(trace) -> pd.DataFrame:
+    """Per instruction (same index): ``device`` (header device index, -1 unknown), ``nc_idx`` (core,
+    -1 for GPUs / unknown) and ``track_name``, looked up through the instruction's track."""
+    ins, tr = trace.instructions, trace._full_table("tracks")
+    if "placement" in trace._cache:
+        return trace._cache["placement"]
+    tpos = tr.index.get_indexer(ins["track"].to_numpy()) if len(tr) else np.full(len(ins), -1)
+    ok = tpos >= 0
+    dev = np.where(ok, tr["device"].to_numpy()[np.where(ok, tpos, 0)], -1) if len(tr) else tpos
+    nc = np.where(ok, tr["nc_idx"].to_numpy()[np.where(ok, tpos, 0)], -1) if len(tr) else tpos
+    if len(tr):
+        name = _cat_pick(tr["name"], np.where(ok, tpos, 0), pd.Series([""] * len(ins), dtype="category"), ok)
+    else:
+        name = pd.Categorical([""] * len(ins))
+    out = pd.DataFrame({"device": dev.astype("int64"), "nc_idx": nc.astype("int64"), "track_name": name},
+                       index=ins.index)
+    trace._cache["placement"] = out
+    return out
+
+
+def work_source(trace) -> str:
+    """'instructions' when device rows carry FLOPs or HBM bytes (Neuron), else 'shapes' (imported GPU)."""
+    ins = trace._full_table("instructions")
+    for c in ("raw_flops", "hbm_read_bytes", "hbm_write_bytes"):
+        if c in ins.columns and len(ins) and (ins[c].to_numpy() > 0).any():
+            return "instructions"
+    return "shapes"
+
+
+def host_op_work(trace) -> pd.DataFrame:
+    """:func:`op_flops_and_bytes` of the trace's full host_ops table (cached on the trace)."""
+    sh = trace._shared
+    if "host_op_work" not in sh:
+        sh["host_op_work"] = op_flops_and_bytes(trace._full_table("host_ops"))
+    return sh["host_op_work"]
+
+
+def instruction_work(trace) -> pd.DataFrame:
+    """Per device instruction (same index as ``trace.instructions``). Columns:
+
+    op (Categorical: the launching host op's name, else the instruction ``name``, else its ``opcode``),
+    module, stack (of the launching host op, '' none), engine, dtype (canonical: bfloat16, float32, ...),
+    device, nc_idx, start_ts, duration_ns, framework_op (host op row, -1 none),
+    flops (model FLOPs: Neuron ``raw_flops`` of non-TRANSPOSE instructions; GPU: shape-derived op FLOPs split
+    over the op's kernels by duration), hardware_flops (FLOP incl. transposes), transpose_flops,
+    hbm_read_bytes, hbm_write_bytes, hbm_bytes (bytes), is_matmul (matrix-engine / matmul-family work).
+    """
+    if "work" in trace._cache:
+        return trace._cache["work"]
+    ins = trace.instructions
+    ho = trace._full_table("host_ops")
+    n = len(ins)
+    fo = _col(ins, "framework_op", -1).to_numpy().astype("int64")
+    hpos = ho.index.get_indexer(fo) if len(ho) else np.full(n, -1)
+    has_ho = hpos >= 0
+    empty = pd.Series(pd.Categorical([""] * n), index=ins.index)
+    iname = _as_cat(_col(ins, "name"))
+    opc = _as_cat(_col(ins, "opcode"))
+    # instruction name, or opcode where the name is empty
+    ilabel = pd.Series(_cat_pick(iname, np.arange(n), opc, np.ones(n, dtype=bool)), index=ins.index) if n else empty
+    if len(ho):
+        op = _cat_pick(ho["name"], hpos, ilabel, has_ho)
+        module = _cat_pick(_col(ho, "module"), hpos, empty, has_ho)
+        stack = _cat_pick(_col(ho, "stack"), hpos, empty, has_ho)
+    else:
+        op, module, stack = ilabel.array, empty.array, empty.array
+    dur = ins["duration_ns"].to_numpy().astype("int64")
+    engine = _as_cat(_col(ins, "engine"))
+    place = instruction_placement(trace)
+    src = work_source(trace)
+    if src == "instructions":
+        raw = _col(ins, "raw_flops", 0).to_numpy().astype(float)
+        tr = _col(ins, "tensor_instruction_type").astype(str).to_numpy() == "TRANSPOSE" if n else np.zeros(0, bool)
+        rd = _col(ins, "hbm_read_bytes", 0).to_numpy().astype(float)
+        wr = _col(ins, "hbm_write_bytes", 0).to_numpy().astype(float)
+        flops = np.where(tr, 0.0, raw)
+        tflops = np.where(tr, raw, 0.0)
+        is_mm = engine.astype(str).isin(MATRIX_ENGINES).to_numpy()
+        dtype = _as_cat(_col(ins, "dtype")).astype(str).map(canonical_dtype).astype("category")
+        hw = raw
+    else:
+        w = host_op_work(trace)
+        share = np.zeros(n)
+        if n and has_ho.any():
+            key = np.where(has_ho, hpos, -1)
+            tot = pd.Series(dur[has_ho].astype(float)).groupby(key[has_ho]).transform("sum").to_numpy()
+            cnt = pd.Series(np.ones(has_ho.sum())).groupby(key[has_ho]).transform("sum").to_numpy()
+            share[has_ho] = np.where(tot > 0, dur[has_ho] / np.where(tot > 0, tot, 1), 1.0 / cnt)
+        wf = np.nan_to_num(w["flops"].to_numpy(dtype=float)) if len(w) else np.zeros(1)
+        wb = np.nan_to_num(w["bytes"].to_numpy(dtype=float)) if len(w) else np.zeros(1)
+        safe = np.where(has_ho, hpos, 0)
+        flops = np.where(has_ho, wf[safe] * share, 0.0) if len(w) else np.zeros(n)
+        hbm = np.where(has_ho, wb[safe] * share, 0.0) if len(w) else np.zeros(n)
+        rd, wr = hbm, np.zeros(n)  # shapes give the total; the read/write split is unknown
+        tflops = np.zeros(n)
+        is_mm = (np.where(has_ho, w["is_matmul"].to_numpy()[safe], False) & (flops > 0)) if len(w) else np.zeros(n, bool)
+        d_ins = _as_cat(_col(ins, "dtype")).astype(str).map(canonical_dtype)
+        d_ho = pd.Series(np.where(has_ho, w["dtype"].astype(str).to_numpy()[safe], ""), index=ins.index) if len(w) else d_ins
+        dtype = d_ins.where(d_ins != "", d_ho).astype("category")
+        hw = flops
+    out = pd.DataFrame({"op": op, "module": module, "stack": stack, "engine": engine.to_numpy(),
+                        "dtype": dtype.to_numpy() if hasattr(dtype, "to_numpy") else dtype,
+                        "device": place["device"].to_numpy(), "nc_idx": place["nc_idx"].to_numpy(),
+                        "start_ts": ins["start_ts"].to_numpy(), "duration_ns": dur, "framework_op": fo,
+                        "flops": flops, "hardware_flops": hw.astype(float), "transpose_flops": tflops,
+                        "hbm_read_bytes": rd, "hbm_write_bytes": wr, "hbm_bytes": rd + wr,
+                        "is_matmul": is_mm}, index=ins.index)
+    for c in ("op", "module", "stack", "engine", "dtype"):
+        out[c] = _as_cat(out[c])
+    trace._cache["work"] = out
+    return out

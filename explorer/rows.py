@@ -1,0 +1,229 @@
+"""Timeline rows of one trace: which track each event is drawn on, in which order, with which colour key.
+
+Rows follow Neuron Explorer's device timeline: per rank and device core the engine rows (``Tensor``,
+``TensorMatrix``, ``Vector``, ``Scalar``, ``GpSimd``, ``Sync``), DMA queues, CC cores, then GPU streams,
+host threads (one row per nesting depth) and counter rows. Only layout and lookup live here; every
+metric comes from :mod:`analysis`.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .timeline import Row
+
+EVENT_TABLES = ("instructions", "dma", "collectives", "host_ops")
+TABLE_CODE = {t: i for i, t in enumerate(EVENT_TABLES)}
+ENGINE_ORDER = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
+KIND_ORDER = {"engine": 0, "stream": 1, "dma_queue": 2, "cc_core": 3, "thread": 5, "counter": 6}
+COLOR_MODES = ("op", "engine", "module")
+MAX_HOST_DEPTH = 12
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
+           "#e6550d", "#31a354", "#756bb1", "#636363")
+
+
+def color_of(label: str) -> str:
+    """A stable palette colour for a category label."""
+    return PALETTE[zlib.crc32(str(label).encode()) % len(PALETTE)]
+
+
+@dataclass
+class RowInfo:
+    """One drawn row. ``table`` is the event table ('counters' for counter rows)."""
+
+    label: str
+    group: str
+    kind: str
+    table: str
+    track: int
+    depth: int = 0
+    unit: str = ""
+
+
+@dataclass
+class TimelineIndex:
+    """Per-row sorted event arrays (``rows[i]``, ``ids[i]`` = table row ids in the same order) plus
+    counter samples, ready for viewport queries."""
+
+    infos: list[RowInfo]
+    rows: list[Row | None]
+    ids: list[np.ndarray]
+    counters: dict[int, tuple[np.ndarray, np.ndarray]]
+    origin: int
+    end: int
+    trace: object = None
+    _colors: dict = field(default_factory=dict)
+
+    @property
+    def groups(self) -> list[str]:
+        """Row groups in display order (unique)."""
+        return list(dict.fromkeys(i.group for i in self.infos))
+
+    def n_events(self) -> int:
+        return int(sum(len(r) for r in self.rows if r is not None))
+
+    def color_codes(self, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
+        """(codes aligned with ``table`` row ids, labels) for colouring by ``mode`` in ``COLOR_MODES``."""
+        if mode not in COLOR_MODES:
+            raise ValueError(f"unknown colour mode {mode!r}; valid: {', '.join(COLOR_MODES)}")
+        key = (table, mode)
+        if key not in self._colors:
+            self._colors[key] = _color_codes(self.trace, table, mode)
+        return self._colors[key]
+
+
+def _cat(df: pd.DataFrame, col: str, n: int) -> pd.Series:
+    if col in df.columns:
+        return df[col].astype(str)
+    return pd.Series([""] * n, index=df.index)
+
+
+def event_label(df: pd.DataFrame, table: str) -> pd.Series:
+    """Display name of each event of ``table`` (op name, opcode, DMA queue/variable, collective op)."""
+    n = len(df)
+    if table == "host_ops":
+        return _cat(df, "name", n)
+    if table == "instructions":
+        name = _cat(df, "name", n)
+        return name.where(name != "", _cat(df, "opcode", n))
+    if table == "dma":
+        var = _cat(df, "variable", n)
+        return ("DMA " + _cat(df, "source", n) + "->" + _cat(df, "dest", n)).where(var.isin(["", "unknown"]),
+                                                                                    "DMA " + var)
+    if table == "collectives":
+        return _cat(df, "operation", n)
+    raise ValueError(f"no event labels for table {table!r}; valid: {', '.join(EVENT_TABLES)}")
+
+
+def _color_codes(trace, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
+    df = trace.table(table)
+    n = len(df)
+    if mode == "op":
+        lab = event_label(df, table)
+    elif mode == "engine":
+        lab = {"instructions": lambda: _cat(df, "engine", n), "host_ops": lambda: _cat(df, "category", n),
+               "dma": lambda: "DMA " + _cat(df, "queue_type", n),
+               "collectives": lambda: pd.Series(["CC"] * n, index=df.index)}[table]()
+    else:  # module of the event or of the host op that launched it
+        if table == "host_ops":
+            lab = _cat(df, "module", n)
+        else:
+            host = trace.table("host_ops")
+            mod = _cat(host, "module", len(host))
+            ref = df["framework_op"].to_numpy() if "framework_op" in df.columns else np.full(n, -1)
+            pos = host.index.get_indexer(ref)
+            vals = np.asarray(mod.to_numpy(), dtype=object)
+            lab = pd.Series(np.where(pos >= 0, vals[np.maximum(pos, 0)] if len(vals) else "", ""), index=df.index)
+        lab = lab.where(lab != "", "(no module)")
+    codes, uniques = pd.factorize(lab.to_numpy(), sort=False)
+    full = np.full(int(df.index.max()) + 1 if n else 0, -1, dtype=np.int32)
+    full[df.index.to_numpy()] = codes
+    return full, [str(u) for u in uniques]
+
+
+def _host_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting depth of start-sorted intervals on one thread (0 = outermost)."""
+    depth = np.zeros(len(start), dtype=np.int64)
+    stack: list[int] = []
+    s_l, e_l = start.tolist(), end.tolist()
+    for i in range(len(s_l)):
+        while stack and stack[-1] <= s_l[i]:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(e_l[i])
+    return depth
+
+
+def _track_meta(tracks: pd.DataFrame) -> dict[int, dict]:
+    meta = {}
+    cols = {c: tracks[c].to_numpy() for c in ("parent", "kind", "name", "sort_index", "unit", "rank")
+            if c in tracks.columns}
+    for pos, tid in enumerate(tracks.index.to_numpy()):
+        meta[int(tid)] = {c: (v[pos].item() if hasattr(v[pos], "item") else v[pos]) for c, v in cols.items()}
+    return meta
+
+
+def _ancestors(meta: dict[int, dict], tid: int) -> list[int]:
+    out, seen = [], set()
+    p = int(meta.get(tid, {}).get("parent", -1))
+    while p >= 0 and p in meta and p not in seen:
+        seen.add(p)
+        out.append(p)
+        p = int(meta[p].get("parent", -1))
+    return out[::-1]
+
+
+def build_index(trace, progress: bool = False) -> TimelineIndex:
+    """Split every event table by track (and host ops by depth) into sorted rows."""
+    from tqdm import tqdm
+
+    tracks = trace.table("tracks")
+    meta = _track_meta(tracks)
+    origin, end = trace.time_range
+    entries: list[tuple[tuple, RowInfo, Row | None, np.ndarray]] = []
+    bar = tqdm(total=len(EVENT_TABLES) + 1, desc=f"indexing {trace.name}", disable=not progress, unit="table")
+
+    def group_and_key(tid: int, kind: str, table: str, depth: int) -> tuple[str, tuple]:
+        anc = _ancestors(meta, tid)
+        group = " / ".join(str(meta[a]["name"]) for a in anc) or "(no parent)"
+        order = tuple(int(meta[a].get("sort_index", a)) for a in anc)
+        name = str(meta.get(tid, {}).get("name", f"track {tid}"))
+        eng = ENGINE_ORDER.index(name) if name in ENGINE_ORDER else len(ENGINE_ORDER)
+        k = (order, KIND_ORDER.get(kind, 4), eng, int(meta.get(tid, {}).get("sort_index", tid)), tid,
+             TABLE_CODE.get(table, 9), depth)
+        return group, k
+
+    for table in EVENT_TABLES:
+        df = trace.table(table)
+        bar.update(1)
+        if not len(df):
+            continue
+        start = df["start_ts"].to_numpy(dtype=np.int64)
+        stop = start + df["duration_ns"].to_numpy(dtype=np.int64)
+        rid = df.index.to_numpy(dtype=np.int64)
+        trk = df["track"].to_numpy(dtype=np.int64)
+        order = np.argsort(trk, kind="stable")
+        bounds = np.flatnonzero(np.diff(trk[order])) + 1
+        for part in np.split(order, bounds):
+            tid = int(trk[part[0]])
+            kind = str(meta.get(tid, {}).get("kind", "thread" if table == "host_ops" else "engine"))
+            name = str(meta.get(tid, {}).get("name", f"track {tid}"))
+            s, e, r = start[part], stop[part], rid[part]
+            if table == "host_ops":
+                o = np.argsort(s, kind="stable")
+                s, e, r = s[o], e[o], r[o]
+                depth = np.minimum(_host_depth(s, e), MAX_HOST_DEPTH)
+                subsets = [(d, depth == d) for d in np.unique(depth)]
+            else:
+                subsets = [(0, slice(None))]
+            for d, m in subsets:
+                row, o = Row.build(s[m], e[m])
+                label = name if d == 0 else f"{name} [{d}]"
+                if table == "collectives" and kind == "stream":
+                    label = f"{name} collectives"
+                group, k = group_and_key(tid, kind, table, int(d))
+                entries.append((k, RowInfo(label, group, kind, table, tid, int(d)), row, r[m][o]))
+    counters = {}
+    cdf = trace.table("counters")
+    bar.update(1)
+    bar.close()
+    if len(cdf):
+        ts = cdf["ts"].to_numpy(dtype=np.int64)
+        val = cdf["value"].to_numpy(dtype=np.float64)
+        trk = cdf["track"].to_numpy(dtype=np.int64)
+        order = np.lexsort((ts, trk))
+        bounds = np.flatnonzero(np.diff(trk[order])) + 1
+        for part in np.split(order, bounds):
+            tid = int(trk[part[0]])
+            name = str(meta.get(tid, {}).get("name", f"counter {tid}"))
+            group, k = group_and_key(tid, "counter", "counters", 0)
+            info = RowInfo(name, group, "counter", "counters", tid, 0, str(meta.get(tid, {}).get("unit", "")))
+            entries.append((k, info, None, np.asarray(part)))
+            counters[tid] = (ts[part], val[part])
+    entries.sort(key=lambda x: x[0])
+    return TimelineIndex([e[1] for e in entries], [e[2] for e in entries], [e[3] for e in entries],
+                         counters, int(origin), int(end), trace)

@@ -1,0 +1,201 @@
+"""Open traces for the app: containment checks, a small LRU of open traces, and the timeline index.
+
+The store only serves files listed under the path it was given (``root``): URL parameters name a trace by
+its key (path relative to ``root``), the key must be one the listing produced, and its resolved path must
+sit inside ``root``. Opening goes through :func:`analysis.load` / :class:`analysis.Trace` (which use the
+trace reader: no pickle, no eval).
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .rows import TimelineIndex, build_index
+
+TRACE_SUFFIXES = (".nprof", ".json", ".json.gz")
+_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+GROUP_PREFIX = "group:"
+
+
+class TraceAccessError(ValueError):
+    """A trace key that is not served (outside the root, not a trace, not listed)."""
+
+
+class TraceOpenError(RuntimeError):
+    """A listed trace that could not be opened (bad or unreadable file); the message is shown in the page."""
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One servable trace (``key`` = path relative to the root, POSIX separators) or one multi-rank group
+    (``key`` = ``group:<pattern>``, ``members`` = the member keys by rank)."""
+
+    key: str
+    label: str
+    group: str
+    members: tuple[str, ...] = ()
+
+    @property
+    def is_group(self) -> bool:
+        return bool(self.members)
+
+
+def _is_trace_file(p: Path) -> bool:
+    return p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+
+
+def _stem(name: str) -> str:
+    for suf in (".json.gz", ".nprof", ".json"):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+class TraceStore:
+    """Traces under ``root`` (a trace file or a directory), opened on demand and kept in an LRU of
+    ``cache_size`` entries (each entry holds the trace and its timeline indexes)."""
+
+    def __init__(self, root: str | Path, cache_size: int = 4, progress: bool = False):
+        self.root = Path(root).resolve(strict=True)
+        self.base = self.root if self.root.is_dir() else self.root.parent
+        self.cache_size = max(1, int(cache_size))
+        self.progress = progress
+        self._lock = threading.RLock()
+        self._open: OrderedDict[str, dict] = OrderedDict()
+        self._entries: list[TraceEntry] | None = None
+
+    # ------------------------------------------------------------------ listing and containment
+    def entries(self, refresh: bool = False) -> list[TraceEntry]:
+        """Servable traces: single files first, then one group per set of rank files in one folder."""
+        with self._lock:
+            if self._entries is not None and not refresh:
+                return self._entries
+            if self.root.is_file():
+                files = [self.root]
+            else:
+                files = sorted(p for p in self.root.rglob("*") if _is_trace_file(p))
+                stems = {(p.parent, _stem(p.name)) for p in files if p.name.endswith(".nprof")}
+                # a Kineto file whose .nprof conversion sits beside it is listed once (the .nprof)
+                files = [p for p in files if p.name.endswith(".nprof") or (p.parent, _stem(p.name)) not in stems]
+            out: list[TraceEntry] = []
+            groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+            for p in files:
+                key = self._key(p)
+                folder = str(Path(key).parent) if "/" in key else "."
+                out.append(TraceEntry(key, key, folder))
+                m = _RANK_RE.search(p.name)
+                if m:
+                    pattern = _RANK_RE.sub("rank*", p.name)
+                    groups.setdefault((folder, pattern), []).append((int(m.group(1)), key))
+            for (folder, pattern), members in sorted(groups.items()):
+                ranks = sorted({r for r, _ in members})
+                if len(ranks) > 1:
+                    members.sort()
+                    gkey = GROUP_PREFIX + (pattern if folder == "." else f"{folder}/{pattern}")
+                    label = f"{gkey[len(GROUP_PREFIX):]} ({len(ranks)} ranks)"
+                    out.append(TraceEntry(gkey, label, folder, tuple(k for _, k in members)))
+            self._entries = out
+            return out
+
+    def _key(self, p: Path) -> str:
+        return p.resolve().relative_to(self.base).as_posix()
+
+    def default_key(self) -> str | None:
+        """The trace to open first: the root file, else the first listed trace."""
+        es = self.entries()
+        return es[0].key if es else None
+
+    def entry(self, key: str) -> TraceEntry:
+        """The listed entry for ``key``; raises :class:`TraceAccessError` for anything else."""
+        if not isinstance(key, str) or not key or len(key) > 1024 or "\x00" in key:
+            raise TraceAccessError("no trace selected")
+        for e in self.entries():
+            if e.key == key:
+                return e
+        raise TraceAccessError(f"trace {key!r} is not served here (choose one of the listed traces)")
+
+    def resolve(self, key: str) -> Path:
+        """The file of a single-trace key, resolved and checked to sit inside the root."""
+        e = self.entry(key)
+        if e.is_group:
+            raise TraceAccessError(f"{key!r} is a group of ranks, not one file")
+        p = (self.base / e.key).resolve()
+        if not p.is_relative_to(self.base) or (self.root.is_file() and p != self.root):
+            raise TraceAccessError(f"trace {key!r} is outside the served path")
+        return p
+
+    # ------------------------------------------------------------------ opening
+    def _slot(self, key: str) -> dict:
+        with self._lock:
+            if key in self._open:
+                self._open.move_to_end(key)
+                return self._open[key]
+        slot = self._load(key)
+        with self._lock:
+            self._open[key] = slot
+            self._open.move_to_end(key)
+            while len(self._open) > self.cache_size:
+                self._open.popitem(last=False)
+        return slot
+
+    def _load(self, key: str) -> dict:
+        import analysis
+
+        e = self.entry(key)
+        try:
+            if e.is_group:
+                traces = [self._open_file(self.resolve(k)) for k in e.members]
+                obj = analysis.TraceSet(traces, path=self.base / e.group)
+            else:
+                obj = self._open_file(self.resolve(key))
+        except TraceAccessError:
+            raise
+        except Exception as exc:  # any reader/importer failure becomes a message, not a crash
+            raise TraceOpenError(f"could not open {key}: {type(exc).__name__}: {exc}") from exc
+        return {"trace": obj, "index": {}, "lock": threading.Lock()}
+
+    def _open_file(self, path: Path):
+        import analysis
+
+        t = analysis.load(path)
+        t.header  # noqa: B018  (fail now on a bad header rather than inside a callback)
+        return t
+
+    def open(self, key: str):
+        """The ``analysis.Trace`` (file) or ``analysis.TraceSet`` (group) for ``key``.
+
+        Raises :class:`TraceAccessError` (not served) or :class:`TraceOpenError` (bad file)."""
+        return self._slot(key)["trace"]
+
+    def trace(self, key: str, rank: int | None = None):
+        """One ``analysis.Trace``: the file, or the member of a group with ``rank`` (default: first)."""
+        obj = self.open(key)
+        members = getattr(obj, "traces", None)
+        if members is None:
+            return obj
+        if rank is not None:
+            for t in members:
+                if t.rank == rank:
+                    return t
+        return members[0]
+
+    def timeline(self, key: str, rank: int | None = None) -> TimelineIndex:
+        """The timeline index of one trace (built once per LRU slot)."""
+        slot = self._slot(key)
+        tr = self.trace(key, rank)
+        with slot["lock"]:
+            idx = slot["index"].get(tr.rank)
+            if idx is None:
+                try:
+                    idx = build_index(tr, progress=self.progress)
+                except Exception as exc:
+                    raise TraceOpenError(f"could not index {key}: {type(exc).__name__}: {exc}") from exc
+                slot["index"][tr.rank] = idx
+            return idx
+
+    def cached_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._open)

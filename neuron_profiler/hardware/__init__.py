@@ -1,0 +1,24 @@
+"""The hardware table: every clock, peak and bandwidth of the project, each with its public source.
+
+Data lives in ``hardware_table.json`` (package data); this package only reads it.
+"""
+from neuron_profiler.hardware.dtypes import CANONICAL_DTYPES, dtype_size_bytes, normalize_dtype
+from neuron_profiler.hardware.table import (
+    TARGETS,
+    adjusted_flops_multiplier,
+    device_kind_for_gpu,
+    engine_clock_hz,
+    gpu_spec,
+    gpu_variant_name,
+    model_param,
+    neuron_device,
+    neuron_spec,
+    raw_table,
+    target_display_name,
+)
+
+__all__ = [
+    "TARGETS", "CANONICAL_DTYPES", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name",
+    "device_kind_for_gpu", "adjusted_flops_multiplier", "normalize_dtype", "dtype_size_bytes",
+    "engine_clock_hz", "model_param", "target_display_name", "raw_table",
+]

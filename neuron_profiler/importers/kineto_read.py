@@ -1,0 +1,73 @@
+"""Reading a Kineto / Chrome-trace JSON(.gz) file into its top-level dict, with clear format errors."""
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+from typing import Any
+
+from neuron_profiler.trace.errors import NotATraceError, TraceFormatError, TruncatedTraceError
+
+try:  # orjson is ~3x faster than json on 50 MB traces
+    import orjson as _json
+
+    _JSONDecodeError: tuple[type[BaseException], ...] = (_json.JSONDecodeError,)
+except ImportError:  # pragma: no cover - orjson is a declared dependency
+    import json as _json
+
+    _JSONDecodeError = (_json.JSONDecodeError, UnicodeDecodeError)
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_bytes(src: str | Path) -> bytes:
+    """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix).
+
+    Raises ``TruncatedTraceError`` for a truncated or corrupt gzip stream, ``FileNotFoundError`` when absent."""
+    path = Path(src)
+    raw = path.read_bytes()
+    if raw[:2] != _GZIP_MAGIC:
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except EOFError as exc:
+        raise TruncatedTraceError(
+            f"{path}: truncated gzip stream (expected a complete .gz file, found {len(raw)} bytes ending "
+            f"before the end-of-stream marker)") from exc
+    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise TruncatedTraceError(f"{path}: corrupt gzip data ({exc})") from exc
+
+
+def parse_json(data: bytes, where: str) -> dict[str, Any]:
+    """Parse Kineto JSON bytes into the top-level dict (a bare event list becomes ``{"traceEvents": list}``).
+
+    Raises ``NotATraceError`` for invalid JSON or JSON that is not a Chrome/Kineto trace."""
+    if not data.strip():
+        raise NotATraceError(f"{where}: empty file (expected a Kineto JSON trace)")
+    try:
+        doc = _json.loads(data)
+    except _JSONDecodeError as exc:
+        raise NotATraceError(f"{where}: not valid JSON ({exc}); expected a Kineto/Chrome trace") from exc
+    except TypeError as exc:  # pragma: no cover - defensive
+        raise NotATraceError(f"{where}: not valid JSON ({exc})") from exc
+    if isinstance(doc, list):  # the Chrome "JSON array format"
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict):
+        raise NotATraceError(f"{where}: expected a JSON object with a 'traceEvents' list, found a JSON "
+                             f"{type(doc).__name__}")
+    events = doc.get("traceEvents")
+    if events is None:
+        keys = ", ".join(sorted(map(str, doc))[:8]) or "none"
+        raise NotATraceError(f"{where}: expected a JSON object with a 'traceEvents' list (a torch.profiler / "
+                             f"Kineto trace), found keys: {keys}")
+    if not isinstance(events, list):
+        raise NotATraceError(f"{where}: 'traceEvents' must be a list, found {type(events).__name__}")
+    return doc
+
+
+def load_document(src: str | Path) -> dict[str, Any]:
+    """Read and parse one Kineto JSON(.gz) file; every failure is a ``TraceFormatError`` (or OSError)."""
+    path = Path(src)
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a directory (expected one Kineto JSON file; use import_directory)")
+    return parse_json(read_bytes(path), str(path))

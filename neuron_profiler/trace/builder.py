@@ -1,0 +1,127 @@
+"""In-memory trace construction for capture, importers and the simulator: add tracks and rows, write once."""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_profiler.trace.columns import TABLES, columns_of
+from neuron_profiler.trace.encode import normalize
+from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
+from schemas import pb
+
+
+class TraceBuilder:
+    """Accumulates tables in memory; ``write(path)`` streams them through ``TraceWriter``.
+
+    Row ids are assigned in add order, so a returned id can be stored in REF columns (``framework_op``,
+    ``track``, ``parent``) of rows added later or earlier.
+    """
+
+    def __init__(self, header: pb.Header) -> None:
+        self.header = header
+        self.dropped_events: dict[str, int] = {}
+        self.footer_metadata: dict[str, str] = {}
+        self._batches: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in TABLES}
+        self._rows: dict[str, int] = {t: 0 for t in TABLES}
+
+    def rows(self, table: str) -> int:
+        """Rows added to ``table`` so far."""
+        columns_of(table)
+        return self._rows[table]
+
+    def add_rows(self, table: str, columns: Mapping[str, Any] | pd.DataFrame) -> int:
+        """Add a batch (column -> array; scalars broadcast); returns the row id of its first row."""
+        n, cols = normalize(table, columns)
+        for name, col in columns_of(table).items():
+            if col.kind == "string" and name in cols:
+                cols[name] = _string_column(cols[name], n)
+        first = self._rows[table]
+        if n:
+            self._batches[table].append((n, cols))
+            self._rows[table] += n
+        return first
+
+    def add_track(self, kind: str, name: str, parent: int = -1, *, device: int = -1, nc_idx: int = -1,
+                  pid: int = 0, tid: int = 0, rank: int = 0, sort_index: int | None = None,
+                  unit: str = "") -> int:
+        """Add one timeline track; returns its id (for ``parent`` and the events' ``track`` column)."""
+        tid_ = self._rows["tracks"]
+        self.add_rows("tracks", {"parent": [parent], "kind": [kind], "name": [name], "device": [device],
+                                 "nc_idx": [nc_idx], "pid": [pid], "tid": [tid], "rank": [rank],
+                                 "sort_index": [tid_ if sort_index is None else sort_index], "unit": [unit]})
+        return tid_
+
+    def add_flows(self, src_table: str, src_rows: Any, dst_table: str, dst_rows: Any, kind: str) -> int:
+        """Add links src event -> dst event (e.g. host op -> instruction, kind "launch")."""
+        for t in (src_table, dst_table):
+            columns_of(t)
+        return self.add_rows("flows", {"src_table": src_table, "src_row": np.asarray(src_rows, dtype=np.int64),
+                                       "dst_table": dst_table, "dst_row": np.asarray(dst_rows, dtype=np.int64),
+                                       "kind": kind})
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The rows added so far as a DataFrame with the reader's conventions (index = row id)."""
+        spec = columns_of(name)
+        batches = self._batches[name]
+        data: dict[str, Any] = {}
+        for col, c in spec.items():
+            parts = [b[col] if col in b else _default(c, n) for n, b in batches]
+            if c.kind == "string":
+                vals = np.concatenate(parts) if parts else np.zeros(0, dtype=object)
+                data[col] = pd.Categorical(vals)
+            else:
+                dtype = np.float64 if c.kind == "float" else np.int64
+                data[col] = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+        return pd.DataFrame(data, index=pd.RangeIndex(self._rows[name], name="row"))
+
+    def write(self, path: str | os.PathLike, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+              compression: str = "zlib") -> Path:
+        """Write the whole trace to ``path`` (parent directories are created)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with TraceWriter(path, self.header, chunk_rows=chunk_rows, compression=compression) as w:
+            for table, batches in self._batches.items():
+                for _, cols in batches:
+                    w.append(table, cols)
+            w.dropped_events.update(self.dropped_events)
+            w.footer_metadata.update(self.footer_metadata)
+        return path
+
+
+def _string_column(v: Any, n: int) -> np.ndarray:
+    if isinstance(v, str) or v is None:
+        out = np.empty(n, dtype=object)
+        out[:] = v or ""
+        return out
+    if isinstance(v, (pd.Categorical, pd.Series)):
+        arr = np.asarray(v, dtype=object)
+    else:
+        arr = np.asarray(v, dtype=object)
+    if len(arr) and pd.isna(arr).any():
+        arr = arr.copy()
+        arr[pd.isna(arr)] = ""
+    return arr
+
+
+def _default(c: Any, n: int) -> np.ndarray:
+    if c.kind == "string":
+        out = np.empty(n, dtype=object)
+        out[:] = ""
+        return out
+    return np.full(n, c.default, dtype=np.float64 if c.kind == "float" else np.int64)
+
+
+def write_trace(path: str | os.PathLike, header: pb.Header, tables: Mapping[str, Mapping[str, Any] | pd.DataFrame],
+                *, dropped_events: Mapping[str, int] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                compression: str = "zlib") -> Path:
+    """One-shot: write ``tables`` (name -> DataFrame or column mapping) with ``header`` to ``path``."""
+    b = TraceBuilder(header)
+    for name, cols in tables.items():
+        b.add_rows(name, cols)
+    b.dropped_events.update(dropped_events or {})
+    return b.write(path, chunk_rows=chunk_rows, compression=compression)

@@ -1,0 +1,86 @@
+"""Table and column definitions, read from the proto descriptors (the proto is the one source of truth).
+
+Every table is a ``*Columns`` message inside ``Chunk.columns``; each field is a column whose encoding,
+unit and referenced table are field options (see ``schemas/neuron_trace.proto``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from schemas import pb
+
+#: Current format version written by this package; readers accept any minor of the same major.
+FORMAT_MAJOR = 1
+FORMAT_MINOR = 0
+FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
+
+STRINGS_TABLE = "strings"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its proto field and how it is encoded."""
+
+    name: str
+    number: int
+    kind: str  # "delta" | "string" | "ref" | "int" | "uint" | "float"
+    unit: str
+    ref_table: str
+    int_default: int = 0
+
+    @property
+    def default(self) -> int | float | str:
+        """Value of a row whose column was never written."""
+        return {"string": "", "ref": -1, "float": 0.0}.get(self.kind, self.int_default)
+
+
+def _column(field: FieldDescriptor) -> Column:
+    opts = field.GetOptions()
+    enc = opts.Extensions[pb.encoding]
+    if enc == pb.DELTA:
+        kind = "delta"
+    elif enc == pb.STRING:
+        kind = "string"
+    elif enc == pb.REF:
+        kind = "ref"
+    elif field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        kind = "float"
+    elif field.type in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_UINT32):
+        kind = "uint"
+    else:
+        kind = "int"
+    return Column(field.name, field.number, kind, opts.Extensions[pb.unit], opts.Extensions[pb.ref_table],
+                  opts.Extensions[pb.default_value])
+
+
+_ONEOF = pb.Chunk.DESCRIPTOR.oneofs_by_name["columns"]
+
+#: table name -> table id (the oneof field number, also stored in each record frame)
+TABLE_IDS: dict[str, int] = {f.name: f.number for f in _ONEOF.fields}
+TABLE_NAMES: dict[int, str] = {v: k for k, v in TABLE_IDS.items()}
+
+#: event tables -> their columns, in field order (the internal ``strings`` table is not listed)
+TABLES: dict[str, tuple[Column, ...]] = {
+    f.name: tuple(_column(c) for c in f.message_type.fields)
+    for f in _ONEOF.fields
+    if f.name != STRINGS_TABLE
+}
+
+#: the timestamp column of each table (start_ts or ts) and its duration column ("" when none)
+TIME_COLUMNS: dict[str, tuple[str, str]] = {}
+for _name, _cols in TABLES.items():
+    _names = {c.name for c in _cols}
+    if "start_ts" in _names:
+        TIME_COLUMNS[_name] = ("start_ts", "duration_ns")
+    elif "ts" in _names:
+        TIME_COLUMNS[_name] = ("ts", "")
+
+
+def columns_of(table: str) -> dict[str, Column]:
+    """Columns of ``table`` by name; ValueError naming the valid tables for an unknown one."""
+    try:
+        return {c.name: c for c in TABLES[table]}
+    except KeyError:
+        raise ValueError(f"unknown table {table!r}; valid tables: {', '.join(TABLES)}") from None

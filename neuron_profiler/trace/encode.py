@@ -1,0 +1,121 @@
+"""Column arrays <-> packed proto fields. Only the reader and writer use this module."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_profiler.trace.columns import TIME_COLUMNS, Column, columns_of
+
+_NUMPY_KIND = {"delta": np.int64, "ref": np.int64, "int": np.int64, "uint": np.int64, "float": np.float64}
+
+
+def column_length(columns: Mapping[str, Any]) -> int:
+    """Row count of a column mapping (scalars broadcast); ValueError when lengths disagree."""
+    n = None
+    for name, v in columns.items():
+        if _is_scalar(v):
+            continue
+        m = len(v)
+        if n is None:
+            n = m
+        elif m != n:
+            raise ValueError(f"column {name!r} has {m} rows, expected {n} like the other columns")
+    if n is None:
+        raise ValueError("at least one column must be an array (scalars only broadcast)")
+    return n
+
+
+def _is_scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (str, bytes, int, float, np.generic))
+
+
+def normalize(table: str, columns: Mapping[str, Any] | pd.DataFrame) -> tuple[int, dict[str, Any]]:
+    """Validate column names and lengths; numeric columns become numpy arrays, string columns stay as given.
+
+    Returns (rows, {column: array or string-like}). Unknown columns raise ValueError naming the valid ones.
+    """
+    spec = columns_of(table)
+    if isinstance(columns, pd.DataFrame):
+        columns = {k: columns[k] for k in columns.columns}
+    unknown = [k for k in columns if k not in spec]
+    if unknown:
+        raise ValueError(f"table {table!r} has no column(s) {unknown}; valid columns: {', '.join(spec)}")
+    n = column_length(columns)
+    out: dict[str, Any] = {}
+    for name, v in columns.items():
+        col = spec[name]
+        if col.kind == "string":
+            out[name] = v
+            continue
+        dtype = _NUMPY_KIND[col.kind]
+        arr = np.full(n, v, dtype=dtype) if _is_scalar(v) else np.asarray(v)
+        if arr.dtype != dtype:
+            if col.kind != "float" and arr.dtype.kind == "f":
+                if not np.isfinite(arr).all():
+                    raise ValueError(f"column {table}.{name} holds NaN/inf; integer columns need finite values")
+            arr = arr.astype(dtype)
+        if col.kind == "uint" and len(arr) and arr.min() < 0:
+            raise ValueError(f"column {table}.{name} must be >= 0, found {arr.min()}")
+        if col.kind == "ref" and len(arr) and arr.min() < -1:
+            raise ValueError(f"column {table}.{name} holds row ids, found {arr.min()} (use -1 for none)")
+        out[name] = arr
+    return n, out
+
+
+def time_bounds(table: str, cols: Mapping[str, Any]) -> tuple[int, int]:
+    """(min start, max end) of a normalized batch, (0, 0) for tables without time."""
+    tc = TIME_COLUMNS.get(table)
+    if not tc or tc[0] not in cols or len(cols[tc[0]]) == 0:
+        return 0, 0
+    ts = cols[tc[0]]
+    end = ts + cols[tc[1]] if tc[1] and tc[1] in cols else ts
+    return int(ts.min()), int(end.max())
+
+
+def fill_message(msg: Any, spec: Mapping[str, Column], cols: Mapping[str, np.ndarray]) -> None:
+    """Write normalized, interned columns (string columns already uint32 ids) into a ``*Columns`` message."""
+    for name, arr in cols.items():
+        kind = spec[name].kind
+        if kind == "delta":
+            arr = np.diff(arr, prepend=np.int64(0))
+        elif kind == "ref":
+            arr = (arr + 1).astype(np.uint64)
+        if kind != "delta" and _all_default(arr, spec[name]):
+            continue  # all defaults: leave the packed field empty
+        getattr(msg, name).extend(arr.tolist())
+
+
+def _all_default(arr: np.ndarray, col: Column) -> bool:
+    if col.kind in ("ref", "string"):
+        return not arr.any()  # refs are already shifted (0 = none); string id 0 = ""
+    return bool((arr == col.default).all())
+
+
+def read_message(msg: Any, spec: Mapping[str, Column], rows: int, wanted: list[str]) -> dict[str, np.ndarray]:
+    """Decode ``wanted`` columns of a ``*Columns`` message into numpy arrays of ``rows`` elements.
+
+    String columns come back as uint32 ids. Raises ValueError on a column of the wrong length."""
+    out: dict[str, np.ndarray] = {}
+    for name in wanted:
+        col = spec[name]
+        field = getattr(msg, name)
+        if len(field) == 0:
+            out[name] = np.full(rows, col.default if col.kind != "string" else 0,
+                                dtype=np.uint32 if col.kind == "string" else _NUMPY_KIND[col.kind])
+            continue
+        if len(field) != rows:
+            raise ValueError(f"column {name!r} has {len(field)} values for {rows} rows")
+        if col.kind == "string":
+            out[name] = np.array(field, dtype=np.uint32)
+        elif col.kind == "delta":
+            out[name] = np.cumsum(np.array(field, dtype=np.int64))
+        elif col.kind == "ref":
+            out[name] = np.array(field, dtype=np.uint64).astype(np.int64) - 1
+        elif col.kind == "float":
+            out[name] = np.array(field, dtype=np.float64)
+        else:
+            out[name] = np.array(field, dtype=np.int64)
+    return out

@@ -1,0 +1,55 @@
+"""Byte-level file layout: magic, record frames, trailer. Only the reader and writer use this module.
+
+    MAGIC | frame(Header) | frame(Chunk)* | frame(Footer) | trailer
+    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B reserved> <I crc32(payload)> payload
+    trailer = <Q footer_frame_offset> b"NTRACEND"
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+MAGIC = b"\x89NTRACE\n"
+END_MAGIC = b"NTRACEND"
+FRAME = struct.Struct("<IBBBBI")
+TRAILER = struct.Struct("<Q8s")
+
+HEADER, CHUNK, FOOTER = 1, 2, 3
+RECORD_TYPES = {HEADER: "header", CHUNK: "chunk", FOOTER: "footer"}
+
+CODEC_NONE, CODEC_ZLIB = 0, 1
+CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB}
+
+#: No single record may be larger than this (a declared length above it is corruption, not a trace).
+MAX_RECORD_BYTES = 1 << 30
+#: A decompressed chunk may not exceed this.
+MAX_DECOMPRESSED_BYTES = 1 << 31
+
+
+def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, table_id: int = 0) -> bytes:
+    """Frame ``payload`` (already compressed when codec != none)."""
+    if len(payload) > MAX_RECORD_BYTES:
+        raise ValueError(f"record of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
+    return FRAME.pack(len(payload), record_type, codec, table_id, 0, zlib.crc32(payload)) + payload
+
+
+def compress(data: bytes, codec: int, level: int = 1) -> bytes:
+    """Compress a serialized chunk with ``codec``."""
+    if codec == CODEC_ZLIB:
+        return zlib.compress(data, level)
+    return data
+
+
+def decompress(data: bytes, codec: int) -> bytes:
+    """Undo ``compress``; raises ValueError on an unknown codec, a bad stream or a decompression bomb."""
+    if codec == CODEC_NONE:
+        return bytes(data)
+    if codec == CODEC_ZLIB:
+        d = zlib.decompressobj()
+        out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
+        if d.unconsumed_tail:
+            raise ValueError(f"chunk decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")
+        if not d.eof:
+            raise ValueError("zlib stream is incomplete")
+        return out
+    raise ValueError(f"unknown codec {codec} (known: {sorted(CODECS.values())})")

@@ -1,0 +1,393 @@
+"""The one reader of the trace format: lazy, per-table and per-time-window loads into pandas.
+
+Robust to bad input: every problem raises a ``TraceFormatError`` subclass naming the file, the byte
+offset and what was expected. A file cut short (a killed writer) reads back every complete chunk and
+reports the lost bytes; a corrupt chunk raises unless ``strict=False``, which skips it and counts it.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from google.protobuf.message import DecodeError
+
+from neuron_profiler.trace import framing
+from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLE_NAMES,
+                                           TABLES, TIME_COLUMNS, columns_of)
+from neuron_profiler.trace.encode import read_message
+from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError,
+                                          TruncatedTraceError, UnsupportedVersionError)
+from neuron_profiler.trace.strings import categorical_from_ids
+from schemas import pb
+
+#: A chunk with no stored column may declare at most this many (all-default) rows.
+_MAX_DEFAULT_ROWS = 1 << 20
+
+
+@dataclass
+class ChunkRef:
+    """Where a chunk sits in the file; rows/first_row/ts bounds are -1 when only known after decoding."""
+
+    table_id: int
+    offset: int
+    length: int
+    codec: int = -1
+    first_row: int = -1
+    rows: int = -1
+    min_ts: int = 0
+    max_end_ts: int = 0
+
+
+class TraceFile:
+    """An open trace file. Tables are decoded on demand with ``table()``."""
+
+    def __init__(self, path: str | os.PathLike, *, strict: bool = True) -> None:
+        self.path = Path(path)
+        self.strict = strict
+        self.warnings: list[str] = []
+        self.skipped_chunks = 0
+        try:
+            size = self.path.stat().st_size
+            with open(self.path, "rb") as f:
+                self._buf: bytes | mmap.mmap = (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                                                if size else b"")
+        except IsADirectoryError:
+            raise NotATraceError(f"{self.path}: is a directory, not a trace file") from None
+        except OSError as e:
+            raise TraceFormatError(f"{self.path}: cannot open: {e.strerror or e}") from None
+        self.size = size
+        self._check_magic()
+        self.header, pos = self._read_header()
+        self.footer: pb.Footer | None = None
+        self.lost_bytes = 0
+        self._chunks = self._index(pos)
+        self._strings = self._load_strings()
+
+    # -- properties ------------------------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        """True when the file was closed cleanly (footer and trailer present and valid)."""
+        return self.footer is not None
+
+    @property
+    def format_version(self) -> str:
+        return f"{self.header.format_major}.{self.header.format_minor}"
+
+    @property
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table (from the footer, else by decoding chunk headers)."""
+        if self.footer is not None:
+            return {t: int(self.footer.table_rows.get(t, 0)) for t in TABLES}
+        counts = {t: 0 for t in TABLES}
+        for c in self._chunks:
+            name = TABLE_NAMES.get(c.table_id)
+            if name in counts:
+                self._ensure_decoded_meta(c)
+                counts[name] += max(c.rows, 0)
+        return counts
+
+    @property
+    def dropped_events(self) -> dict[str, int]:
+        return dict(self.footer.dropped_events) if self.footer is not None else {}
+
+    @property
+    def footer_metadata(self) -> dict[str, str]:
+        return dict(self.footer.metadata) if self.footer is not None else {}
+
+    @property
+    def time_range(self) -> tuple[int, int] | None:
+        """(first start, last end) in ns over all event tables, None for a trace without events."""
+        if self.footer is not None:
+            if not any(self.footer.table_rows.get(t, 0) for t in TIME_COLUMNS):
+                return None
+            return int(self.footer.min_ts), int(self.footer.max_ts)
+        lo, hi = None, None
+        for t, (tcol, dcol) in TIME_COLUMNS.items():
+            df = self.table(t, columns=[tcol] + ([dcol] if dcol else []))
+            if len(df):
+                end = df[tcol] + df[dcol] if dcol else df[tcol]
+                lo = int(df[tcol].min()) if lo is None else min(lo, int(df[tcol].min()))
+                hi = int(end.max()) if hi is None else max(hi, int(end.max()))
+        return None if lo is None else (lo, hi)
+
+    @property
+    def strings(self) -> np.ndarray:
+        return self._strings
+
+    # -- tables ----------------------------------------------------------------------------------
+    def table(self, name: str, columns: Iterable[str] | None = None, start_ns: int | None = None,
+              end_ns: int | None = None) -> pd.DataFrame:
+        """Decode ``name`` into a DataFrame (index = row id). With ``start_ns``/``end_ns``, only rows whose
+        [start, end] overlaps the window (chunks outside it are not decoded)."""
+        spec = columns_of(name)
+        wanted = list(spec) if columns is None else list(columns)
+        bad = [c for c in wanted if c not in spec]
+        if bad:
+            raise ValueError(f"table {name!r} has no column(s) {bad}; valid columns: {', '.join(spec)}")
+        windowed = start_ns is not None or end_ns is not None
+        tcol, dcol = TIME_COLUMNS.get(name, ("", ""))
+        if windowed and not tcol:
+            raise ValueError(f"table {name!r} has no time column; it cannot be read by time window")
+        lo = -(1 << 62) if start_ns is None else int(start_ns)
+        hi = (1 << 62) if end_ns is None else int(end_ns)
+        decode_cols = list(dict.fromkeys(wanted + ([tcol] + ([dcol] if dcol else []) if windowed else [])))
+        tid = TABLE_IDS[name]
+        parts: list[dict[str, np.ndarray]] = []
+        index: list[np.ndarray] = []
+        for c in self._chunks:
+            if c.table_id != tid:
+                continue
+            if windowed and c.rows >= 0 and self.footer is not None and c.rows and (c.max_end_ts < lo or c.min_ts > hi):
+                continue
+            decoded = self._decode_chunk(c, name, decode_cols)
+            if decoded is None:
+                continue
+            first, rows, cols = decoded
+            idx = np.arange(first, first + rows, dtype=np.int64)
+            if windowed:
+                start = cols[tcol]
+                end = start + cols[dcol] if dcol else start
+                keep = (end >= lo) & (start <= hi)
+                cols = {k: v[keep] for k, v in cols.items()}
+                idx = idx[keep]
+            parts.append(cols)
+            index.append(idx)
+        data: dict[str, object] = {}
+        for col in wanted:
+            kind = spec[col].kind
+            if parts:
+                arr = np.concatenate([p[col] for p in parts])
+            else:
+                arr = np.zeros(0, dtype=np.uint32 if kind == "string" else
+                               (np.float64 if kind == "float" else np.int64))
+            data[col] = categorical_from_ids(arr, self._strings) if kind == "string" else arr
+        idx = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
+        return pd.DataFrame(data, index=pd.Index(idx, name="row"))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table, fully decoded."""
+        return {t: self.table(t) for t in TABLES}
+
+    def close(self) -> None:
+        if isinstance(self._buf, mmap.mmap):
+            self._buf.close()
+
+    def __enter__(self) -> "TraceFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _err(self, cls: type[TraceFormatError], offset: int | None, msg: str) -> TraceFormatError:
+        where = f"{self.path}" + (f" at byte {offset}" if offset is not None else "")
+        return cls(f"{where}: {msg}")
+
+    def _check_magic(self) -> None:
+        head = bytes(self._buf[: len(framing.MAGIC)])
+        if head == framing.MAGIC:
+            return
+        hint = ""
+        if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+            hint = " (it looks like JSON or gzip: import a torch.profiler trace with `neuron-trace import`)"
+        if len(head) < len(framing.MAGIC) and framing.MAGIC.startswith(head) and head:
+            raise self._err(TruncatedTraceError, 0, f"file is {self.size} bytes, shorter than the magic bytes")
+        raise self._err(NotATraceError, 0, f"not a Neuron trace: expected magic bytes {framing.MAGIC!r}, "
+                        f"found {head!r}{hint}")
+
+    def _frame_at(self, pos: int) -> tuple[int, int, int, int, int] | None:
+        """(length, type, codec, table_id, crc) of the frame at ``pos``, None when the file ends inside it."""
+        if pos + framing.FRAME.size > self.size:
+            return None
+        length, rtype, codec, table_id, _, crc = framing.FRAME.unpack_from(self._buf, pos)
+        return length, rtype, codec, table_id, crc
+
+    def _payload(self, pos: int, length: int, crc: int) -> bytes:
+        if length > framing.MAX_RECORD_BYTES:
+            raise self._err(CorruptTraceError, pos, f"declared record length {length} exceeds the "
+                            f"{framing.MAX_RECORD_BYTES}-byte limit")
+        start = pos + framing.FRAME.size
+        if start + length > self.size:
+            raise self._err(TruncatedTraceError, pos, f"record declares {length} bytes but only "
+                            f"{self.size - start} remain (file truncated)")
+        data = self._buf[start:start + length]
+        if zlib.crc32(data) != crc:
+            raise self._err(CorruptTraceError, pos, "checksum mismatch (record is corrupt)")
+        return data
+
+    def _read_header(self) -> tuple[pb.Header, int]:
+        pos = len(framing.MAGIC)
+        fr = self._frame_at(pos)
+        if fr is None:
+            raise self._err(TruncatedTraceError, pos, "file ends before the header record")
+        length, rtype, codec, _, crc = fr
+        if rtype != framing.HEADER:
+            raise self._err(CorruptTraceError, pos, f"expected the header record (type {framing.HEADER}), "
+                            f"found record type {rtype}")
+        payload = self._payload(pos, length, crc)
+        h = pb.Header()
+        try:
+            h.ParseFromString(framing.decompress(payload, codec))
+        except (DecodeError, ValueError) as e:
+            raise self._err(CorruptTraceError, pos, f"header cannot be decoded: {e}") from None
+        if h.format_major > FORMAT_MAJOR:
+            raise self._err(UnsupportedVersionError, None, f"file has format version "
+                            f"{h.format_major}.{h.format_minor}; this reader supports {FORMAT_MAJOR}.x "
+                            f"(up to {FORMAT_MAJOR}.{FORMAT_MINOR}); upgrade neuron-profiler to read it")
+        if h.format_major == 0:
+            raise self._err(CorruptTraceError, pos, "header has format version 0.x, which was never written")
+        return h, pos + framing.FRAME.size + length
+
+    def _index(self, pos: int) -> list[ChunkRef]:
+        chunks = self._index_from_footer(pos)
+        if chunks is not None:
+            return chunks
+        return self._index_by_scan(pos)
+
+    def _index_from_footer(self, data_start: int) -> list[ChunkRef] | None:
+        if self.size < data_start + framing.TRAILER.size:
+            return None
+        off, magic = framing.TRAILER.unpack_from(self._buf, self.size - framing.TRAILER.size)
+        if magic != framing.END_MAGIC or not data_start <= off < self.size - framing.TRAILER.size:
+            return None
+        fr = self._frame_at(off)
+        if fr is None or fr[1] != framing.FOOTER:
+            return None
+        try:
+            payload = self._payload(off, fr[0], fr[4])
+            ft = pb.Footer()
+            ft.ParseFromString(framing.decompress(payload, fr[2]))
+        except (TraceFormatError, DecodeError, ValueError):
+            self.warnings.append(f"footer at byte {off} is unreadable; the file was scanned instead")
+            return None
+        chunks = []
+        for e in ft.chunks:
+            if not data_start <= e.offset < off or e.offset + e.length > off:
+                self.warnings.append(f"footer index entry at byte {e.offset} is out of range; the file was scanned")
+                return None
+            chunks.append(ChunkRef(e.table_id, e.offset, e.length, -1, e.first_row, e.rows, e.min_ts, e.max_end_ts))
+        self.footer = ft
+        return chunks
+
+    def _index_by_scan(self, pos: int) -> list[ChunkRef]:
+        chunks: list[ChunkRef] = []
+        while pos < self.size:
+            fr = self._frame_at(pos)
+            if fr is None:
+                break
+            length, rtype, codec, table_id, _ = fr
+            end = pos + framing.FRAME.size + length
+            if rtype == framing.FOOTER:
+                pos = self.size  # footer present but its trailer is cut: no event data was lost
+                break
+            if rtype != framing.CHUNK:
+                raise self._err(CorruptTraceError, pos, f"expected a chunk record (type {framing.CHUNK}), "
+                                f"found record type {rtype}")
+            if length > framing.MAX_RECORD_BYTES:
+                raise self._err(CorruptTraceError, pos, f"declared record length {length} exceeds the "
+                                f"{framing.MAX_RECORD_BYTES}-byte limit")
+            if end > self.size:
+                break
+            chunks.append(ChunkRef(table_id, pos, end - pos, codec))
+            pos = end
+        self.lost_bytes = self.size - pos
+        if self.lost_bytes:
+            self.warnings.append(f"file is truncated: the last {self.lost_bytes} bytes (an incomplete chunk) "
+                                 f"were lost; {len(chunks)} complete chunks were read")
+        elif pos >= self.size:
+            self.warnings.append("file has no footer (the writer did not close it); all chunks were recovered")
+        return chunks
+
+    def _chunk_message(self, c: ChunkRef) -> pb.Chunk | None:
+        fr = self._frame_at(c.offset)
+        try:
+            if fr is None or fr[1] != framing.CHUNK or fr[3] != c.table_id:
+                raise self._err(CorruptTraceError, c.offset, "index points at a byte that is not the "
+                                "expected chunk record")
+            payload = self._payload(c.offset, fr[0], fr[4])
+            try:
+                raw = framing.decompress(payload, fr[2])
+            except (ValueError, zlib.error) as e:
+                raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decompressed: {e}") from None
+            msg = pb.Chunk()
+            try:
+                msg.ParseFromString(raw)
+            except DecodeError as e:
+                raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decoded: {e}") from None
+            table = msg.WhichOneof("columns")
+            if table is None or TABLE_IDS[table] != c.table_id:
+                raise self._err(CorruptTraceError, c.offset, f"chunk frame says table "
+                                f"{TABLE_NAMES.get(c.table_id, c.table_id)!r}, payload holds {table!r}")
+            return msg
+        except TraceFormatError as e:
+            if self.strict:
+                raise
+            self.skipped_chunks += 1
+            self.warnings.append(f"skipped corrupt chunk: {e}")
+            return None
+
+    def _ensure_decoded_meta(self, c: ChunkRef) -> None:
+        if c.rows < 0:
+            msg = self._chunk_message(c)
+            c.rows = msg.rows if msg is not None else 0
+            c.first_row = msg.first_row if msg is not None else 0
+
+    def _decode_chunk(self, c: ChunkRef, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
+        msg = self._chunk_message(c)
+        if msg is None:
+            return None
+        rows = msg.rows
+        body = getattr(msg, table)
+        spec = columns_of(table)
+        if not any(len(getattr(body, k)) for k in spec) and rows > _MAX_DEFAULT_ROWS:
+            raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows but stores no column")
+        try:
+            out = read_message(body, spec, rows, cols)
+        except (ValueError, OverflowError) as e:
+            err = self._err(CorruptTraceError, c.offset, f"table {table!r}: {e}")
+            if self.strict:
+                raise err from None
+            self.skipped_chunks += 1
+            self.warnings.append(f"skipped corrupt chunk: {err}")
+            return None
+        n_strings = len(self._strings)
+        for k, v in out.items():
+            if spec[k].kind == "string" and len(v) and int(v.max()) >= n_strings:
+                raise self._err(CorruptTraceError, c.offset, f"column {table}.{k} refers to string id "
+                                f"{int(v.max())}, but the file has only {n_strings} strings")
+        return msg.first_row, rows, out
+
+    def _load_strings(self) -> np.ndarray:
+        values: list[str] = []
+        sid = TABLE_IDS[STRINGS_TABLE]
+        for c in self._chunks:
+            if c.table_id != sid:
+                continue
+            msg = self._chunk_message(c)
+            if msg is None:
+                continue
+            if msg.first_row != len(values):
+                raise self._err(CorruptTraceError, c.offset, f"string chunk starts at id {msg.first_row}, "
+                                f"expected {len(values)}")
+            values.extend(msg.strings.value)
+        if not values:
+            values = [""]
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = values
+        if len(set(values)) != len(values):
+            raise self._err(CorruptTraceError, None, "the string table holds duplicate strings")
+        return arr
+
+
+def read_trace(path: str | os.PathLike, *, strict: bool = True) -> TraceFile:
+    """Open a trace file (tables load lazily with ``.table(name)``). Raises ``TraceFormatError`` subclasses."""
+    return TraceFile(path, strict=strict)
+
+
+__all__ = ["TraceFile", "read_trace", "FORMAT_MAJOR", "FORMAT_MINOR"]

@@ -1,0 +1,60 @@
+"""Interning of string columns (writer side) and their conversion to pandas Categoricals (reader side)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+class StringTable:
+    """Global string -> id map of one trace file. Id 0 is always ""."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {"": 0}
+        self.values: list[str] = [""]
+        self.flushed = 0  # strings [0, flushed) have been written to the file
+
+    def intern(self, s: str) -> int:
+        """Id of ``s``, adding it when new."""
+        i = self.ids.get(s)
+        if i is None:
+            i = self.ids[s] = len(self.values)
+            self.values.append(s)
+        return i
+
+    def intern_array(self, values: Any, n: int) -> np.ndarray:
+        """Ids (uint32) for a scalar, a sequence of str/None, or a pandas Categorical of length ``n``."""
+        if isinstance(values, str) or values is None:
+            return np.full(n, self.intern(values or ""), dtype=np.uint32)
+        if isinstance(values, pd.Series):
+            values = values.array if isinstance(values.dtype, pd.CategoricalDtype) else values.to_numpy(object)
+        if isinstance(values, pd.Categorical):
+            codes = np.asarray(values.codes, dtype=np.int64)
+            cats = values.categories
+        else:
+            codes, cats = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+        lookup = np.fromiter((self.intern(_as_str(c)) for c in cats), dtype=np.uint32, count=len(cats))
+        lookup = np.append(lookup, np.uint32(0))  # code -1 (missing) -> ""
+        return lookup[codes]
+
+    def pending(self) -> list[str]:
+        """Strings added since the last flush, marking them flushed."""
+        out = self.values[self.flushed:]
+        self.flushed = len(self.values)
+        return out
+
+
+def _as_str(v: Any) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    return v if isinstance(v, str) else str(v)
+
+
+def categorical_from_ids(ids: np.ndarray, strings: np.ndarray) -> pd.Categorical:
+    """Categorical over only the strings used by ``ids`` (ids index ``strings``; ``strings`` unique)."""
+    if len(ids) == 0:
+        return pd.Categorical([], categories=pd.Index([], dtype=object))
+    used = np.bincount(ids, minlength=len(strings)) > 0
+    remap = np.cumsum(used) - 1
+    return pd.Categorical.from_codes(remap[ids].astype(np.int32), categories=pd.Index(strings[used], dtype=object))

@@ -1,0 +1,180 @@
+"""The one writer of the trace format: streams chunks with bounded memory.
+
+Each chunk is flushed to disk as soon as it is complete, and interned strings are written before the
+first chunk that uses them, so a file cut at any byte (the process was killed) still reads back every
+complete chunk.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from neuron_profiler.trace import framing
+from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TIME_COLUMNS,
+                                           columns_of)
+from neuron_profiler.trace.encode import fill_message, normalize, time_bounds
+from neuron_profiler.trace.strings import StringTable
+from schemas import pb
+
+DEFAULT_CHUNK_ROWS = 65536
+MAX_CHUNK_ROWS = 1 << 22
+
+
+class TraceWriter:
+    """Write a trace file incrementally.
+
+    >>> with TraceWriter("run.nprof", make_header(producer="me")) as w:
+    ...     w.append("instructions", {"track": 0, "start_ts": ts, "duration_ns": d, "engine": "Tensor"})
+
+    ``append`` takes a mapping (or DataFrame) of column name -> array; scalars broadcast; string columns
+    accept str, sequences of str, or pandas Categoricals. It returns the row id of the batch's first row.
+    """
+
+    def __init__(self, path: str | os.PathLike, header: pb.Header, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                 compression: str = "zlib", level: int = 1) -> None:
+        if compression not in framing.CODECS:
+            raise ValueError(f"unknown compression {compression!r}; valid: {', '.join(framing.CODECS)}")
+        if not 1 <= chunk_rows <= MAX_CHUNK_ROWS:
+            raise ValueError(f"chunk_rows must be in [1, {MAX_CHUNK_ROWS}], got {chunk_rows}")
+        self.path = Path(path)
+        self.chunk_rows = chunk_rows
+        self.codec = framing.CODECS[compression]
+        self.level = level
+        self.strings = StringTable()
+        self.rows: dict[str, int] = {t: 0 for t in TABLE_IDS if t != STRINGS_TABLE}
+        self.dropped_events: dict[str, int] = {}
+        self.footer_metadata: dict[str, str] = {}
+        self._pending: dict[str, list[dict[str, np.ndarray]]] = {}
+        self._pending_rows: dict[str, int] = {}
+        self._footer = pb.Footer()
+        self._min_ts: int | None = None
+        self._max_ts: int | None = None
+        header = _checked_header(header)
+        self._f: BinaryIO | None = open(self.path, "wb")
+        self._f.write(framing.MAGIC)
+        self._write_record(framing.HEADER, header.SerializeToString(), framing.CODEC_NONE, 0)
+
+    # -- public API -------------------------------------------------------------------------------
+    def append(self, table: str, columns: Mapping[str, Any]) -> int:
+        """Buffer one batch of rows for ``table``; full chunks are written immediately. Returns first row id."""
+        if self._f is None:
+            raise ValueError(f"trace writer for {self.path} is closed")
+        n, cols = normalize(table, columns)
+        spec = columns_of(table)
+        for name, col in spec.items():
+            if col.kind == "string" and name in cols:
+                cols[name] = self.strings.intern_array(cols[name], n)
+        first = self.rows[table] + self._pending_rows.get(table, 0)
+        if n == 0:
+            return first
+        self._pending.setdefault(table, []).append(cols)
+        self._pending_rows[table] = self._pending_rows.get(table, 0) + n
+        while self._pending_rows[table] >= self.chunk_rows:
+            self._flush_table(table, self.chunk_rows)
+        return first
+
+    def flush(self) -> None:
+        """Write every buffered row (possibly as short chunks)."""
+        for table in list(self._pending):
+            while self._pending_rows.get(table, 0):
+                self._flush_table(table, min(self.chunk_rows, self._pending_rows[table]))
+        self._flush_strings()
+
+    def close(self) -> Path:
+        """Flush, write the footer index and trailer, close the file. Idempotent."""
+        if self._f is None:
+            return self.path
+        self.flush()
+        ft = self._footer
+        for t, n in self.rows.items():
+            ft.table_rows[t] = n
+        for k, v in self.dropped_events.items():
+            ft.dropped_events[k] = int(v)
+        for k, v in self.footer_metadata.items():
+            ft.metadata[k] = str(v)
+        ft.min_ts = self._min_ts or 0
+        ft.max_ts = self._max_ts or 0
+        offset = self._f.tell()
+        self._write_record(framing.FOOTER, ft.SerializeToString(), framing.CODEC_NONE, 0)
+        self._f.write(framing.TRAILER.pack(offset, framing.END_MAGIC))
+        self._f.close()
+        self._f = None
+        return self.path
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------------
+    def _write_record(self, rtype: int, payload: bytes, codec: int, table_id: int) -> int:
+        assert self._f is not None
+        offset = self._f.tell()
+        self._f.write(framing.encode_frame(rtype, payload, codec, table_id))
+        self._f.flush()
+        return offset
+
+    def _flush_strings(self) -> None:
+        new = self.strings.pending()
+        if new:
+            first = len(self.strings.values) - len(new)
+            chunk = pb.Chunk(first_row=first, rows=len(new))
+            chunk.strings.value.extend(new)
+            self._write_chunk(STRINGS_TABLE, chunk, 0, 0)
+
+    def _flush_table(self, table: str, n: int) -> None:
+        batches = self._pending[table]
+        merged: dict[str, np.ndarray] = {}
+        names = {k for b in batches for k in b}
+        spec = columns_of(table)
+        for name in names:
+            parts = []
+            for b in batches:
+                rows = len(next(iter(b.values())))
+                parts.append(b[name] if name in b else _default_array(spec[name], rows))
+            merged[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        head = {k: v[:n] for k, v in merged.items()}
+        rest_rows = self._pending_rows[table] - n
+        self._pending[table] = [{k: v[n:] for k, v in merged.items()}] if rest_rows else []
+        self._pending_rows[table] = rest_rows
+        chunk = pb.Chunk(first_row=self.rows[table], rows=n)
+        fill_message(getattr(chunk, table), spec, head)
+        lo, hi = time_bounds(table, head)
+        self._flush_strings()  # strings first: a cut file never holds a chunk without its strings
+        self._write_chunk(table, chunk, lo, hi)
+        self.rows[table] += n
+        if table in TIME_COLUMNS:
+            self._min_ts = lo if self._min_ts is None else min(self._min_ts, lo)
+            self._max_ts = hi if self._max_ts is None else max(self._max_ts, hi)
+
+    def _write_chunk(self, table: str, chunk: pb.Chunk, lo: int, hi: int) -> None:
+        raw = chunk.SerializeToString()
+        payload = framing.compress(raw, self.codec, self.level)
+        codec = self.codec
+        if len(payload) >= len(raw):
+            payload, codec = raw, framing.CODEC_NONE
+        tid = TABLE_IDS[table]
+        offset = self._write_record(framing.CHUNK, payload, codec, tid)
+        self._footer.chunks.add(table_id=tid, offset=offset, length=framing.FRAME.size + len(payload),
+                                first_row=chunk.first_row, rows=chunk.rows, min_ts=lo, max_end_ts=hi)
+
+
+def _default_array(col: Any, n: int) -> np.ndarray:
+    if col.kind == "string":
+        return np.zeros(n, dtype=np.uint32)
+    return np.full(n, col.default, dtype=np.float64 if col.kind == "float" else np.int64)
+
+
+def _checked_header(header: pb.Header) -> pb.Header:
+    if not isinstance(header, pb.Header):
+        raise TypeError(f"header must be a schemas.pb.Header, got {type(header).__name__}")
+    h = pb.Header()
+    h.CopyFrom(header)
+    if h.format_major == 0:
+        h.format_major, h.format_minor = FORMAT_MAJOR, FORMAT_MINOR
+    return h
