@@ -11,7 +11,8 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,8 @@ from schemas import pb
 
 #: A chunk with no stored column may declare at most this many (all-default) rows.
 _MAX_DEFAULT_ROWS = 1 << 20
+#: Threads that checksum and decompress chunks while the caller's thread parses them.
+_DECODE_THREADS = 2
 
 
 @dataclass
@@ -140,12 +143,10 @@ class TraceFile:
         tid = TABLE_IDS[name]
         parts: list[dict[str, np.ndarray]] = []
         index: list[np.ndarray] = []
-        for c in self._chunks:
-            if c.table_id != tid:
-                continue
-            if windowed and c.rows >= 0 and self.footer is not None and c.rows and (c.max_end_ts < lo or c.min_ts > hi):
-                continue
-            decoded = self._decode_chunk(c, name, decode_cols)
+        todo = [c for c in self._chunks if c.table_id == tid and not (
+            windowed and self.footer is not None and c.rows > 0 and (c.max_end_ts < lo or c.min_ts > hi))]
+        for c, msg in self._chunk_messages(todo):
+            decoded = None if msg is None else self._decode_chunk(c, msg, name, decode_cols)
             if decoded is None:
                 continue
             first, rows, cols = decoded
@@ -304,33 +305,57 @@ class TraceFile:
             self.warnings.append("file has no footer (the writer did not close it); all chunks were recovered")
         return chunks
 
-    def _chunk_message(self, c: ChunkRef) -> pb.Chunk | None:
+    def _chunk_raw(self, c: ChunkRef) -> bytes:
+        """Checked, decompressed payload of chunk ``c`` (thread-safe: zlib and crc32 release the GIL)."""
         fr = self._frame_at(c.offset)
+        if fr is None or fr[1] != framing.CHUNK or fr[3] != c.table_id:
+            raise self._err(CorruptTraceError, c.offset, "index points at a byte that is not the "
+                            "expected chunk record")
+        payload = self._payload(c.offset, fr[0], fr[4])
         try:
-            if fr is None or fr[1] != framing.CHUNK or fr[3] != c.table_id:
-                raise self._err(CorruptTraceError, c.offset, "index points at a byte that is not the "
-                                "expected chunk record")
-            payload = self._payload(c.offset, fr[0], fr[4])
-            try:
-                raw = framing.decompress(payload, fr[2])
-            except (ValueError, zlib.error) as e:
-                raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decompressed: {e}") from None
-            msg = pb.Chunk()
-            try:
-                msg.ParseFromString(raw)
-            except DecodeError as e:
-                raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decoded: {e}") from None
-            table = msg.WhichOneof("columns")
-            if table is None or TABLE_IDS[table] != c.table_id:
-                raise self._err(CorruptTraceError, c.offset, f"chunk frame says table "
-                                f"{TABLE_NAMES.get(c.table_id, c.table_id)!r}, payload holds {table!r}")
-            return msg
+            return framing.decompress(payload, fr[2])
+        except (ValueError, zlib.error) as e:
+            raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decompressed: {e}") from None
+
+    def _parse_chunk(self, c: ChunkRef, raw: bytes) -> pb.Chunk:
+        msg = pb.Chunk()
+        try:
+            msg.ParseFromString(raw)
+        except DecodeError as e:
+            raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decoded: {e}") from None
+        table = msg.WhichOneof("columns")
+        if table is None or TABLE_IDS[table] != c.table_id:
+            raise self._err(CorruptTraceError, c.offset, f"chunk frame says table "
+                            f"{TABLE_NAMES.get(c.table_id, c.table_id)!r}, payload holds {table!r}")
+        return msg
+
+    def _skip_or_raise(self, e: TraceFormatError) -> None:
+        if self.strict:
+            raise e
+        self.skipped_chunks += 1
+        self.warnings.append(f"skipped corrupt chunk: {e}")
+
+    def _chunk_message(self, c: ChunkRef) -> pb.Chunk | None:
+        try:
+            return self._parse_chunk(c, self._chunk_raw(c))
         except TraceFormatError as e:
-            if self.strict:
-                raise
-            self.skipped_chunks += 1
-            self.warnings.append(f"skipped corrupt chunk: {e}")
+            self._skip_or_raise(e)
             return None
+
+    def _chunk_messages(self, chunks: list[ChunkRef]) -> Iterator[tuple[ChunkRef, pb.Chunk | None]]:
+        """Messages of ``chunks`` in order; decompression of later chunks overlaps parsing of earlier ones."""
+        if len(chunks) < 3:
+            for c in chunks:
+                yield c, self._chunk_message(c)
+            return
+        with ThreadPoolExecutor(max_workers=_DECODE_THREADS) as pool:
+            futures = [pool.submit(self._chunk_raw, c) for c in chunks]
+            for c, fut in zip(chunks, futures):
+                try:
+                    yield c, self._parse_chunk(c, fut.result())
+                except TraceFormatError as e:
+                    self._skip_or_raise(e)
+                    yield c, None
 
     def _ensure_decoded_meta(self, c: ChunkRef) -> None:
         if c.rows < 0:
@@ -338,10 +363,7 @@ class TraceFile:
             c.rows = msg.rows if msg is not None else 0
             c.first_row = msg.first_row if msg is not None else 0
 
-    def _decode_chunk(self, c: ChunkRef, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
-        msg = self._chunk_message(c)
-        if msg is None:
-            return None
+    def _decode_chunk(self, c: ChunkRef, msg: pb.Chunk, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
         rows = msg.rows
         body = getattr(msg, table)
         spec = columns_of(table)

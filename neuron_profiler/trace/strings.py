@@ -57,4 +57,5 @@ def categorical_from_ids(ids: np.ndarray, strings: np.ndarray) -> pd.Categorical
         return pd.Categorical([], categories=pd.Index([], dtype=object))
     used = np.bincount(ids, minlength=len(strings)) > 0
     remap = np.cumsum(used) - 1
-    return pd.Categorical.from_codes(remap[ids].astype(np.int32), categories=pd.Index(strings[used], dtype=object))
+    return pd.Categorical.from_codes(remap[ids].astype(np.int32), categories=pd.Index(strings[used], dtype=object),
+                                    validate=False)

@@ -1,0 +1,112 @@
+"""neuron-trace CLI (info/validate/convert), the Chrome and Parquet exports, and gencode staleness."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuron_profiler.cli import main
+from neuron_profiler.trace import TraceBuilder, make_header, read_trace
+from schemas import pb
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def small_trace(tmp_path: Path) -> Path:
+    hdr = make_header("tests", rank=0, world_size=2, simulated=True,
+                      devices=[pb.Device(index=0, kind="trn2", name="Trainium2", simulated=True,
+                                         spec=pb.HardwareSpec(num_cores=8, peak_flops_per_s={"bfloat16": 7.86e13}))])
+    b = TraceBuilder(hdr)
+    th = b.add_track("thread", "python 1")
+    te = b.add_track("engine", "Tensor", device=0, nc_idx=0)
+    tc = b.add_track("counter", "DMA Throughput", parent=te, device=0, nc_idx=0, unit="bytes/s")
+    h = b.add_rows("host_ops", {"track": th, "name": ["aten::mm", "aten::gelu"], "start_ts": [1000, 5000],
+                                "duration_ns": [3000, 1000], "category": "cpu_op", "input_shapes": ["[[2,3],[3,4]]", "[[2,4]]"]})
+    i = b.add_rows("instructions", {"track": te, "start_ts": [1500, 2500, 5500], "duration_ns": [500, 400, 300],
+                                    "engine": "Tensor", "opcode": "MATMUL", "name": "aten::mm",
+                                    "framework_op": [h, h, h + 1], "raw_flops": [24, 24, 0]})
+    b.add_rows("counters", {"track": tc, "ts": [1000, 2000], "value": [1.5e9, 0.0]})
+    b.add_flows("host_ops", [h, h, h + 1], "instructions", [i, i + 1, i + 2], "launch")
+    return b.write(tmp_path / "small.nprof")
+
+
+def test_info_prints_devices_tables_and_simulated(small_trace: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["info", str(small_trace)]) == 0
+    out = capsys.readouterr().out
+    assert "trn2 Trainium2 (simulated)" in out and "78.6 TFLOP/s" in out
+    assert "rank        0 of 2" in out and "simulated   yes" in out
+    assert "instructions" in out and "5.000 us" in out  # span 1000..6000 ns
+
+
+def test_validate_ok_and_problems(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["validate", str(small_trace)]) == 0
+    b = TraceBuilder(make_header("tests"))
+    b.add_rows("instructions", {"track": [5], "start_ts": [1], "framework_op": [3]})
+    b.add_flows("host_ops", [0], "instructions", [9], "launch")
+    bad = b.write(tmp_path / "dangling.nprof")
+    assert main(["validate", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "instructions.track" in out and "instructions.framework_op" in out and "flows" in out
+
+
+def test_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    p = tmp_path / "x.nprof"
+    p.write_bytes(b"garbage bytes")
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.cli", "info", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "not a Neuron trace" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.cli", "info", str(tmp_path / "missing.nprof")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "cannot open" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["out.json", "out.json.gz"])
+def test_chrome_export(small_trace: Path, tmp_path: Path, name: str) -> None:
+    out = tmp_path / name
+    assert main(["convert", str(small_trace), "-o", str(out)]) == 0
+    raw = gzip.open(out, "rt").read() if name.endswith(".gz") else out.read_text()
+    doc = json.loads(raw)
+    evs = doc["traceEvents"]
+    xs = [e for e in evs if e["ph"] == "X"]
+    assert len(xs) == 5 and {e["name"] for e in xs} == {"aten::mm", "aten::gelu"}
+    mm = next(e for e in xs if e["cat"] == "cpu_op" and e["name"] == "aten::mm")
+    assert mm["ts"] == 0.0 and mm["dur"] == 3.0 and doc["baseTimeNanoseconds"] == 1000
+    assert sum(e["ph"] == "C" for e in evs) == 2
+    assert sum(e["ph"] == "s" for e in evs) == 3 and sum(e["ph"] == "f" for e in evs) == 3
+    names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"Tensor", "python 1", "DMA Throughput (bytes/s)"} <= names
+
+
+def test_parquet_export(small_trace: Path, tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    assert main(["convert", str(small_trace), "--to", "parquet", "-o", str(tmp_path / "pq")]) == 0
+    df = pd.read_parquet(tmp_path / "pq" / "instructions.parquet")
+    ref = read_trace(small_trace).table("instructions")
+    assert list(df["row"]) == list(ref.index) and list(df["raw_flops"]) == list(ref["raw_flops"])
+    assert json.loads((tmp_path / "pq" / "header.json").read_text())["world_size"] == 2
+
+
+def test_generated_protobuf_code_is_fresh(tmp_path: Path) -> None:
+    pytest.importorskip("grpc_tools")
+    from schemas.regenerate import regenerate
+
+    for p in regenerate(tmp_path):
+        committed = REPO / "schemas" / p.name
+        assert p.read_bytes() == committed.read_bytes(), (
+            f"schemas/{p.name} is stale: run `python -m schemas.regenerate` and commit the result")
+
+
+def test_core_packages_import_without_torch() -> None:
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import neuron_profiler, neuron_profiler.trace, neuron_profiler.cli, schemas\n"
+            "import neuron_profiler.exporters.chrome\n"
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
