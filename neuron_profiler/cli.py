@@ -65,6 +65,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         from neuron_profiler.exporters.chrome import export_chrome
 
         print(export_chrome(args.trace, out))
+    elif args.to == "perfetto":
+        from neuron_profiler.exporters.perfetto import export_perfetto
+
+        print(export_perfetto(args.trace, out))
     elif args.to == "parquet":
         from neuron_profiler.exporters.parquet import export_parquet
 
@@ -94,10 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("validate", help="decode every chunk and check every reference (exit 1 on problems)")
     s.add_argument("trace")
     s.set_defaults(func=cmd_validate)
-    s = sub.add_parser("convert", help="export to Chrome trace JSON (chrome://tracing, Perfetto UI) or Parquet")
+    s = sub.add_parser("convert", help="export to Chrome trace JSON (chrome://tracing), Perfetto protobuf "
+                                       "(ui.perfetto.dev) or Parquet")
     s.add_argument("trace")
     s.add_argument("-o", "--output", required=True, help="output file (.json or .json.gz) or directory (parquet)")
-    s.add_argument("--to", choices=["chrome", "parquet"], default="chrome")
+    s.add_argument("--to", choices=["chrome", "perfetto", "parquet"], default="chrome")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("import", help="convert torch.profiler (Kineto) JSON, or a directory of ranks, to .nprof")
     s.add_argument("source")

@@ -110,3 +110,39 @@ def test_core_packages_import_without_torch() -> None:
             "print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_perfetto_export_nests_and_links(tmp_path: Path) -> None:
+    pf = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    b = TraceBuilder(make_header("tests"))
+    th = b.add_track("thread", "python 1")
+    q = b.add_track("dma_queue", "qSyncIO0")
+    c = b.add_track("counter", "DMA Throughput", unit="bytes/s")
+    b.add_rows("host_ops", {"track": th, "name": ["outer", "inner"], "start_ts": [0, 10], "duration_ns": [100, 20]})
+    # three transfers on one queue, two of them overlapping without nesting -> two lanes
+    b.add_rows("dma", {"track": q, "start_ts": [5, 8, 50], "duration_ns": [10, 10, 5], "variable": ["a", "b", "c"]})
+    b.add_rows("counters", {"track": c, "ts": [0, 10], "value": [1.0, 2.5]})
+    b.add_flows("host_ops", [0], "dma", [1], "launch")
+    out = tmp_path / "t.pftrace"
+    assert main(["convert", str(b.write(tmp_path / "t.nprof")), "--to", "perfetto", "-o", str(out)]) == 0
+    trace = pf.Trace()
+    trace.ParseFromString(out.read_bytes())
+    names = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")}
+    assert {"python 1", "qSyncIO0", "DMA Throughput", "qSyncIO0 [1]"} <= set(names.values())
+    stacks: dict[int, list[int]] = {}
+    begins = 0
+    for p in trace.packet:
+        if not p.HasField("track_event"):
+            continue
+        ev = p.track_event
+        if ev.type == ev.TYPE_SLICE_BEGIN:
+            begins += 1
+            stacks.setdefault(ev.track_uuid, []).append(p.timestamp)
+        elif ev.type == ev.TYPE_SLICE_END:
+            assert stacks[ev.track_uuid], "slice end without begin"
+            stacks[ev.track_uuid].pop()
+    assert begins == 5 and all(not s for s in stacks.values())
+    counters = [p.track_event.double_counter_value for p in trace.packet if p.track_event.type == 4]
+    assert counters == [1.0, 2.5]
+    assert sum(len(p.track_event.flow_ids) for p in trace.packet) == 1
+    assert sum(len(p.track_event.terminating_flow_ids) for p in trace.packet) == 1
