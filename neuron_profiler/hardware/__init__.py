@@ -11,6 +11,7 @@ from neuron_profiler.hardware.table import (
     gpu_spec,
     gpu_variant_name,
     model_param,
+    neuron_flag,
     neuron_device,
     neuron_spec,
     raw_table,
@@ -20,5 +21,5 @@ from neuron_profiler.hardware.table import (
 __all__ = [
     "TARGETS", "CANONICAL_DTYPES", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name",
     "device_kind_for_gpu", "adjusted_flops_multiplier", "normalize_dtype", "dtype_size_bytes",
-    "engine_clock_hz", "model_param", "target_display_name", "raw_table",
+    "engine_clock_hz", "model_param", "neuron_flag", "target_display_name", "raw_table",
 ]

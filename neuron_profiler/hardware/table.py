@@ -16,7 +16,7 @@ from neuron_profiler.hardware.dtypes import normalize_dtype
 
 __all__ = [
     "TARGETS", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name", "device_kind_for_gpu",
-    "adjusted_flops_multiplier", "model_param", "engine_clock_hz", "target_display_name", "raw_table",
+    "adjusted_flops_multiplier", "model_param", "neuron_flag", "engine_clock_hz", "target_display_name", "raw_table",
 ]
 
 _TABLE_FILE = "hardware_table.json"
@@ -56,6 +56,11 @@ def engine_clock_hz(target: str, engine: str) -> float:
     if engine not in engines:
         raise ValueError(f"unknown engine {engine!r}; valid engines: {', '.join(engines)}")
     return float(_val(engines[engine]["clock_hz"]))
+
+
+def neuron_flag(target: str, name: str) -> bool:
+    """A boolean property of a Neuron target (e.g. "tensor_didt_throttling"); False when absent."""
+    return bool(_val(_target(target).get(name, False)))
 
 
 def model_param(name: str) -> float:

@@ -1,0 +1,107 @@
+"""Simulated runtime, collectives: detection from record_param_comms args, ring model, NCCL busbw."""
+import numpy as np
+import pytest
+
+from neuron_profiler.hardware import model_param, neuron_spec
+from neuron_profiler.runtime.simulated import SimulatedRuntime
+from neuron_profiler.runtime.simulated.collectives import normalize_collective
+from neuron_profiler.runtime.simulated.synthetic import comm, host_ops_builder, op
+
+
+def _simulate(rows, target="trn2", world_size=8):
+    b = host_ops_builder(rows, world_size=world_size)
+    SimulatedRuntime(target).emit(b, b.table("host_ops"))
+    return b
+
+
+def _link():
+    return neuron_spec("trn2").interconnect_bandwidth_bytes_per_s * model_param("cc_ring_link_fraction")
+
+
+LAT = model_param("cc_step_latency_ns")
+
+
+@pytest.mark.parametrize("raw,canon", [
+    ("allreduce", "all_reduce"), ("all_reduce", "all_reduce"), ("_allgather_base", "all_gather"),
+    ("all_gather_into_tensor", "all_gather"), ("allgather", "all_gather"), ("reduce_scatter_tensor", "reduce_scatter"),
+    ("_reduce_scatter_base", "reduce_scatter"), ("broadcast", "broadcast"), ("all_to_all", "all_to_all"),
+    ("alltoall_base", "all_to_all"), ("send", "send"), ("recv", "recv"), ("barrier", "barrier"),
+    ("nccl:all_reduce", "all_reduce"),
+])
+def test_normalize_collective(raw, canon):
+    assert normalize_collective(raw) == canon
+
+
+@pytest.mark.parametrize("n", [2, 8, 32])
+def test_all_reduce_ring_model(n):
+    nelems = 16 << 20
+    b = _simulate([comm("allreduce", 1000, 500, nelems, n, "Float", seq=7, pg="3")])
+    c = b.table("collectives").iloc[0]
+    nbytes = nelems * 4
+    t = 2 * (n - 1) / n * nbytes / _link() * 1e9 + 2 * (n - 1) * LAT
+    assert c.duration_ns == pytest.approx(t, abs=1)
+    assert (c.operation, c.algorithm, c.process_group, c.group_size, c.sequence_number) == (
+        "all_reduce", "ring", "3", n, 7)
+    assert c.input_size == nbytes and c.output_size == nbytes and c.num_elements == nelems and c["dtype"] == "float32"
+    assert c.replica_group == ",".join(map(str, range(n)))
+    algbw = nbytes / (c.duration_ns * 1e-9)
+    assert c.algorithm_bandwidth == pytest.approx(algbw)
+    assert c.bus_bandwidth == pytest.approx(algbw * 2 * (n - 1) / n)
+    assert c.bus_bandwidth < _link()  # busbw approaches, never exceeds, the link bandwidth
+
+
+def test_all_gather_reduce_scatter_broadcast():
+    n, per_rank = 4, 1 << 20
+    rows = [comm("_allgather_base", 0, 10, per_rank, n, "c10::BFloat16", out_nelems=per_rank * n, seq=1),
+            comm("reduce_scatter_tensor", 10**7, 10, per_rank * n, n, "BFloat16", out_nelems=per_rank, seq=2),
+            comm("broadcast", 2 * 10**7, 10, per_rank, n, "Float", seq=3)]
+    c = _simulate(rows).table("collectives").set_index("sequence_number")
+    big = per_rank * n * 2
+    ring = (n - 1) / n * big / _link() * 1e9 + (n - 1) * LAT
+    assert c.loc[1, "operation"] == "all_gather"
+    assert c.loc[1, "output_size"] == big and c.loc[1, "input_size"] == big // n
+    assert c.loc[1, "duration_ns"] == pytest.approx(ring, abs=1)
+    assert c.loc[2, "operation"] == "reduce_scatter" and c.loc[2, "duration_ns"] == pytest.approx(ring, abs=1)
+    for s in (1, 2):
+        assert c.loc[s, "bus_bandwidth"] == pytest.approx(c.loc[s, "algorithm_bandwidth"] * (n - 1) / n)
+    bc = per_rank * 4 / _link() * 1e9 + LAT
+    assert c.loc[3, "duration_ns"] == pytest.approx(bc, abs=1)
+    assert c.loc[3, "bus_bandwidth"] == pytest.approx(c.loc[3, "algorithm_bandwidth"])
+
+
+def test_group_size_one_and_wait_ignored():
+    rows = [comm("allreduce", 0, 10, 1024, 1), op("record_param_comms", 100, 10, [], [],
+                                                   args={"Collective name": "wait", "Group size": 1})]
+    c = _simulate(rows, world_size=1).table("collectives")
+    assert len(c) == 1
+    assert 0 < c.duration_ns.iloc[0] < 1000 and c.bus_bandwidth.iloc[0] == 0.0
+
+
+def test_collective_track_flows_and_order():
+    rows = [op("aten::mm", 0, 100, [[1024, 1024], [1024, 1024]], ["float", "float"]),
+            comm("allreduce", 200, 100, 1 << 20, 8, seq=0), comm("allreduce", 300, 100, 1 << 20, 8, seq=1)]
+    b = _simulate(rows)
+    c, tracks, ins = b.table("collectives"), b.table("tracks"), b.table("instructions")
+    assert set(tracks.loc[c.track, "name"]) == {"CC-core 0"} and set(tracks.loc[c.track, "kind"]) == {"cc_core"}
+    assert list(c.framework_op) == [1, 2]
+    # waits for the preceding matmul's compute, and the two run back to back on the CC core
+    mm_end = (ins.start_ts + ins.duration_ns)[ins.engine == "TensorMatrix"].max()
+    assert c.start_ts.iloc[0] >= mm_end
+    assert c.start_ts.iloc[1] >= c.start_ts.iloc[0] + c.duration_ns.iloc[0]
+    f = b.table("flows")
+    cf = f[f.dst_table == "collectives"]
+    assert sorted(zip(cf.src_row, cf.dst_row)) == [(1, 0), (2, 1)] and set(cf.kind) == {"launch"}
+
+
+def test_real_nccl_trace_collectives(realtraces_dir):
+    from neuron_profiler.importers.kineto import load_kineto_builder
+    src = load_kineto_builder(realtraces_dir / "HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz")
+    ho = src.table("host_ops")
+    SimulatedRuntime("trn2").emit(src, ho)
+    c, tracks = src.table("collectives"), src.table("tracks")
+    sim = c[np.asarray(tracks.loc[c.track, "kind"], dtype=object) == "cc_core"]
+    ops = sim.operation.value_counts().to_dict()
+    assert ops == {"all_reduce": 15, "broadcast": 6}  # SOURCES.md: allreduce:15, broadcast:6 (+6 "wait")
+    assert (sim.group_size == 2).all() and (sim.duration_ns > 0).all()
+    assert np.allclose(sim.bus_bandwidth[sim.operation == "all_reduce"],
+                       sim.algorithm_bandwidth[sim.operation == "all_reduce"] * 1.0)  # 2(n-1)/n = 1 for n=2
