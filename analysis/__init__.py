@@ -1,17 +1,31 @@
 """pandas API for Neuron (and imported GPU) traces: where does the time go, why, and what to change.
 
     import analysis
-    t = analysis.load("rank00000_window000.nprof")     # or a Kineto .json(.gz), or a run directory
+    t = analysis.load("rank00000_window000.nprof")     # or a Kineto .json(.gz), or a run directory (TraceSet)
     t.summary()                                         # metric, value, unit, description
     t.hot_ops(by="module"); t.roofline(); t.recommendations()
     analysis.figures.roofline_figure(t)                 # plotly Figure
 
-Every analysis is a pure function ``trace -> DataFrame`` (columns documented with units) with a figure
-builder in :mod:`analysis.figures`; the ``Trace`` methods delegate to them. Nothing here imports Dash.
+Public API (stable; every analysis is a pure function ``trace -> DataFrame`` whose docstring names the
+columns and units, with a figure builder in :mod:`analysis.figures`; the ``Trace`` methods delegate):
+
+- ``load``, ``Trace`` (tables as DataFrames, ``devices``, ``steps()``, ``window()``, ``select_steps()``,
+  ``whole()``), ``TraceSet`` (``traces``, ``ranks``, ``runs``, ``by_rank``, ``by_run``, ``collectives()``)
+- ``steps``, ``step_window``; ``summary``, ``summary_dict``; ``hot_ops``; ``roofline``, ``roofline_ceilings``
+- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``
+- ``dma_throughput``, ``dma_queues``, ``dma_sizes``; ``diff``; ``recommendations``
+- ``instruction_work`` (per-instruction op / FLOPs / bytes, the basis of the above), ``op_flops_and_bytes``
+- from :mod:`analysis.breakdown`: ``classify_kernels``, ``kernel_breakdown``, ``temporal_breakdown``,
+  ``idle_time_breakdown``, ``comm_comp_overlap`` (HTA definitions)
+- metric formulas: :mod:`analysis.metrics`
+
+Note: ``analysis.summary`` (and ``hot_ops``, ``roofline``, ``diff``, ``collectives``, ``steps``) name the
+functions; import submodules explicitly (``from analysis.summary import union_ns``) to reach helpers.
+Nothing here imports Dash or torch.
 """
 from __future__ import annotations
 
-from .collectives import collective_skew_matrix, collectives, collectives_across_ranks
+from .collectives import collective_skew_matrix, collectives, collectives_across_ranks, straggler_ranks
 from .diff import diff
 from .dma import dma_queues, dma_sizes, dma_throughput
 from .flops import op_flops_and_bytes, instruction_work
@@ -28,18 +42,17 @@ _BREAKDOWN = ("classify_kernels", "kernel_breakdown", "temporal_breakdown", "idl
 
 def __getattr__(name: str):
     # breakdown.py is owned by another module author; import it lazily so this package stays importable.
+    import importlib
+
     if name in _BREAKDOWN:
-        from . import breakdown
-
-        return getattr(breakdown, name)
+        return getattr(importlib.import_module(".breakdown", __name__), name)
     if name == "figures":
-        import importlib
-
         return importlib.import_module(".figures", __name__)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")
 
 
 __all__ = ["load", "Trace", "TraceSet", "steps", "step_window", "summary", "summary_dict", "hot_ops",
            "roofline", "roofline_ceilings", "collectives", "collectives_across_ranks",
-           "collective_skew_matrix", "dma_throughput", "dma_queues", "dma_sizes", "diff", "recommendations",
+           "collective_skew_matrix", "straggler_ranks", "dma_throughput", "dma_queues", "dma_sizes", "diff",
+           "recommendations",
            "instruction_work", "op_flops_and_bytes", *_BREAKDOWN]

@@ -21,6 +21,7 @@ import pandas as pd
 from .metrics import canonical_dtype, dtype_bytes
 
 MATRIX_ENGINES = ("Tensor", "TensorMatrix")
+COPY_ENGINES = ("Memcpy", "Memset")
 
 _MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
            "aten::addbmm", "aten::_scaled_mm", "aten::einsum"}
@@ -129,7 +130,16 @@ def _conv_flops(t: list, concrete) -> tuple[float, list | None]:
 
 @lru_cache(maxsize=65536)
 def _work_of(name: str, shapes_json: str, dtypes_json: str, args_json: str) -> tuple[float, float, str, bool]:
-    """(FLOPs, bytes, dtype, is_matmul) of one op signature. FLOPs NaN when unknown."""
+    """(FLOPs, bytes, dtype, is_matmul) of one op signature. FLOPs NaN when unknown; never raises on odd
+    shapes (a malformed signature gives NaN FLOPs and bytes)."""
+    try:
+        return _work_of_unchecked(name, shapes_json, dtypes_json, args_json)
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError):
+        return float("nan"), float("nan"), "", False
+
+
+def _work_of_unchecked(name: str, shapes_json: str, dtypes_json: str,
+                       args_json: str) -> tuple[float, float, str, bool]:
     try:
         shapes = json.loads(shapes_json) if shapes_json else []
         dtypes = json.loads(dtypes_json) if dtypes_json else []
@@ -206,8 +216,36 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
                         index=host_ops.index)
 
 
+def _empty_cat(n: int) -> pd.Series:
+    """n rows of '' as a Categorical Series (no n-long Python list)."""
+    return pd.Series(pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]))
+
+
 def _as_cat(s: pd.Series) -> pd.Series:
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+
+
+# Categorical helpers: work on the (few) categories and the integer codes, never on millions of strings.
+def cat_values(s: pd.Series, values) -> np.ndarray:
+    """Boolean mask: rows of a string column whose value is in ``values``."""
+    s = _as_cat(s)
+    hit = np.append(np.isin(np.asarray(s.cat.categories.astype(str), dtype=object), list(values)), False)
+    return hit[s.cat.codes.to_numpy()]
+
+
+def cat_where(s: pd.Series, pred) -> np.ndarray:
+    """Boolean mask: rows whose string value satisfies ``pred(str) -> bool`` (evaluated per category)."""
+    s = _as_cat(s)
+    hit = np.append(np.array([bool(pred(c)) for c in s.cat.categories.astype(str)], dtype=bool), False)
+    return hit[s.cat.codes.to_numpy()]
+
+
+def cat_map(s: pd.Series, fn) -> pd.Series:
+    """Categorical ``fn(value)`` per row, computed once per category (missing -> fn(''))."""
+    s = _as_cat(s)
+    mapped = [fn(c) for c in s.cat.categories.astype(str)] + [fn("")]
+    codes, uniq = pd.factorize(pd.Index(mapped, dtype=object))
+    return pd.Series(pd.Categorical.from_codes(codes[s.cat.codes.to_numpy()], uniq.astype(str)), index=s.index)
 
 
 def _cat_pick(primary: pd.Series, pos: np.ndarray, fallback: pd.Series, use_primary: np.ndarray) -> pd.Categorical:
@@ -228,6 +266,25 @@ def _cat_pick(primary: pd.Series, pos: np.ndarray, fallback: pd.Series, use_prim
     return pd.Categorical.from_codes(codes, cats)
 
 
+def module_path_from_stack(stack: str) -> str:
+    """Module path from a Kineto ``with_stack`` + ``with_modules`` stack: its "nn.Module: Name_0" frames,
+    outermost first, joined by "." ('' when there are none)."""
+    mods = [ln[len("nn.Module: "):].strip() for ln in str(stack).split("\n") if ln.startswith("nn.Module: ")]
+    return ".".join(mods)
+
+
+def _module_from_stack(module: pd.Series, stack: pd.Series) -> pd.Categorical:
+    """``module``, filled from the python stack's nn.Module frames where it is empty (one parse per
+    distinct stack)."""
+    module, stack = _as_cat(pd.Series(module)), _as_cat(pd.Series(stack))
+    if not len(stack.cat.categories):
+        return module.array
+    derived = cat_map(stack, module_path_from_stack)
+    if (derived.cat.categories == "").all():
+        return module.array
+    return _cat_pick(module, np.arange(len(module)), derived, np.ones(len(module), dtype=bool))
+
+
 def instruction_placement(trace) -> pd.DataFrame:
     """Per instruction (same index): ``device`` (header device index, -1 unknown), ``nc_idx`` (core,
     -1 for GPUs / unknown) and ``track_name``, looked up through the instruction's track."""
@@ -239,11 +296,11 @@ def instruction_placement(trace) -> pd.DataFrame:
     dev = np.where(ok, tr["device"].to_numpy()[np.where(ok, tpos, 0)], -1) if len(tr) else tpos
     nc = np.where(ok, tr["nc_idx"].to_numpy()[np.where(ok, tpos, 0)], -1) if len(tr) else tpos
     if len(tr):
-        name = _cat_pick(tr["name"], np.where(ok, tpos, 0), pd.Series([""] * len(ins), dtype="category"), ok)
+        name = _cat_pick(tr["name"], np.where(ok, tpos, 0), _empty_cat(len(ins)), ok)
     else:
-        name = pd.Categorical([""] * len(ins))
+        name = _empty_cat(len(ins)).array
     out = pd.DataFrame({"device": dev.astype("int64"), "nc_idx": nc.astype("int64"), "track_name": name},
-                       index=ins.index)
+                       index=ins.index, copy=False)
     trace._cache["placement"] = out
     return out
 
@@ -251,8 +308,12 @@ def instruction_placement(trace) -> pd.DataFrame:
 def work_source(trace) -> str:
     """'instructions' when device rows carry FLOPs or HBM bytes (Neuron), else 'shapes' (imported GPU)."""
     ins = trace._full_table("instructions")
+    if not len(ins):
+        return "shapes"
+    # GPU memcpy / memset rows carry their byte count; that alone does not make FLOPs/bytes instruction-level.
+    compute = ~cat_values(_col(ins, "engine"), COPY_ENGINES)
     for c in ("raw_flops", "hbm_read_bytes", "hbm_write_bytes"):
-        if c in ins.columns and len(ins) and (ins[c].to_numpy() > 0).any():
+        if c in ins.columns and (ins[c].to_numpy()[compute] > 0).any():
             return "instructions"
     return "shapes"
 
@@ -274,16 +335,23 @@ def instruction_work(trace) -> pd.DataFrame:
     flops (model FLOPs: Neuron ``raw_flops`` of non-TRANSPOSE instructions; GPU: shape-derived op FLOPs split
     over the op's kernels by duration), hardware_flops (FLOP incl. transposes), transpose_flops,
     hbm_read_bytes, hbm_write_bytes, hbm_bytes (bytes), is_matmul (matrix-engine / matmul-family work).
+    A windowed trace takes its rows from the whole trace's frame (computed once, shared by all windows).
     """
     if "work" in trace._cache:
         return trace._cache["work"]
+    if trace.window_bounds is not None:
+        full = trace.whole()
+        fw = instruction_work(full)
+        out = fw.take(fw.index.get_indexer(trace.instructions.index))
+        trace._cache["work"] = out
+        return out
     ins = trace.instructions
     ho = trace._full_table("host_ops")
     n = len(ins)
     fo = _col(ins, "framework_op", -1).to_numpy().astype("int64")
     hpos = ho.index.get_indexer(fo) if len(ho) else np.full(n, -1)
     has_ho = hpos >= 0
-    empty = pd.Series(pd.Categorical([""] * n), index=ins.index)
+    empty = _empty_cat(n).set_axis(ins.index)
     iname = _as_cat(_col(ins, "name"))
     opc = _as_cat(_col(ins, "opcode"))
     # instruction name, or opcode where the name is empty
@@ -294,48 +362,56 @@ def instruction_work(trace) -> pd.DataFrame:
         stack = _cat_pick(_col(ho, "stack"), hpos, empty, has_ho)
     else:
         op, module, stack = ilabel.array, empty.array, empty.array
+    module = _module_from_stack(pd.Series(module), pd.Series(stack))
     dur = ins["duration_ns"].to_numpy().astype("int64")
     engine = _as_cat(_col(ins, "engine"))
     place = instruction_placement(trace)
     src = work_source(trace)
     if src == "instructions":
         raw = _col(ins, "raw_flops", 0).to_numpy().astype(float)
-        tr = _col(ins, "tensor_instruction_type").astype(str).to_numpy() == "TRANSPOSE" if n else np.zeros(0, bool)
+        tr = cat_values(_col(ins, "tensor_instruction_type"), ["TRANSPOSE"])
         rd = _col(ins, "hbm_read_bytes", 0).to_numpy().astype(float)
         wr = _col(ins, "hbm_write_bytes", 0).to_numpy().astype(float)
         flops = np.where(tr, 0.0, raw)
         tflops = np.where(tr, raw, 0.0)
-        is_mm = engine.astype(str).isin(MATRIX_ENGINES).to_numpy()
-        dtype = _as_cat(_col(ins, "dtype")).astype(str).map(canonical_dtype).astype("category")
+        is_mm = cat_values(engine, MATRIX_ENGINES)
+        dtype = cat_map(_col(ins, "dtype"), canonical_dtype)
         hw = raw
     else:
         w = host_op_work(trace)
+        own_r = _col(ins, "hbm_read_bytes", 0).to_numpy().astype(float)
+        own_w = _col(ins, "hbm_write_bytes", 0).to_numpy().astype(float)
+        own = (own_r + own_w) > 0  # memcpy / memset rows: their recorded bytes, no FLOPs
+        split = has_ho & ~own
         share = np.zeros(n)
-        if n and has_ho.any():
-            key = np.where(has_ho, hpos, -1)
-            tot = pd.Series(dur[has_ho].astype(float)).groupby(key[has_ho]).transform("sum").to_numpy()
-            cnt = pd.Series(np.ones(has_ho.sum())).groupby(key[has_ho]).transform("sum").to_numpy()
-            share[has_ho] = np.where(tot > 0, dur[has_ho] / np.where(tot > 0, tot, 1), 1.0 / cnt)
+        if n and split.any():
+            key = hpos[split]
+            tot = pd.Series(dur[split].astype(float)).groupby(key).transform("sum").to_numpy()
+            cnt = pd.Series(np.ones(split.sum())).groupby(key).transform("sum").to_numpy()
+            share[split] = np.where(tot > 0, dur[split] / np.where(tot > 0, tot, 1), 1.0 / cnt)
         wf = np.nan_to_num(w["flops"].to_numpy(dtype=float)) if len(w) else np.zeros(1)
         wb = np.nan_to_num(w["bytes"].to_numpy(dtype=float)) if len(w) else np.zeros(1)
         safe = np.where(has_ho, hpos, 0)
-        flops = np.where(has_ho, wf[safe] * share, 0.0) if len(w) else np.zeros(n)
-        hbm = np.where(has_ho, wb[safe] * share, 0.0) if len(w) else np.zeros(n)
-        rd, wr = hbm, np.zeros(n)  # shapes give the total; the read/write split is unknown
+        flops = np.where(split, wf[safe] * share, 0.0) if len(w) else np.zeros(n)
+        hbm = np.where(split, wb[safe] * share, 0.0) if len(w) else np.zeros(n)
+        # shapes give the total; the read/write split is unknown (counted as reads)
+        rd, wr = np.where(own, own_r, hbm), np.where(own, own_w, 0.0)
         tflops = np.zeros(n)
-        is_mm = (np.where(has_ho, w["is_matmul"].to_numpy()[safe], False) & (flops > 0)) if len(w) else np.zeros(n, bool)
-        d_ins = _as_cat(_col(ins, "dtype")).astype(str).map(canonical_dtype)
-        d_ho = pd.Series(np.where(has_ho, w["dtype"].astype(str).to_numpy()[safe], ""), index=ins.index) if len(w) else d_ins
-        dtype = d_ins.where(d_ins != "", d_ho).astype("category")
+        is_mm = (np.where(split, w["is_matmul"].to_numpy()[safe], False) & (flops > 0)) if len(w) else np.zeros(n, bool)
+        d_ins = cat_map(_col(ins, "dtype"), canonical_dtype)
+        d_ho = pd.Series(_cat_pick(w["dtype"], hpos, _empty_cat(n), has_ho), index=ins.index) \
+            if len(w) else d_ins
+        dtype = pd.Series(_cat_pick(d_ins, np.arange(n), d_ho, (d_ins != "").to_numpy()), index=ins.index)
         hw = flops
-    out = pd.DataFrame({"op": op, "module": module, "stack": stack, "engine": engine.to_numpy(),
-                        "dtype": dtype.to_numpy() if hasattr(dtype, "to_numpy") else dtype,
+    out = pd.DataFrame({"op": op, "module": module, "stack": stack, "engine": engine.array,
+                        "dtype": dtype.array if hasattr(dtype, "array") else dtype,
                         "device": place["device"].to_numpy(), "nc_idx": place["nc_idx"].to_numpy(),
                         "start_ts": ins["start_ts"].to_numpy(), "duration_ns": dur, "framework_op": fo,
                         "flops": flops, "hardware_flops": hw.astype(float), "transpose_flops": tflops,
                         "hbm_read_bytes": rd, "hbm_write_bytes": wr, "hbm_bytes": rd + wr,
-                        "is_matmul": is_mm}, index=ins.index)
+                        "is_matmul": is_mm}, index=ins.index, copy=False)
     for c in ("op", "module", "stack", "engine", "dtype"):
-        out[c] = _as_cat(out[c])
+        if not isinstance(out[c].dtype, pd.CategoricalDtype):
+            out[c] = _as_cat(out[c])
     trace._cache["work"] = out
     return out

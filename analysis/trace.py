@@ -33,6 +33,8 @@ class Trace:
         self._shared = _shared if _shared is not None else {"tables": {}}  # full tables, shared by windows
         self._tables: dict[str, pd.DataFrame] = {}
         self._cache: dict[str, Any] = {}  # derived frames (analysis modules store results here)
+        if self._window is None:
+            self._shared.setdefault("whole", self)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -153,14 +155,15 @@ class Trace:
             ts = df["ts"].to_numpy()
             return df[(ts >= lo) & (ts < hi)]
         if name == "flows":
-            keep = np.ones(len(df), dtype=bool)
+            # keep a link when either end is in the window (a launch may start before it)
+            keep = np.zeros(len(df), dtype=bool)
             for side in ("src", "dst"):
                 tab = df[f"{side}_table"].astype(str).to_numpy()
                 rows = df[f"{side}_row"].to_numpy()
                 for t in np.unique(tab):
                     if t in TABLE_NAMES and t not in ("flows", "tracks", "counters"):
                         m = tab == t
-                        keep[m] &= np.isin(rows[m], self.table(t).index.to_numpy())
+                        keep[m] |= np.isin(rows[m], self.table(t).index.to_numpy())
             return df[keep]
         start = df["start_ts"].to_numpy()
         end = start + df["duration_ns"].to_numpy()
@@ -169,7 +172,8 @@ class Trace:
         return df[m]
 
     host_ops = property(lambda self: self.table("host_ops"), doc="Framework (host) events.")
-    instructions = property(lambda self: self.table("instructions"), doc="Device work (Neuron instructions, GPU kernels).")
+    instructions = property(lambda self: self.table("instructions"),
+                            doc="Device work (Neuron instructions, GPU kernels).")
     dma = property(lambda self: self.table("dma"), doc="DMA transfers.")
     collectives = property(lambda self: self.table("collectives"), doc="Collective operations (the table).")
     counters = property(lambda self: self.table("counters"), doc="Counter samples.")
@@ -216,6 +220,15 @@ class Trace:
             end_ns = max(end_ns, start_ns + 1)
         return Trace(self._source, path=self.path, name=self._name, window=(start_ns, end_ns),
                      _shared=self._shared)
+
+    def whole(self) -> "Trace":
+        """The unrestricted trace this one is a window of (itself when not windowed); shares loaded tables
+        and whole-trace derived frames."""
+        if self._window is None:
+            return self
+        if "whole" not in self._shared:
+            self._shared["whole"] = Trace(self._source, path=self.path, name=self._name, _shared=self._shared)
+        return self._shared["whole"]
 
     def select_steps(self, first: int, last: int | None = None) -> "Trace":
         """A Trace restricted to steps ``first``..``last`` (inclusive step numbers)."""
@@ -270,21 +283,29 @@ class Trace:
         return recommendations(self)
 
     def kernel_breakdown(self, **kw):
+        """:func:`analysis.breakdown.kernel_breakdown` of this trace's instructions."""
         from .breakdown import kernel_breakdown
         return kernel_breakdown(self.instructions, **kw)
 
     def temporal_breakdown(self, **kw):
+        """:func:`analysis.breakdown.temporal_breakdown` (collectives included by default)."""
         from .breakdown import temporal_breakdown
         kw.setdefault("rank", self.rank)
+        kw.setdefault("collectives", self.collectives)
         return temporal_breakdown(self.instructions, **kw)
 
     def idle_time_breakdown(self, **kw):
+        """:func:`analysis.breakdown.idle_time_breakdown` (streams named by the tracks table)."""
         from .breakdown import idle_time_breakdown
+        kw.setdefault("rank", self.rank)
+        kw.setdefault("tracks", self.tracks)
         return idle_time_breakdown(self.instructions, self.host_ops, self.flows, **kw)
 
     def comm_comp_overlap(self, **kw):
+        """:func:`analysis.breakdown.comm_comp_overlap` (collectives included by default)."""
         from .breakdown import comm_comp_overlap
         kw.setdefault("rank", self.rank)
+        kw.setdefault("collectives", self.collectives)
         return comm_comp_overlap(self.instructions, **kw)
 
     def __repr__(self) -> str:
@@ -304,8 +325,18 @@ class TraceSet:
         """Sorted distinct ranks."""
         return sorted({t.rank for t in self.traces})
 
+    @property
+    def runs(self) -> list[str]:
+        """Distinct ``header.run_id`` values (a capture folder may hold several runs)."""
+        return sorted({t.header.run_id for t in self.traces})
+
     def by_rank(self, rank: int) -> list[Trace]:
+        """The traces (windows) of one rank."""
         return [t for t in self.traces if t.rank == rank]
+
+    def by_run(self, run_id: str) -> "TraceSet":
+        """The traces of one run."""
+        return TraceSet([t for t in self.traces if t.header.run_id == run_id], path=self.path)
 
     def collectives(self) -> pd.DataFrame:
         """Collectives matched across ranks (:func:`analysis.collectives.collectives_across_ranks`)."""
@@ -332,11 +363,13 @@ def _is_kineto(p: Path) -> bool:
     return p.name.endswith(_KINETO_SUFFIXES)
 
 
-def _load_kineto(p: Path) -> Trace:
+def _load_kineto(p: Path, cache: bool = True) -> Trace:
     from neuron_profiler.importers import kineto
 
     stem = p.name[: -len(".json.gz")] if p.name.endswith(".json.gz") else p.name[: -len(".json")]
     cached = p.with_name(stem + ".nprof")
+    if not cache:
+        return Trace(kineto.load_kineto_builder(p), path=p)
     if cached.exists() and cached.stat().st_mtime >= p.stat().st_mtime:
         try:
             return Trace.from_file(cached)
@@ -351,7 +384,7 @@ def _load_kineto(p: Path) -> Trace:
     return Trace(kineto.load_kineto_builder(p), path=p)
 
 
-def load(path_or_dir: str | os.PathLike) -> Trace | TraceSet:
+def load(path_or_dir: str | os.PathLike, *, cache: bool = True) -> Trace | TraceSet:
     """Open a trace.
 
     - ``.nprof`` file -> :class:`Trace`;
@@ -360,6 +393,7 @@ def load(path_or_dir: str | os.PathLike) -> Trace | TraceSet:
       folder is writable (else kept in memory);
     - directory -> :class:`TraceSet` of every ``.nprof`` inside (recursively), or of the Kineto JSON files
       when there is no ``.nprof``.
+    ``cache=False`` never writes the ``.nprof`` next to a Kineto file (e.g. for shared, read-only corpora).
     Raises ``FileNotFoundError`` for a missing path, ``ValueError`` for an unknown file type.
     """
     p = Path(path_or_dir)
@@ -369,12 +403,12 @@ def load(path_or_dir: str | os.PathLike) -> Trace | TraceSet:
         files = sorted(p.rglob("*.nprof"))
         traces = [Trace.from_file(f) for f in files]
         if not traces:
-            traces = [_load_kineto(f) for f in sorted(p.rglob("*")) if f.is_file() and _is_kineto(f)]
+            traces = [_load_kineto(f, cache) for f in sorted(p.rglob("*")) if f.is_file() and _is_kineto(f)]
         if not traces:
             raise ValueError(f"no .nprof or Kineto .json(.gz) traces under {p}")
         return TraceSet(traces, path=p)
     if p.suffix == ".nprof":
         return Trace.from_file(p)
     if _is_kineto(p):
-        return _load_kineto(p)
+        return _load_kineto(p, cache)
     raise ValueError(f"unknown trace file type {p.name!r}; expected .nprof, .json or .json.gz")

@@ -1,0 +1,111 @@
+"""Figures of the HTA-comparable breakdowns (``analysis.breakdown``): kernel-type pie + top kernels,
+temporal breakdown bars per rank, idle-time bars per stream, comm/comp overlap per rank.
+
+Each builder takes the analysis DataFrame(s) or anything with the matching ``Trace`` method (``Trace``,
+``TraceSet`` with per-trace methods) and returns a ``plotly.graph_objects.Figure``."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ._common import empty_figure, short
+
+_COLORS = {"COMPUTATION": "#4C78A8", "COMMUNICATION": "#F58518", "MEMORY": "#54A24B", "OTHER": "#B279A2",
+           "idle": "#BAB0AC", "compute": "#4C78A8", "non_compute": "#F58518",
+           "host_wait": "#E45756", "kernel_wait": "#EECA3B", "other": "#B279A2"}
+
+
+def _traces(obj: Any) -> list:
+    return list(getattr(obj, "traces", None) or [obj])
+
+
+def fig_kernel_breakdown(obj: Any, top: int = 15) -> go.Figure:
+    """Pie of device time by kernel type and bar chart of the ``top`` kernels by total time.
+
+    ``obj``: a ``Trace`` or the ``(by_type, by_name)`` tuple of ``kernel_breakdown``."""
+    if isinstance(obj, tuple):
+        by_type, by_name = obj
+    else:
+        by_type, by_name = obj.kernel_breakdown()
+    title = "GPU kernel breakdown (HTA definitions)"
+    if by_type.empty or by_type["sum_ns"].sum() <= 0:
+        return empty_figure(title, "no device kernels in this trace")
+    fig = make_subplots(rows=1, cols=2, specs=[[{"type": "domain"}, {"type": "xy"}]],
+                        subplot_titles=("time by kernel type", f"top {top} kernels by total time"))
+    fig.add_trace(go.Pie(labels=by_type["kernel_type"], values=by_type["sum_ns"] / 1e6, hole=0.35,
+                         marker_colors=[_COLORS.get(k.split(" ")[0], "#999") for k in by_type["kernel_type"]],
+                         hovertemplate="%{label}<br>%{value:.3f} ms (%{percent})<extra></extra>"), 1, 1)
+    t = by_name.head(top).iloc[::-1]
+    fig.add_trace(go.Bar(x=t["sum_ns"] / 1e6, y=[short(n) for n in t["name"]], orientation="h",
+                         marker_color=[_COLORS.get(k, "#999") for k in t["kernel_type"]],
+                         customdata=t[["count", "mean_ns"]].to_numpy(),
+                         hovertemplate="%{y}<br>%{x:.3f} ms total, %{customdata[0]} calls, "
+                                       "mean %{customdata[1]:.0f} ns<extra></extra>", showlegend=False), 1, 2)
+    fig.update_xaxes(title_text="total time (ms)", row=1, col=2)
+    fig.update_layout(title=title, template="plotly_white", height=480)
+    return fig
+
+
+def fig_temporal_breakdown(obj: Any) -> go.Figure:
+    """Stacked bars per rank: idle / compute / non-compute share of the device span.
+
+    ``obj``: a ``temporal_breakdown`` DataFrame (one row per rank), a ``Trace`` or a ``TraceSet``."""
+    df = obj if isinstance(obj, pd.DataFrame) else pd.concat([t.temporal_breakdown() for t in _traces(obj)],
+                                                             ignore_index=True)
+    title = "Temporal breakdown (share of the device span)"
+    if df.empty or (df["kernel_time_ns"] <= 0).all():
+        return empty_figure(title, "no device activity in this trace")
+    fig = go.Figure()
+    ranks = [f"rank {r}" for r in df["rank"]]
+    for k in ("idle", "compute", "non_compute"):
+        fig.add_trace(go.Bar(name=k.replace("_", "-"), x=ranks, y=df[f"{k}_time_pctg"], marker_color=_COLORS[k],
+                             customdata=df[f"{k}_time_ns"] / 1e6,
+                             hovertemplate="%{x}: %{y:.2f}% (%{customdata:.3f} ms)<extra>" + k + "</extra>"))
+    fig.update_layout(barmode="stack", title=title, yaxis_title="% of kernel span", template="plotly_white")
+    return fig
+
+
+def fig_idle_time(obj: Any, ratio: bool = True) -> go.Figure:
+    """Idle time per stream split into host_wait / kernel_wait / other (``ratio``: shares, else ms).
+
+    ``obj``: an ``idle_time_breakdown`` DataFrame or a ``Trace``."""
+    df = obj if isinstance(obj, pd.DataFrame) else obj.idle_time_breakdown()
+    title = "Idle time breakdown per stream"
+    if df.empty:
+        return empty_figure(title, "no kernels on any stream")
+    fig = go.Figure()
+    for cat in ("host_wait", "kernel_wait", "other"):
+        d = df[df["idle_category"] == cat]
+        y = d["idle_time_ratio"] * 100 if ratio else d["idle_time_ns"] / 1e6
+        fig.add_trace(go.Bar(name=cat, x=[f"r{r} s{s}" for r, s in zip(d["rank"], d["stream"])], y=y,
+                             marker_color=_COLORS[cat]))
+    fig.update_layout(barmode="stack", title=title, template="plotly_white", xaxis_title="rank / stream",
+                      yaxis_title="% of the stream's idle time" if ratio else "idle time (ms)")
+    return fig
+
+
+def fig_comm_comp_overlap(obj: Any) -> go.Figure:
+    """Bar per rank: % of communication time overlapped by computation."""
+    df = obj if isinstance(obj, pd.DataFrame) else pd.concat([t.comm_comp_overlap() for t in _traces(obj)],
+                                                             ignore_index=True)
+    title = "Communication overlapped by computation"
+    if df.empty or df["comp_comm_overlap_pctg"].isna().all():
+        return empty_figure(title, "no communication kernels in this trace")
+    fig = go.Figure(go.Bar(x=[f"rank {r}" for r in df["rank"]], y=df["comp_comm_overlap_pctg"],
+                           marker_color=_COLORS["COMMUNICATION"]))
+    fig.update_layout(title=title, yaxis_title="% of communication time", yaxis_range=[0, 100],
+                      template="plotly_white")
+    return fig
+
+
+# names used by analysis.figures
+kernel_breakdown_figure = fig_kernel_breakdown
+temporal_breakdown_figure = fig_temporal_breakdown
+idle_time_figure = fig_idle_time
+comm_comp_overlap_figure = fig_comm_comp_overlap
+
+__all__ = ["fig_kernel_breakdown", "fig_temporal_breakdown", "fig_idle_time", "fig_comm_comp_overlap",
+           "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure", "comm_comp_overlap_figure"]

@@ -1,0 +1,56 @@
+"""Figure builders return plotly Figures whose data are the analysis numbers."""
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+from _traces import collective_rank, two_matmul_trace
+
+import analysis
+from analysis import figures as F
+
+
+@pytest.fixture
+def trn():
+    return analysis.Trace.from_builder(two_matmul_trace())
+
+
+def test_hot_ops_and_summary_figures(trn):
+    fig = F.hot_ops_figure(trn)
+    assert isinstance(fig, go.Figure)
+    self_bar = next(d for d in fig.data if d.name == "self")
+    h = trn.hot_ops()
+    bars = dict(zip(self_bar.y, self_bar.x))
+    assert bars["aten::mm"] == pytest.approx(h.loc["aten::mm", "device_time_self_ns"] / 1e3)
+    s = F.summary_figure(trn).data[0]
+    assert dict(zip(s.y, s.x))["mfu_estimated_percent"] == pytest.approx(trn.summary_dict()["mfu_estimated_percent"])
+    assert list(F.steps_figure(trn).data[0].y) == pytest.approx([2.1e-3, 1.9e-3])
+
+
+def test_roofline_figure_has_ceilings_and_points(trn):
+    fig = F.roofline_figure(trn)
+    lines = [d for d in fig.data if d.mode == "lines"]
+    pts = [d for d in fig.data if d.mode == "markers"]
+    assert any("bfloat16" in d.name for d in lines)
+    assert pts and pts[0].text[0] == "aten::mm"
+    assert pts[0].x[0] == pytest.approx(trn.roofline()["arithmetic_intensity"].iloc[0])
+    assert fig.layout.xaxis.type == "log"
+
+
+def test_other_figures_and_empty_states(trn):
+    for fig in (F.dma_throughput_figure(trn), F.dma_queues_figure(trn), F.dma_sizes_figure(trn),
+                F.collectives_figure(trn), F.recommendations_figure(trn)):
+        assert isinstance(fig, go.Figure) and not fig.data and fig.layout.annotations   # "no ... " note
+    pair = [analysis.Trace.from_builder(collective_rank(r, [1000 + 300 * r], [900], seqs=[0])) for r in (0, 1)]
+    hm = F.skew_heatmap(pair).data[0]
+    assert np.asarray(hm.z).tolist() == [[0.0, 0.3]]
+    d = analysis.diff(trn, trn)
+    assert isinstance(F.diff_figure(d), go.Figure)
+    assert F.collectives_figure(pair[0]).data[0].name == "all_reduce"
+
+
+def test_breakdown_builders_are_reexported():
+    import analysis.figures.breakdown as B
+
+    assert F.temporal_breakdown_figure is B.temporal_breakdown_figure
+    assert analysis.temporal_breakdown is analysis.breakdown.temporal_breakdown
+    with pytest.raises(AttributeError):
+        F.no_such_figure

@@ -1,0 +1,55 @@
+"""roofline() and roofline_ceilings() against hand-computed positions."""
+import numpy as np
+import pytest
+from _traces import MM_FLOPS, TRN2_HBM_CORE, TRN2_PEAK_BF16, gpu_mm_trace, neuron_builder, two_matmul_trace
+
+import analysis
+
+
+def test_ceilings_trn2():
+    c = analysis.roofline_ceilings(analysis.Trace.from_builder(two_matmul_trace()))
+    bf = c[(c["engine"] == "matrix") & (c["dtype"] == "bfloat16")].iloc[0]
+    assert bf["peak_flops_per_s"] == TRN2_PEAK_BF16 and bf["bandwidth_bytes_per_s"] == TRN2_HBM_CORE
+    assert bf["ridge_point"] == pytest.approx(TRN2_PEAK_BF16 / TRN2_HBM_CORE)
+    assert {"Vector", "Scalar", "GpSimd", "HBM"} <= set(c["engine"])
+    assert set(c["kind"]) == {"compute", "memory"}
+
+
+def test_compute_bound_op_at_roof():
+    r = analysis.roofline(analysis.Trace.from_builder(two_matmul_trace()))
+    mm = r[r["op"] == "aten::mm"].iloc[0]
+    assert mm["arithmetic_intensity"] == pytest.approx(2 * MM_FLOPS / 300_000)
+    assert mm["bound"] == "compute" and mm["engine"] == "TensorMatrix" and mm["dtype"] == "bfloat16"
+    assert mm["achieved_flops_per_s"] == pytest.approx(TRN2_PEAK_BF16, rel=1e-6)
+    assert mm["efficiency_percent"] == pytest.approx(100.0, rel=1e-6)
+    assert mm["time_saved_at_roof_ns"] == pytest.approx(0.0, abs=1e-3)
+    assert "aten::relu" not in set(r["op"])          # no FLOPs, no bytes
+
+
+def test_memory_bound_op_time_saved():
+    b, t = neuron_builder()
+    # 1e6 bytes at 725 GB/s take 1379.3 ns at the roof; the op took 10 000 ns
+    b.add_rows("instructions", {"track": t["TensorMatrix"], "start_ts": [0], "duration_ns": [10_000],
+                                "engine": "TensorMatrix", "name": "dot", "raw_flops": [1_000_000],
+                                "hbm_read_bytes": [1_000_000], "dtype": "bfloat16"})
+    r = analysis.roofline(analysis.Trace.from_builder(b)).iloc[0]
+    assert r["bound"] == "memory" and r["op"] == "dot"
+    t_roof = 1e6 / TRN2_HBM_CORE * 1e9
+    assert r["time_at_roof_ns"] == pytest.approx(t_roof)
+    assert r["time_saved_at_roof_ns"] == pytest.approx(10_000 - t_roof)
+    assert r["roof_flops_per_s"] == pytest.approx(1.0 * TRN2_HBM_CORE)
+    assert r["distance_to_roof"] == pytest.approx(1 - (1e6 / 1e-5) / TRN2_HBM_CORE)
+
+
+def test_fp32_uses_fp32_peak_and_gpu_shapes():
+    g = analysis.Trace.from_builder(gpu_mm_trace(m=2048, k=2048, n=2048))
+    r = g.roofline().set_index("op")
+    spec = g.header.devices[0].spec
+    assert r.loc["aten::mm", "peak_flops_per_s"] == spec.peak_flops_per_s["bfloat16"]
+    assert r.loc["aten::mm", "flops"] == 2 * 2048 ** 3
+    assert r.loc["aten::mm", "arithmetic_intensity"] == pytest.approx(2 * 2048 ** 3 / (3 * 2 * 2048 ** 2))
+    # the fp32 add is judged against the CUDA-core (vector) peak and is memory bound
+    assert r.loc["aten::add", "peak_flops_per_s"] == spec.vector_flops_per_s["CUDA cores"]
+    assert r.loc["aten::add", "bound"] == "memory"
+    assert np.isfinite(r["time_saved_at_roof_ns"]).all()
+    assert g.roofline(by="module").columns[0] == "module"

@@ -1,0 +1,73 @@
+"""Analyses on the captured sample traces (sample_traces/, from the simulated trn2 runtime).
+
+Skipped with a message while the capture helper's sample traces are absent.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import analysis
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+NAMES = ["gpt_train_step", "cnn_inference", "ddp_train_rank0", "ddp_train_rank1"]
+
+
+def _sample(name: str):
+    p = SAMPLES / f"{name}.nprof"
+    if not p.is_file():
+        pytest.skip(f"captured sample trace {p} is absent (python sample_traces/regenerate.py)")
+    return analysis.load(p)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_captured_trace_consistency(name):
+    t = _sample(name)
+    s = t.summary_dict()
+    ins, dma = t.instructions, t.dma
+    spec = t.header.devices[0].spec
+    # header peaks drive MFU / MBU exactly as documented
+    cores = int(s["active_cores"])
+    assert s["peak_flops_per_s"] == spec.peak_flops_per_s["bfloat16"] * cores
+    assert s["hbm_bandwidth_bytes_per_s"] == spec.hbm_bandwidth_per_core_bytes_per_s * cores
+    tens = ins[ins["engine"].isin(["Tensor", "TensorMatrix"]) & (ins["tensor_instruction_type"] != "TRANSPOSE")]
+    assert s["model_flops"] == tens["raw_flops"].sum() > 0
+    assert s["mfu_estimated_percent"] == pytest.approx(
+        100 * s["model_flops"] / (s["peak_flops_per_s"] * s["total_time"] * 1e-9))
+    assert s["mbu_estimated_percent"] == pytest.approx(
+        100 * s["hbm_total_bytes"] / (s["hbm_bandwidth_bytes_per_s"] * s["total_time"] * 1e-9))
+    # HBM traffic on instructions = DMA traffic from / to HBM
+    assert s["hbm_read_bytes"] == dma.loc[dma["source"] == "HBM", "transfer_bytes"].sum()
+    assert s["hbm_write_bytes"] == dma.loc[dma["dest"] == "HBM", "transfer_bytes"].sum()
+    assert s["dma_transfer_average_bytes"] == pytest.approx(dma["transfer_bytes"].mean())
+    assert analysis.dma_sizes(t)["transfers"].sum() == len(dma)
+    assert analysis.dma_throughput(t, bins=50)["bytes"].sum() == pytest.approx(dma["transfer_bytes"].sum())
+    # every device nanosecond is attributed once
+    assert t.hot_ops()["device_time_self_ns"].sum() == ins["duration_ns"].sum()
+    assert t.hot_ops(by="engine")["device_time_self_ns"].sum() == ins["duration_ns"].sum()
+    r = t.roofline()
+    assert r["flops"].sum() == pytest.approx(analysis.instruction_work(t)["flops"].sum())
+    mm = r[r["engine"].isin(["Tensor", "TensorMatrix"])]
+    assert len(mm) and (mm["peak_flops_per_s"] == mm["dtype"].map(
+        lambda d: spec.peak_flops_per_s.get(d, np.nan))).all()
+    # a steady-state window: the last step
+    st = t.steps()
+    assert len(st) >= 1
+    w = t.select_steps(int(st["step"].iloc[-1]))
+    assert w.summary_dict()["total_time"] == st["duration_ns"].iloc[-1]
+    rec = t.recommendations()
+    fp32_mm = ((analysis.instruction_work(t)["dtype"] == "float32") & analysis.instruction_work(t)["is_matmul"]).any()
+    assert ("fp32_matmuls" in set(rec["rule"])) == bool(fp32_mm)
+
+
+def test_ddp_pair_collectives_across_ranks():
+    _sample("ddp_train_rank0")
+    ts = analysis.load(SAMPLES)
+    assert "ddp_train" in ts.runs
+    ddp = ts.by_run("ddp_train")
+    assert ddp.ranks == [0, 1]
+    m = ddp.collectives()
+    assert len(m) == sum(len(t.collectives) for t in ddp) and (m["ranks_seen"] == 2).all()
+    assert (m.groupby("collective")["arrival_delay_ns"].min() == 0).all()
+    # a whole folder of several runs never matches across runs
+    assert ts.collectives()["collective"].str.startswith("ddp_train:").all()
