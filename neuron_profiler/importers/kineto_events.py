@@ -6,6 +6,7 @@ they become int64 ns here, exactly for integer and 3-decimal values below 2**53 
 """
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 _NUM = (int, float)
+_MAX_US = 4e15  # ts + dur must fit int64 ns (with room for baseTimeNanoseconds): about year 2096
 
 #: Kineto categories of device-side work -> our instruction ``engine``
 DEVICE_CATEGORIES: dict[str, str] = {
@@ -45,20 +47,59 @@ FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async", "fwdbwd"})
 
 @dataclass
 class SplitEvents:
-    """Events of one trace grouped by phase; ``skipped`` counts dropped events by reason."""
+    """Events of one trace grouped by phase; ``skipped`` counts dropped events by reason.
 
-    x: list[dict[str, Any]] = field(default_factory=list)        # complete events
+    Complete events are kept as parallel column lists (``x_cols``: cat, name, pid, tid, ts, dur, args)
+    built in the same pass, so no second loop over the events is needed."""
+
+    x_cols: tuple[list[Any], ...] = field(default_factory=lambda: ([], [], [], [], [], [], []))
     flows: list[dict[str, Any]] = field(default_factory=list)    # s / f / t
     meta: list[dict[str, Any]] = field(default_factory=list)     # M
     instants: list[dict[str, Any]] = field(default_factory=list)  # i / I
     counters: list[dict[str, Any]] = field(default_factory=list)  # C
     skipped: Counter = field(default_factory=Counter)
 
+    @property
+    def n_x(self) -> int:
+        """Number of readable complete events."""
+        return len(self.x_cols[0])
+
+
+_X_FIELDS = operator.itemgetter("cat", "name", "pid", "tid", "ts", "dur")
+
+
+def _fast_x(xs: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
+    """Columns of well-formed complete events in C-speed passes, or None when any event needs the
+    per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or dur)."""
+    try:
+        cat, name, pid, tid, ts, dur = (list(c) for c in zip(*map(_X_FIELDS, xs)))
+    except KeyError:
+        return None
+    if not (set(map(type, ts)) <= {int, float} and set(map(type, dur)) <= {int, float}):
+        return None
+    t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
+    if not (((t >= 0) & (t <= _MAX_US)).all() and ((d >= 0) & (d <= _MAX_US)).all()):
+        return None
+    return cat, name, pid, tid, ts, dur, [e.get("args") for e in xs]
+
 
 def split_events(events: list[Any]) -> SplitEvents:
     """Group events by ``ph`` and drop those that cannot be read (counted in ``skipped`` by reason)."""
+    xs = [e for e in events if type(e) is dict and e.get("ph") == "X"]
+    cols = _fast_x(xs) if xs else None
+    if cols is None:
+        return _split_slow(events)
+    out = _split_slow([e for e in events if type(e) is not dict or e.get("ph") != "X"])
+    out.x_cols = cols
+    return out
+
+
+def _split_slow(events: list[Any]) -> SplitEvents:
+    """The per-event path of ``split_events`` (validates every complete event)."""
     out = SplitEvents()
-    x_append, skipped = out.x.append, out.skipped
+    c_cat, c_name, c_pid, c_tid, c_ts, c_dur, c_args = (lst.append for lst in out.x_cols)
+    skipped = out.skipped
+    flows_append = out.flows.append
     for e in events:
         if type(e) is not dict:
             skipped["event is not a JSON object"] += 1
@@ -74,10 +115,18 @@ def split_events(events: list[Any]) -> SplitEvents:
                 skipped["negative dur"] += 1
             elif ts < 0:
                 skipped["negative ts"] += 1
+            elif not (ts <= _MAX_US and dur <= _MAX_US):  # also NaN (stdlib json accepts NaN/Infinity)
+                skipped["ts or dur out of range"] += 1
             else:
-                x_append(e)
+                c_cat(e.get("cat"))
+                c_name(e.get("name"))
+                c_pid(e.get("pid"))
+                c_tid(e.get("tid"))
+                c_ts(ts)
+                c_dur(dur)
+                c_args(e.get("args"))
         elif ph == "s" or ph == "f" or ph == "t":
-            out.flows.append(e)
+            flows_append(e)
         elif ph == "M":
             out.meta.append(e)
         elif ph == "i" or ph == "I":
@@ -87,6 +136,11 @@ def split_events(events: list[Any]) -> SplitEvents:
         else:
             skipped[f"unsupported ph {ph!r}"] += 1
     return out
+
+
+def ok_ts(v: Any) -> bool:
+    """True for a usable microsecond timestamp (a finite int/float in [0, _MAX_US])."""
+    return type(v) in _NUM and 0 <= v <= _MAX_US
 
 
 def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:
@@ -111,7 +165,8 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
     for i, v in enumerate(values):
         t = type(v)
         if t is int:
-            out[i] = v
+            if -2**62 < v < 2**62:
+                out[i] = v
         elif t is float and v == v and abs(v) < 2**62:
             out[i] = int(v)
         elif t is str:
@@ -125,55 +180,65 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
 def str_column(values: list[Any]) -> np.ndarray:
     """Values that should be strings -> object array of str (None -> "", others str())."""
     arr = np.empty(len(values), dtype=object)
-    arr[:] = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
+    if set(map(type, values)) <= {str}:
+        arr[:] = values
+    else:
+        arr[:] = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
     return arr
 
 
-def x_frame(xs: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Complete events -> DataFrame (cat, name, pid, tid, start_ts, duration_ns) and their args dicts.
+def id_column(values: list[Any]) -> np.ndarray:
+    """pid / tid values -> object array of int or str (anything else, e.g. a list, becomes its repr)."""
+    if not set(map(type, values)) <= {int, str}:
+        values = [v if type(v) is int or type(v) is str else repr(v) for v in values]
+    return np.asarray(values + [None], dtype=object)[:-1]
+
+
+def x_frame(split: SplitEvents) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """Complete events -> column arrays (cat, name, pid, tid, start_ts, duration_ns) and their args dicts.
 
     ``pid``/``tid`` stay objects (Kineto uses strings such as "Spans"); non-dict args become {}."""
+    cat, name, pid, tid, ts, dur, args = split.x_cols
+    if not cat:
+        z = np.zeros(0, dtype=object)
+        return {"cat": z, "name": z, "pid": z, "tid": z, "start_ts": np.zeros(0, np.int64),
+                "duration_ns": np.zeros(0, np.int64)}, []
     empty: dict[str, Any] = {}
-    args = [a if type(a) is dict else empty for a in (e.get("args") for e in xs)]
-    df = pd.DataFrame({
-        "cat": str_column([e.get("cat") for e in xs]),
-        "name": str_column([e.get("name") for e in xs]),
-        "pid": np.asarray([e.get("pid") for e in xs] + [None], dtype=object)[:-1],
-        "tid": np.asarray([e.get("tid") for e in xs] + [None], dtype=object)[:-1],
-        "start_ts": us_to_ns([e["ts"] for e in xs]) if xs else np.zeros(0, np.int64),
-        "duration_ns": us_to_ns([e["dur"] for e in xs]) if xs else np.zeros(0, np.int64),
-    })
-    return df, args
-
-
-def arg_values(args: list[dict[str, Any]], idx: np.ndarray, key: str) -> list[Any]:
-    """``args[i].get(key)`` for the rows ``idx``."""
-    return [args[i].get(key) for i in idx]
-
-
-def to_int_or(v: Any, default: int) -> int:
-    """One value -> int (numeric strings accepted), else ``default``."""
-    if type(v) is int:
-        return v
-    if type(v) is float and v == v:
-        return int(v)
-    if type(v) is str:
-        try:
-            return int(v)
-        except ValueError:
-            return default
-    return default
+    if not set(map(type, args)) <= {dict}:
+        args = [a if type(a) is dict else empty for a in args]
+    cols = {
+        "cat": str_column(cat), "name": str_column(name), "pid": id_column(pid), "tid": id_column(tid),
+        "start_ts": us_to_ns(ts), "duration_ns": us_to_ns(dur),
+    }
+    return cols, args
 
 
 def key_codes(*columns: np.ndarray) -> list[np.ndarray]:
     """Factorize several object columns with one shared code book (so equal values get equal codes)."""
     lens = [len(c) for c in columns]
     allv = np.concatenate([np.asarray(c, dtype=object) for c in columns]) if columns else np.zeros(0, object)
-    # repr keeps 1 and "1" apart while making unhashable junk hashable
-    keyed = np.asarray([v if type(v) in (int, str) else repr(v) for v in allv] + [None], dtype=object)[:-1]
-    codes, _ = pd.factorize(keyed)
+    try:
+        codes, _ = pd.factorize(allv)
+    except TypeError:  # unhashable junk (lists...): repr makes it hashable
+        keyed = np.asarray([v if type(v) in (int, str) else repr(v) for v in allv] + [None], dtype=object)[:-1]
+        codes, _ = pd.factorize(keyed)
     out, pos = [], 0
     for n in lens:
         out.append(codes[pos:pos + n].astype(np.int64))
         pos += n
     return out
+
+
+def map_values(values: np.ndarray, fn: Any) -> np.ndarray:
+    """``fn(v)`` for each element of an object array, calling ``fn`` once per distinct value."""
+    codes, uniq = pd.factorize(values)
+    mapped = np.asarray([fn(u) for u in uniq] + [None], dtype=object)[:-1]
+    if len(mapped) == 0:
+        return np.empty(len(values), dtype=object)
+    return mapped[codes]
+
+
+def in_set(values: np.ndarray, members: Any) -> np.ndarray:
+    """Boolean mask of the elements of an object array that belong to ``members`` (hash based, fast)."""
+    members = set(members)
+    return map_values(values, lambda v: v in members).astype(bool)
