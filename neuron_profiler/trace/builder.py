@@ -80,7 +80,7 @@ class TraceBuilder:
         return pd.DataFrame(data, index=pd.RangeIndex(self._rows[name], name="row"))
 
     def write(self, path: str | os.PathLike, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-              compression: str = "zlib") -> Path:
+              compression: str = "zstd") -> Path:
         """Write the whole trace to ``path`` (parent directories are created)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def _default(c: Any, n: int) -> np.ndarray:
 
 def write_trace(path: str | os.PathLike, header: pb.Header, tables: Mapping[str, Mapping[str, Any] | pd.DataFrame],
                 *, dropped_events: Mapping[str, int] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                compression: str = "zlib") -> Path:
+                compression: str = "zstd") -> Path:
     """One-shot: write ``tables`` (name -> DataFrame or column mapping) with ``header`` to ``path``."""
     b = TraceBuilder(header)
     for name, cols in tables.items():

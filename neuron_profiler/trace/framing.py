@@ -17,8 +17,8 @@ TRAILER = struct.Struct("<Q8s")
 HEADER, CHUNK, FOOTER = 1, 2, 3
 RECORD_TYPES = {HEADER: "header", CHUNK: "chunk", FOOTER: "footer"}
 
-CODEC_NONE, CODEC_ZLIB = 0, 1
-CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB}
+CODEC_NONE, CODEC_ZLIB, CODEC_ZSTD = 0, 1, 2
+CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB, "zstd": CODEC_ZSTD}
 
 #: No single record may be larger than this (a declared length above it is corruption, not a trace).
 MAX_RECORD_BYTES = 1 << 30
@@ -33,10 +33,21 @@ def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, tabl
     return FRAME.pack(len(payload), record_type, codec, table_id, 0, zlib.crc32(payload)) + payload
 
 
-def compress(data: bytes, codec: int, level: int = 1) -> bytes:
-    """Compress a serialized chunk with ``codec``."""
+def _zstd():
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - zstandard is a core dependency
+        raise ValueError("this chunk is zstd-compressed and the `zstandard` package is not installed "
+                         "(pip install zstandard)") from None
+    return zstandard
+
+
+def compress(data: bytes, codec: int, level: int | None = None) -> bytes:
+    """Compress a serialized chunk with ``codec`` (zstd level 3 / zlib level 1 by default)."""
     if codec == CODEC_ZLIB:
-        return zlib.compress(data, level)
+        return zlib.compress(data, 1 if level is None else level)
+    if codec == CODEC_ZSTD:
+        return _zstd().ZstdCompressor(level=3 if level is None else level, write_content_size=True).compress(data)
     return data
 
 
@@ -51,5 +62,17 @@ def decompress(data: bytes, codec: int) -> bytes:
             raise ValueError(f"chunk decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")
         if not d.eof:
             raise ValueError("zlib stream is incomplete")
+        return out
+    if codec == CODEC_ZSTD:
+        zstd = _zstd()
+        try:
+            size = zstd.frame_content_size(data)
+            if not 0 <= size <= MAX_DECOMPRESSED_BYTES:
+                raise ValueError(f"zstd frame declares {size} bytes (limit {MAX_DECOMPRESSED_BYTES})")
+            out = zstd.ZstdDecompressor().decompress(data, max_output_size=size)
+        except zstd.ZstdError as e:
+            raise ValueError(f"zstd stream is invalid: {e}") from None
+        if len(out) != size:
+            raise ValueError(f"zstd frame holds {len(out)} bytes, declared {size}")
         return out
     raise ValueError(f"unknown codec {codec} (known: {sorted(CODECS.values())})")

@@ -167,7 +167,7 @@ class TraceFile:
             else:
                 arr = np.zeros(0, dtype=np.uint32 if kind == "string" else
                                (np.float64 if kind == "float" else np.int64))
-            data[col] = categorical_from_ids(arr, self._strings) if kind == "string" else arr
+            data[col] = self._categorical(arr, f"{name}.{col}") if kind == "string" else arr
         idx = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
         return pd.DataFrame(data, index=pd.Index(idx, name="row"))
 
@@ -402,9 +402,13 @@ class TraceFile:
             values = [""]
         arr = np.empty(len(values), dtype=object)
         arr[:] = values
-        if len(set(values)) != len(values):
-            raise self._err(CorruptTraceError, None, "the string table holds duplicate strings")
         return arr
+
+    def _categorical(self, ids: np.ndarray, where: str) -> pd.Categorical:
+        try:
+            return categorical_from_ids(ids, self._strings)
+        except ValueError:  # duplicate strings among the used ones: the string table is corrupt
+            raise self._err(CorruptTraceError, None, f"the string table holds duplicate strings ({where})") from None
 
 
 def read_trace(path: str | os.PathLike, *, strict: bool = True) -> TraceFile:

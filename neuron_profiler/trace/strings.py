@@ -55,7 +55,7 @@ def categorical_from_ids(ids: np.ndarray, strings: np.ndarray) -> pd.Categorical
     """Categorical over only the strings used by ``ids`` (ids index ``strings``; ``strings`` unique)."""
     if len(ids) == 0:
         return pd.Categorical([], categories=pd.Index([], dtype=object))
-    used = np.bincount(ids, minlength=len(strings)) > 0
-    remap = np.cumsum(used) - 1
-    return pd.Categorical.from_codes(remap[ids].astype(np.int32), categories=pd.Index(strings[used], dtype=object),
-                                    validate=False)
+    used = np.bincount(ids) > 0  # only as long as the largest id: cheap for early-interned columns
+    remap = (np.cumsum(used) - 1).astype(np.int32)
+    cats = strings[: len(used)][used]
+    return pd.Categorical.from_codes(remap[ids], categories=pd.Index(cats, dtype=object), validate=False)

@@ -35,7 +35,7 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | os.PathLike, header: pb.Header, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                 compression: str = "zlib", level: int = 1) -> None:
+                 compression: str = "zstd", level: int | None = None) -> None:
         if compression not in framing.CODECS:
             raise ValueError(f"unknown compression {compression!r}; valid: {', '.join(framing.CODECS)}")
         if not 1 <= chunk_rows <= MAX_CHUNK_ROWS:

@@ -58,7 +58,7 @@ def assert_frame_matches(df: pd.DataFrame, cols: dict[str, np.ndarray], rows: np
             np.testing.assert_array_equal(got.to_numpy(), exp, err_msg=name)
 
 
-@pytest.mark.parametrize("compression", ["zlib", "none"])
+@pytest.mark.parametrize("compression", ["zstd", "zlib", "none"])
 def test_round_trip_every_table(tmp_path: Path, compression: str) -> None:
     hdr, tables = build_all_tables()
     path = tmp_path / "t.nprof"
@@ -299,10 +299,10 @@ def test_column_length_mismatch_and_bad_string_id(tmp_path: Path) -> None:
     c.instructions.name.append(99)
     with pytest.raises(CorruptTraceError, match="string id 99"):
         read_trace(_craft(tmp_path, c, 13, ["", "a"])).table("instructions")
-    c = pb.Chunk(first_row=0, rows=1)
-    c.instructions.start_ts.append(1)
+    c = pb.Chunk(first_row=0, rows=2)
+    c.instructions.name.extend([1, 2])
     with pytest.raises(CorruptTraceError, match="duplicate"):
-        read_trace(_craft(tmp_path, c, 13, ["", "a", "a"]))
+        read_trace(_craft(tmp_path, c, 13, ["", "a", "a"])).table("instructions")
 
 
 def test_table_mismatch_between_frame_and_payload(tmp_path: Path) -> None:
@@ -345,3 +345,20 @@ def test_writer_rejects_bad_columns(tmp_path: Path) -> None:
 def test_make_header_validates_rank() -> None:
     with pytest.raises(ValueError, match="rank"):
         make_header("x", rank=2, world_size=2)
+
+
+def test_zstd_bomb_and_garbage(tmp_path: Path) -> None:
+    import zstandard
+
+    p = tmp_path / "zs.nprof"
+    p.write_bytes(_header_bytes(1, 0) + framing.encode_frame(framing.CHUNK, b"\x28\xb5\x2f\xfdgarbage",
+                                                             framing.CODEC_ZSTD, 13))
+    with pytest.raises(CorruptTraceError, match="zstd"):
+        read_trace(p).table("instructions")
+    # a frame that declares 4 GiB of content is refused before any allocation
+    big = zstandard.ZstdCompressor(write_content_size=False).compress(b"x" * 10)
+    p.write_bytes(_header_bytes(1, 0) + framing.encode_frame(framing.CHUNK, big, framing.CODEC_ZSTD, 13))
+    with pytest.raises(CorruptTraceError, match="declares"):
+        read_trace(p).table("instructions")
+    with pytest.raises(ValueError, match="valid: none, zlib, zstd"):
+        TraceWriter(tmp_path / "c.nprof", make_header("tests"), compression="lz77")
