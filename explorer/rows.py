@@ -20,7 +20,7 @@ TABLE_CODE = {t: i for i, t in enumerate(EVENT_TABLES)}
 ENGINE_ORDER = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
 KIND_ORDER = {"engine": 0, "stream": 1, "dma_queue": 2, "cc_core": 3, "thread": 5, "counter": 6}
 COLOR_MODES = ("op", "engine", "module")
-MAX_HOST_DEPTH = 12
+MAX_HOST_DEPTH = 16
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
            "#e6550d", "#31a354", "#756bb1", "#636363")
@@ -70,10 +70,25 @@ class TimelineIndex:
         """(codes aligned with ``table`` row ids, labels) for colouring by ``mode`` in ``COLOR_MODES``."""
         if mode not in COLOR_MODES:
             raise ValueError(f"unknown colour mode {mode!r}; valid: {', '.join(COLOR_MODES)}")
+        return self._codes(table, mode)
+
+    def _codes(self, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
         key = (table, mode)
         if key not in self._colors:
             self._colors[key] = _color_codes(self.trace, table, mode)
         return self._colors[key]
+
+    def match(self, table: str, q: str) -> np.ndarray:
+        """Bool per row id of ``table``: the event's name, or the name of the host op that launched it
+        (so an op name finds its GPU kernels too), contains ``q`` (case-insensitive)."""
+        q = q.strip().lower()
+        out = None
+        for mode in ("op", "launcher") if table != "host_ops" else ("op",):
+            codes, labels = self._codes(table, mode)
+            hit = np.array([q in lab.lower() for lab in labels] + [False], dtype=bool)  # code -1 -> False
+            m = hit[codes]
+            out = m if out is None else (out | m)
+        return out
 
 
 def _cat(df: pd.DataFrame, col: str, n: int) -> pd.Series:
@@ -99,30 +114,77 @@ def event_label(df: pd.DataFrame, table: str) -> pd.Series:
     raise ValueError(f"no event labels for table {table!r}; valid: {', '.join(EVENT_TABLES)}")
 
 
-def _color_codes(trace, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
+def _codes(df: pd.DataFrame, col: str) -> tuple[np.ndarray, list[str]]:
+    """(int codes, labels) of a column without converting every row to str (Categorical fast path)."""
+    if col not in df.columns:
+        return np.zeros(len(df), dtype=np.int64), [""]
+    s = df[col]
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes = s.cat.codes.to_numpy().astype(np.int64)
+        labels = [str(c) for c in s.cat.categories]
+        if (codes < 0).any():
+            codes = np.where(codes < 0, len(labels), codes)
+            labels.append("")
+        return codes, labels
+    codes, uniq = pd.factorize(s.astype(str).to_numpy())
+    return codes.astype(np.int64), [str(u) for u in uniq]
+
+
+def _combine(parts: list[tuple[np.ndarray, list[str]]], fmt) -> tuple[np.ndarray, list[str]]:
+    """Codes of the tuple of several coded columns; ``fmt(*labels)`` names each distinct tuple."""
+    key = np.zeros(len(parts[0][0]), dtype=np.int64)
+    for c, lab in parts:
+        key = key * (len(lab) + 1) + c
+    uniq, inv = np.unique(key, return_inverse=True)
+    labels = []
+    for k in uniq.tolist():
+        idx = []
+        for _, lab in reversed(parts):
+            k, r = divmod(k, len(lab) + 1)
+            idx.append(r)
+        labels.append(fmt(*[lab[i] for (_, lab), i in zip(parts, reversed(idx))]))
+    return inv.astype(np.int64), labels
+
+
+def _label_codes(trace, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
     df = trace.table(table)
     n = len(df)
     if mode == "op":
-        lab = event_label(df, table)
-    elif mode == "engine":
-        lab = {"instructions": lambda: _cat(df, "engine", n), "host_ops": lambda: _cat(df, "category", n),
-               "dma": lambda: "DMA " + _cat(df, "queue_type", n),
-               "collectives": lambda: pd.Series(["CC"] * n, index=df.index)}[table]()
-    else:  # module of the event or of the host op that launched it
         if table == "host_ops":
-            lab = _cat(df, "module", n)
-        else:
-            host = trace.table("host_ops")
-            mod = _cat(host, "module", len(host))
-            ref = df["framework_op"].to_numpy() if "framework_op" in df.columns else np.full(n, -1)
-            pos = host.index.get_indexer(ref)
-            vals = np.asarray(mod.to_numpy(), dtype=object)
-            lab = pd.Series(np.where(pos >= 0, vals[np.maximum(pos, 0)] if len(vals) else "", ""), index=df.index)
-        lab = lab.where(lab != "", "(no module)")
-    codes, uniques = pd.factorize(lab.to_numpy(), sort=False)
-    full = np.full(int(df.index.max()) + 1 if n else 0, -1, dtype=np.int32)
+            return _codes(df, "name")
+        if table == "collectives":
+            return _codes(df, "operation")
+        if table == "instructions":
+            return _combine([_codes(df, "name"), _codes(df, "opcode")], lambda a, b: a or b)
+        return _combine([_codes(df, "variable"), _codes(df, "source"), _codes(df, "dest")],
+                        lambda v, s, d: f"DMA {v}" if v not in ("", "unknown") else f"DMA {s}->{d}")
+    if mode == "engine":
+        if table == "instructions":
+            return _codes(df, "engine")
+        if table == "host_ops":
+            return _codes(df, "category")
+        if table == "dma":
+            c, lab = _codes(df, "queue_type")
+            return c, [f"DMA {x}".strip() for x in lab]
+        return np.zeros(n, dtype=np.int64), ["CC"]
+    # module (or, for "launcher", name) of the event or of the host op that launched it
+    host = trace.table("host_ops")
+    hc, hl = _codes(host, "name" if mode == "launcher" else "module")
+    hl = [x or "(no module)" for x in hl] if mode == "module" else hl
+    if table == "host_ops":
+        return hc, hl
+    ref = df["framework_op"].to_numpy() if "framework_op" in df.columns else np.full(n, -1)
+    pos = host.index.get_indexer(ref) if len(host) else np.full(n, -1)
+    codes = np.where(pos >= 0, hc[np.maximum(pos, 0)] if len(hc) else 0, len(hl))
+    return codes.astype(np.int64), hl + ["(no module)" if mode == "module" else ""]
+
+
+def _color_codes(trace, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
+    df = trace.table(table)
+    codes, labels = _label_codes(trace, table, mode)
+    full = np.full(int(df.index.max()) + 1 if len(df) else 0, -1, dtype=np.int32)
     full[df.index.to_numpy()] = codes
-    return full, [str(u) for u in uniques]
+    return full, labels
 
 
 def _host_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -20,11 +20,15 @@ _RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 GROUP_PREFIX = "group:"
 
 
-class TraceAccessError(ValueError):
+class TraceError(Exception):
+    """Base of the store's errors (their messages are shown in the page)."""
+
+
+class TraceAccessError(TraceError, ValueError):
     """A trace key that is not served (outside the root, not a trace, not listed)."""
 
 
-class TraceOpenError(RuntimeError):
+class TraceOpenError(TraceError, RuntimeError):
     """A listed trace that could not be opened (bad or unreadable file); the message is shown in the page."""
 
 
@@ -66,6 +70,7 @@ class TraceStore:
         self._lock = threading.RLock()
         self._open: OrderedDict[str, dict] = OrderedDict()
         self._entries: list[TraceEntry] | None = None
+        self.preferred: str | None = None
 
     # ------------------------------------------------------------------ listing and containment
     def entries(self, refresh: bool = False) -> list[TraceEntry]:
@@ -76,10 +81,12 @@ class TraceStore:
             if self.root.is_file():
                 files = [self.root]
             else:
-                files = sorted(p for p in self.root.rglob("*") if _is_trace_file(p))
-                stems = {(p.parent, _stem(p.name)) for p in files if p.name.endswith(".nprof")}
-                # a Kineto file whose .nprof conversion sits beside it is listed once (the .nprof)
-                files = [p for p in files if p.name.endswith(".nprof") or (p.parent, _stem(p.name)) not in stems]
+                # symlinks that leave the root are not served
+                files = sorted(p for p in self.root.rglob("*")
+                               if _is_trace_file(p) and p.resolve().is_relative_to(self.base))
+                stems = {(p.parent, _stem(p.name)) for p in files if not p.name.endswith(".nprof")}
+                # a Kineto file is listed once: analysis.load caches its conversion as <stem>.nprof beside it
+                files = [p for p in files if not p.name.endswith(".nprof") or (p.parent, _stem(p.name)) not in stems]
             out: list[TraceEntry] = []
             groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
             for p in files:
@@ -104,7 +111,9 @@ class TraceStore:
         return p.resolve().relative_to(self.base).as_posix()
 
     def default_key(self) -> str | None:
-        """The trace to open first: the root file, else the first listed trace."""
+        """The trace to open first: ``preferred`` if set, else the root file / the first listed trace."""
+        if self.preferred is not None:
+            return self.preferred
         es = self.entries()
         return es[0].key if es else None
 

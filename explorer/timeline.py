@@ -169,7 +169,7 @@ def query_rows(rows: list[Row], t0: int, t1: int, width_px: int, budget: int = 4
 
 def bin_counter(ts: np.ndarray, value: np.ndarray, t0: int, t1: int, width_px: int) -> tuple[np.ndarray, np.ndarray]:
     """Counter samples in [t0, t1] reduced to at most ``width_px`` points (max per pixel column), plus
-    the sample just before ``t0`` so the line starts at the edge. ``ts`` must be sorted."""
+    the samples just outside the window so the line reaches both edges. ``ts`` must be sorted."""
     lo = max(int(np.searchsorted(ts, t0, side="left")) - 1, 0)
     hi = int(np.searchsorted(ts, t1, side="right")) + 1
     t, v = ts[lo:hi], value[lo:hi]

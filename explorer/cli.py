@@ -1,0 +1,68 @@
+"""``neuron-explorer [TRACE_OR_DIR] [--host 127.0.0.1] [--port 8050] [--debug]``: serve the explorer."""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "gpt_train_step.nprof"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="neuron-explorer",
+                                description="Open a Neuron (or imported GPU) trace in a local web app.")
+    p.add_argument("path", nargs="?", help="a .nprof / Kineto .json(.gz) trace, or a directory of traces "
+                                           f"(default: the bundled sample {SAMPLE.name})")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools); off by default")
+    p.add_argument("--cache", type=int, default=4, help="open traces kept in memory (default 4)")
+    return p.parse_args(argv)
+
+
+def resolve_path(arg: str | None) -> Path:
+    """The path to serve: the argument, else the bundled sample (a synthetic demo trace when missing)."""
+    if arg:
+        p = Path(arg).expanduser()
+        if not p.exists():
+            raise SystemExit(f"neuron-explorer: no such file or directory: {p}")
+        return p
+    if SAMPLE.is_file():
+        return SAMPLE
+    from .synthetic import write_synthetic
+
+    out = Path(tempfile.mkdtemp(prefix="neuron-explorer-")) / "synthetic_demo.nprof"
+    print(f"bundled sample {SAMPLE} is missing; showing a synthetic demo trace {out}", file=sys.stderr)
+    return write_synthetic(out, 50_000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    path = resolve_path(args.path)
+    from .app import create_app
+    from .store import TraceError, TraceStore
+
+    store = TraceStore(path, cache_size=args.cache, progress=True)
+    singles = [e.key for e in store.entries() if not e.is_group]
+    if not singles:
+        print(f"neuron-explorer: no traces (.nprof, .json, .json.gz) under {path}", file=sys.stderr)
+    for key in singles[:5]:
+        try:  # open and index the first good trace now so its progress shows here, not as a slow first page
+            n = store.timeline(key).n_events()
+        except TraceError as exc:
+            print(f"neuron-explorer: {exc} (the page will show this error)", file=sys.stderr)
+            continue
+        store.preferred = store.preferred or key
+        if n:  # prefer a trace with events over an empty one
+            store.preferred = key
+            break
+    app = create_app(store=store)
+    print(f"neuron-explorer serving {path} ({len(store.entries())} traces) at http://{args.host}:{args.port}/",
+          flush=True)
+    app.run(host=args.host, port=args.port, debug=args.debug)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

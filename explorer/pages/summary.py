@@ -1,0 +1,147 @@
+"""Summary page: KPI cards (analysis.summary), step breakdown (steps / temporal breakdown), ranked
+recommendations with links that open the timeline at the cited time range."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from dash import dcc, html
+
+from ..state import SEL_TABLES, ViewState
+from .common import Ctx, analysis_call, analysis_figure, data_table, error_box, graph, guarded, note, section
+from .common import trace_or_error, window_href
+
+KEY_METRICS = ("step_time_ns", "total_time_ns", "mfu_estimated_percent", "hfu_estimated_percent",
+               "mbu_estimated_percent")
+_SCALE = {"ns": (1e6, "ms"), "bytes": (2**20, "MiB"), "bytes/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s"),
+          "FLOP": (1e9, "GFLOP")}
+
+
+def fmt_value(value, unit: str) -> str:
+    """Human form of a summary value (display only)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if unit in _SCALE and abs(float(value)) >= _SCALE[unit][0] / 1000:
+        div, u = _SCALE[unit]
+        return f"{float(value) / div:.4g} {u}"
+    if unit == "count":
+        return f"{float(value):,.0f}"
+    if unit in ("percent", "%"):
+        return f"{float(value):.3g} %"
+    return f"{float(value):.4g} {unit}".strip()
+
+
+def kpi_cards(df: pd.DataFrame) -> html.Div:
+    rows = df.copy()
+    rows["_key"] = [0 if m in KEY_METRICS else 1 for m in rows["metric"]]
+    rows = rows.sort_values("_key", kind="stable")
+    cards = []
+    for m, v, u, d in zip(rows["metric"], rows["value"], rows["unit"], rows["description"]):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        cards.append(html.Div([html.Div(str(m), style={"fontSize": 11, "color": "#555"}),
+                               html.Div(fmt_value(v, str(u)), style={"fontSize": 20, "fontWeight": "bold"})],
+                              title=str(d), className="kpi-card",
+                              style={"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
+                                     "minWidth": "150px", "background": "#fafafa"}))
+    return html.Div(cards, id="kpi-cards", style={"display": "flex", "flexWrap": "wrap", "gap": "8px"})
+
+
+def layout(ctx: Ctx, state: ViewState):
+    return guarded(_layout, ctx, state)
+
+
+def _layout(ctx: Ctx, state: ViewState):
+    trace = trace_or_error(ctx, state)
+    origin = int(trace.time_range[0])
+    parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
+    if getattr(trace, "simulated", False):
+        parts.append(note("Device events in this trace come from the simulated Neuron runtime."))
+    df, err = analysis_call("summary", trace)
+    parts.append(section("Key figures", error_box(err) if err else kpi_cards(df)))
+    parts.append(section("Steps", guarded(_steps, trace, state, origin)))
+    parts.append(section("Recommendations", guarded(_recommendations, trace, state, origin)))
+    entries = ctx.store.entries()
+    if len(entries) > 1:
+        parts.append(section("Traces served here", trace_list(entries, state)))
+    return html.Div(parts, id="summary-page")
+
+
+def _steps(trace, state: ViewState, origin: int):
+    st = trace.steps()
+    out = []
+    if len(st):
+        st = st.copy()
+        if {"start_ts", "end_ts"} <= set(st.columns):
+            st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
+                              for a, b in zip(st["start_ts"], st["end_ts"])]
+        out.append(data_table(st.reset_index(drop=True), id="steps-table", page_size=10, link_col="timeline"))
+    else:
+        out.append(note("no profiler steps in this trace"))
+    fig = analysis_figure(("steps_figure", "temporal_breakdown_figure"), trace)
+    if fig is not None:
+        out.append(graph(fig, id="step-breakdown-fig", height=320))
+    else:
+        try:
+            tb = trace.temporal_breakdown()
+        except Exception as exc:  # noqa: BLE001 - the breakdown module may be missing
+            out.append(note(f"temporal breakdown not available ({type(exc).__name__}: {exc})"))
+        else:
+            if tb is not None and len(tb):
+                out.append(data_table(tb.reset_index(), id="temporal-table", page_size=10))
+    return html.Div(out)
+
+
+def _recommendations(trace, state: ViewState, origin: int):
+    rec, err = analysis_call("recommendations", trace)
+    if err:
+        return note(err)
+    if not len(rec):
+        return note("no recommendation fired for this trace")
+    items = []
+    for i, r in enumerate(rec.itertuples(index=False)):
+        d = r._asdict()
+        link = None
+        s, e = d.get("start_ts"), d.get("end_ts")
+        if s is not None and e is not None and not pd.isna(s) and not pd.isna(e) and int(e) >= int(s):
+            link = dcc.Link("show on timeline", href=window_href(state, origin, int(s), max(int(e), int(s) + 1)),
+                          className="rec-link", style={"marginLeft": "8px"})
+        cited = _cited_event_link(trace, state, origin, d.get("event_table"), d.get("event_rows"))
+        if cited is not None:
+            link = html.Span([link, cited]) if link is not None else cited
+        saved = d.get("est_time_saved_ns")
+        saved_txt = f" · est. saving {float(saved) / 1e6:.3g} ms" if saved is not None and not pd.isna(saved) else ""
+        items.append(html.Li([html.B(f"[{d.get('severity', '')}] {d.get('title', d.get('rule', ''))}"), link,
+                              html.Div(str(d.get("evidence", "")), style={"fontSize": 13}),
+                              html.Div(f"Action: {d.get('action', '')}{saved_txt}",
+                                       style={"fontSize": 13, "color": "#264"})],
+                             style={"marginBottom": "8px"}))
+    return html.Ol(items, id="recommendations")
+
+
+def _cited_event_link(trace, state: ViewState, origin: int, table, rows):
+    """Link that opens the timeline on the first event a recommendation cites, selected."""
+    if table not in SEL_TABLES or rows is None or not len(rows):
+        return None
+    df = trace.table(table)
+    rid = int(rows[0])
+    if rid not in df.index:
+        return None
+    s = int(df.loc[rid, "start_ts"])
+    e = s + int(df.loc[rid, "duration_ns"])
+    return dcc.Link(f"first of {len(rows)} cited events", className="rec-event-link", style={"marginLeft": "8px"},
+                    href=window_href(state, origin, s, e, sel=(table, rid), pad=2.0))
+
+
+def trace_list(entries, state: ViewState) -> html.Ul:
+    """Links to every served trace; the ranks of one run are listed under their group."""
+    grouped = {m for e in entries if e.is_group for m in e.members}
+    items = []
+    for e in entries:
+        if e.is_group:
+            items.append(html.Li([dcc.Link(e.label, href=state.href(trace=e.key, rank=None, t0=None, t1=None, sel=None)),
+                                  html.Ul([html.Li(dcc.Link(m, href=state.href(trace=m, rank=None, t0=None, t1=None,
+                                                                               sel=None))) for m in e.members])]))
+        elif e.key not in grouped:
+            items.append(html.Li(dcc.Link(e.label, href=state.href(trace=e.key, rank=None, t0=None, t1=None, sel=None))))
+    return html.Ul(items, id="trace-list")

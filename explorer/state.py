@@ -1,0 +1,93 @@
+"""Shareable URL state: page in the path, everything else in the query string.
+
+``/timeline?trace=run%2Frank00000_window000.nprof&rank=0&t0=1000&t1=50000&sel=instructions%3A42&q=mm&color=op``
+Times ``t0`` / ``t1`` are ns relative to the trace start. Unknown or malformed values fall back to the
+defaults (the URL is user input: nothing in it is evaluated; the trace key is checked by the store).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from urllib.parse import parse_qs, urlencode
+
+PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "collectives", "compare")
+PAGE_TITLES = {"summary": "Summary", "timeline": "Timeline", "roofline": "Roofline", "hot_ops": "Hot ops",
+               "dma": "DMA", "collectives": "Collectives", "compare": "Compare"}
+SEL_TABLES = ("instructions", "dma", "collectives", "host_ops")
+COLOR_MODES = ("op", "engine", "module")
+_MAX_LEN = 1024
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """What a URL encodes. ``sel`` = (table, row id) of the selected event."""
+
+    page: str = "summary"
+    trace: str | None = None
+    rank: int | None = None
+    t0: int | None = None
+    t1: int | None = None
+    sel: tuple[str, int] | None = None
+    q: str = ""
+    color: str = "op"
+    other: str | None = None  # second trace of the Compare page
+
+    def with_(self, **kw) -> "ViewState":
+        return replace(self, **kw)
+
+    def href(self, **kw) -> str:
+        """``pathname?search`` of this state with ``kw`` replaced."""
+        return encode(self.with_(**kw) if kw else self)
+
+
+def _int(v: str | None) -> int | None:
+    if v is None or len(v) > 24:
+        return None
+    try:
+        return int(float(v)) if v.strip() else None
+    except ValueError:
+        return None
+
+
+def _str(v: str | None) -> str | None:
+    if v is None or not v or len(v) > _MAX_LEN or "\x00" in v:
+        return None
+    return v
+
+
+def encode(state: ViewState) -> str:
+    """``/page?query`` (defaults omitted)."""
+    d = asdict(state)
+    page = d.pop("page")
+    q: dict[str, str] = {}
+    default = asdict(ViewState())
+    for k, v in d.items():
+        if v is None or v == default[k]:
+            continue
+        if k == "sel":
+            v = f"{v[0]}:{int(v[1])}"
+        q[k] = str(v)
+    search = urlencode(q)
+    return f"/{page}" + (f"?{search}" if search else "")
+
+
+def decode(pathname: str | None, search: str | None) -> ViewState:
+    """Inverse of :func:`encode`; anything invalid becomes its default."""
+    page = (pathname or "/").strip("/").split("/")[-1] or "summary"
+    if page not in PAGES:
+        page = "summary"
+    raw = parse_qs((search or "").lstrip("?")[: 4 * _MAX_LEN], keep_blank_values=False)
+    get = lambda k: raw.get(k, [None])[0]  # noqa: E731
+    sel = None
+    s = _str(get("sel"))
+    if s and ":" in s:
+        tab, _, row = s.partition(":")
+        r = _int(row)
+        if tab in SEL_TABLES and r is not None and r >= 0:
+            sel = (tab, r)
+    t0, t1 = _int(get("t0")), _int(get("t1"))
+    if t0 is not None and t1 is not None and t1 <= t0:
+        t0 = t1 = None
+    color = get("color") if get("color") in COLOR_MODES else "op"
+    q = (get("q") or "")[:200]
+    return ViewState(page=page, trace=_str(get("trace")), rank=_int(get("rank")), t0=t0, t1=t1, sel=sel, q=q,
+                     color=color, other=_str(get("other")))

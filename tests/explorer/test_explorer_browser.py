@@ -1,0 +1,225 @@
+"""The app in headless Chromium: every page loads without console errors, a zoom triggers a finer level of
+detail, the roofline shows ceilings and points, clicking an event opens its details. Screenshots go to
+tests/explorer/artifacts/ (and two to docs/screenshots/ when EXPLORER_DOC_SCREENSHOTS=1)."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from explorer.app import create_app
+from explorer.state import PAGES
+from explorer_browser import ARTIFACTS, browser, collect_errors, serve, timeline_shapes, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for the module (Playwright's sync API allows one running instance per thread)."""
+    import shutil as _sh
+
+    exe = _sh.which("chromium") or "/usr/bin/chromium"
+    if not Path(exe).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with browser(exe) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="module")
+def site(served_dir, chromium):
+    app = create_app(served_dir)
+    with serve(app) as url:
+        yield url, chromium
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+DOC_SHOTS = {"sample_timeline_zoomed": "timeline.png", "sample_roofline": "roofline.png"}
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    if os.environ.get("EXPLORER_DOC_SCREENSHOTS") == "1" and name in DOC_SHOTS:
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ARTIFACTS / f"{name}.png", DOCS / DOC_SHOTS[name])
+
+
+def _drag_zoom(page, at: float, pixels: int) -> None:
+    """Drag a zoom box ``pixels`` wide starting at fraction ``at`` of the timeline's plot width."""
+    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] * 0.7
+    x0 = box["x"] + box["width"] * at
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move(x0 + pixels, y, steps=3)
+    page.mouse.up()
+
+
+@pytest.mark.parametrize("key", ["single.nprof", "group:run/rank*_window000.nprof"])
+def test_pages_load_without_console_errors(site, key):
+    url, ctx = site
+    page = ctx.new_page()
+    errors = collect_errors(page)
+    try:
+        for p in PAGES:
+            page.goto(f"{url}/{p}?trace={key}")
+            wait_idle(page)
+            assert page.locator(f"#{p.replace('_', '-')}-page").count() == 1, p
+            assert page.locator(".error-box").count() == 0, page.inner_text(".error-box")
+            _shot(page, f"{p}_{'group' if key.startswith('group') else 'single'}")
+        if key.startswith("group"):
+            page.goto(f"{url}/collectives?trace={key}")
+            wait_idle(page)
+            assert page.locator("#cc-skew .js-plotly-plot").count() == 1
+    finally:
+        page.close()
+    assert errors == []
+
+
+def test_zoom_refines_and_click_opens_details(site):
+    url, ctx = site
+    page = ctx.new_page()
+    errors = collect_errors(page)
+    page.goto(f"{url}/timeline?trace=single.nprof")
+    wait_idle(page)
+    page.wait_for_selector("#tl-graph .js-plotly-plot")
+    before = timeline_shapes(page)
+    assert 0 < before["n"] <= 4000
+    _shot(page, "timeline_full")
+    _drag_zoom(page, 0.5, 8)  # an 8-pixel box: ~1/150 of the window
+    page.wait_for_function("(r) => { const gd = document.querySelector('#tl-graph .js-plotly-plot');"
+                           " return gd.layout.meta && gd.layout.meta.threshold_ns < r; }",
+                           arg=before["meta"]["threshold_ns"] / 20, timeout=20000)
+    wait_idle(page)
+    after = timeline_shapes(page)
+    span_b = before["range"][1] - before["range"][0]
+    span_a = after["range"][1] - after["range"][0]
+    assert span_a < span_b / 50
+    assert after["meta"]["threshold_ns"] < before["meta"]["threshold_ns"] / 20
+    assert 0 < after["n"] and after["median"] < before["median"]
+    assert "t0=" in page.url and "t1=" in page.url  # the window is in the shareable URL
+    _shot(page, "timeline_zoomed")
+    # click the most isolated single event (no other point nearby to steal the click): details open
+    pt = page.evaluate("""() => {
+        const gd = document.querySelector('#tl-graph .js-plotly-plot');
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
+        const pts = [];
+        for (const tr of gd.data) {
+            if (!tr.x) continue;
+            for (let i = 0; i < tr.x.length; i++) {
+                if (tr.x[i] === null || tr.y[i] === null) continue;
+                pts.push({px: xa.l2p(tr.x[i]), py: ya.l2p(tr.y[i]), cd: tr.customdata ? tr.customdata[i] : -2});
+            }
+        }
+        let best = null, bestD = -1;
+        for (const p of pts) {
+            if (!(p.cd >= 0) || p.px < 0 || p.px > xa._length) continue;
+            let d = 1e9;
+            for (const q of pts) {
+                if (q.cd !== p.cd && Math.abs(q.py - p.py) < 25) d = Math.min(d, Math.hypot(q.px - p.px, q.py - p.py));
+            }
+            if (d > bestD) { bestD = d; best = p; }
+        }
+        return best && {x: r.left + xa._offset + best.px, y: r.top + ya._offset + best.py, d: bestD};
+    }""")
+    assert pt is not None
+    page.mouse.move(pt["x"], pt["y"])
+    page.mouse.click(pt["x"], pt["y"])
+    page.wait_for_selector("#tl-details-title", timeout=15000)
+    title = page.inner_text("#tl-details-title")
+    assert "#" in title
+    assert "sel=" in page.url
+    _shot(page, "timeline_details")
+    page.close()
+    assert errors == []
+
+
+def test_roofline_shows_ceilings_and_points(site):
+    url, ctx = site
+    page = ctx.new_page()
+    errors = collect_errors(page)
+    page.goto(f"{url}/roofline?trace=single.nprof")
+    wait_idle(page)
+    info = page.evaluate("""() => { const gd = document.querySelector('#rf-graph .js-plotly-plot');
+        return {ceilings: gd.data.filter(t => (t.name || '').startsWith('ceiling')).length,
+                roofs: gd.data.filter(t => (t.name || '').endsWith('roof')).length,
+                points: gd._fullData.filter(t => t.mode === 'markers').reduce((a, t) => a + t._length, 0),
+                drawn: document.querySelectorAll('#rf-graph .scatterlayer .point').length}; }""")
+    assert info["ceilings"] >= 2 and info["roofs"] >= 1 and info["points"] >= 3 and info["drawn"] >= 3
+    _shot(page, "roofline")
+    # clicking a point offers its events; following the link selects them on the timeline
+    pt = page.evaluate("""() => { const gd = document.querySelector('#rf-graph .js-plotly-plot');
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
+        const t = gd._fullData.find(t => t.mode === 'markers');
+        const cd = gd.calcdata[t.index][0];
+        return {x: r.left + xa._offset + xa.c2p(cd.x), y: r.top + ya._offset + ya.c2p(cd.y)}; }""")
+    page.mouse.move(pt["x"], pt["y"])
+    page.mouse.click(pt["x"], pt["y"])
+    page.wait_for_selector("#rf-timeline-link", timeout=15000)
+    page.click("#rf-timeline-link")
+    page.wait_for_selector("#tl-graph .js-plotly-plot", timeout=20000)
+    wait_idle(page)
+    assert "/timeline" in page.url and "q=" in page.url
+    n_hl = page.evaluate("""() => document.querySelector('#tl-graph .js-plotly-plot').data
+        .filter(t => t.name === 'search match').length""")
+    assert n_hl > 0
+    page.close()
+    assert errors == []
+
+
+def test_gpu_trace_pages_in_browser(gpu_dir, chromium):
+    """An imported Kineto GPU trace (real H100 capture): every page loads without console errors and the
+    timeline has a GPU stream row."""
+    app = create_app(gpu_dir)
+    key = app._explorer_ctx.store.default_key()
+    with serve(app) as url:
+        page = chromium.new_page()
+        errors = collect_errors(page)
+        for p in PAGES:
+            page.goto(f"{url}/{p}?trace={key}")
+            wait_idle(page)
+            assert page.locator(f"#{p.replace('_', '-')}-page").count() == 1, p
+            assert page.locator(".error-box").count() == 0, page.inner_text(".error-box")
+            _shot(page, f"{p}_gpu")
+        page.goto(f"{url}/timeline?trace={key}")
+        wait_idle(page)
+        ticks = page.evaluate("() => document.querySelector('#tl-graph .js-plotly-plot').layout.yaxis.ticktext")
+        assert any(t.startswith("stream") for t in ticks)
+        page.close()
+    assert errors == []
+
+
+def test_sample_traces_in_browser(chromium):
+    """The bundled captures (a Neuron training step and a 2-rank DDP run): every page loads without
+    console errors; the docs screenshots come from here."""
+    if not (SAMPLES / "gpt_train_step.nprof").is_file():
+        pytest.skip("bundled samples not generated yet (python sample_traces/regenerate.py)")
+    app = create_app(SAMPLES)
+    groups = [e.key for e in app._explorer_ctx.store.entries() if e.is_group]
+    with serve(app) as url:
+        page = chromium.new_page()
+        errors = collect_errors(page)
+        for key in ["gpt_train_step.nprof", *groups[:1]]:
+            for p in PAGES:
+                page.goto(f"{url}/{p}?trace={key}")
+                wait_idle(page)
+                assert page.locator(f"#{p.replace('_', '-')}-page").count() == 1, (key, p)
+                assert page.locator(".error-box").count() == 0, page.inner_text(".error-box")
+                _shot(page, f"sample_{p}" if key == "gpt_train_step.nprof" else f"sample_{p}_group")
+        page.goto(f"{url}/timeline?trace=gpt_train_step.nprof")
+        wait_idle(page)
+        before = timeline_shapes(page)
+        _drag_zoom(page, 0.095, 32)  # the first training step's device work in the bundled sample
+        page.wait_for_function("(r) => document.querySelector('#tl-graph .js-plotly-plot').layout.meta.threshold_ns < r",
+                               arg=before["meta"]["threshold_ns"] / 5, timeout=20000)
+        wait_idle(page)
+        _shot(page, "sample_timeline_zoomed")
+        page.close()
+    assert errors == []

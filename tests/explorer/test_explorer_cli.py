@@ -1,0 +1,39 @@
+"""The ``neuron-explorer`` entry point: defaults (127.0.0.1, no debug), URL printed, paths checked."""
+from __future__ import annotations
+
+import dash
+import pytest
+
+from explorer import cli
+
+
+def test_defaults_bind_localhost_without_debug():
+    a = cli.parse_args([])
+    assert (a.path, a.host, a.port, a.debug) == (None, "127.0.0.1", 8050, False)
+
+
+def test_main_serves_the_given_folder(served_dir, monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: seen.update(kw, app=self))
+    assert cli.main([str(served_dir), "--port", "8123"]) == 0
+    out = capsys.readouterr()
+    assert "http://127.0.0.1:8123/" in out.out
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123 and seen["debug"] is False
+    store = seen["app"]._explorer_ctx.store
+    assert store.root == served_dir.resolve()
+    # the first listed trace is broken: reported, not fatal, and the next good one opens first
+    assert "broken.nprof" in out.err
+    assert store.default_key() == "run/rank00000_window000.nprof"
+
+
+def test_missing_path_exits_with_message():
+    with pytest.raises(SystemExit, match="no such file"):
+        cli.resolve_path("/nonexistent/trace.nprof")
+
+
+def test_no_argument_opens_the_bundled_sample_or_a_demo(monkeypatch, tmp_path):
+    p = cli.resolve_path(None)
+    if cli.SAMPLE.is_file():
+        assert p == cli.SAMPLE
+    else:
+        assert p.suffix == ".nprof" and p.is_file()
