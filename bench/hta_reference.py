@@ -4,6 +4,11 @@ Run with the HTA venv's python (HTA is a reference tool only, never a dependency
 
     python3 -m venv /opt/hta-venv && /opt/hta-venv/bin/pip install holistictraceanalysis==0.5.0
     /opt/hta-venv/bin/python bench/hta_reference.py [--realtraces DIR] [--out tests/data/hta_reference.json]
+        [--fallback-python /opt/hta-venv-pd2/bin/python]
+
+pip resolves HTA 0.5.0 to pandas 3.x, under which one trace fails to load; the optional fallback venv
+(``python3 -m venv /opt/hta-venv-pd2 && /opt/hta-venv-pd2/bin/pip install holistictraceanalysis==0.5.0
+"pandas<3"``) re-runs only such traces (all other results are identical under pandas 2.3 and 3.1).
 
 For each trace under ``realtraces`` (each file on its own, plus the 2-rank ``trace_filter/`` pair
 together) it runs ``TraceAnalysis`` and stores, keyed by the path relative to ``realtraces``:
@@ -24,6 +29,7 @@ import json
 import logging
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -171,41 +177,68 @@ def analyse_files(files: list[Path]) -> dict:
         return analyse(d)
 
 
+def _status(res: dict) -> str:
+    failed = {k: v["error"] for k, v in res.items() if isinstance(v, dict) and "error" in v}
+    if "error" in res:
+        failed["load"] = res["error"]
+    if not failed:
+        return "ok"
+    return "FAILED " + "; ".join(f"{k}: {e['type']}: {e['message'] or e.get('where', '')}" for k, e in failed.items())
+
+
+def _fallback(python: str, realtraces: Path, key: str) -> dict:
+    """Re-run one key in another HTA venv (e.g. HTA 0.5.0 on pandas 2.x) when it failed to load here."""
+    cmd = [python, str(Path(__file__).resolve()), "--realtraces", str(realtraces), "--key", key]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"python": python, "error": {"type": "SubprocessError", "message": proc.stderr.strip()[-300:]}}
+    return json.loads(proc.stdout)
+
+
+def _env() -> dict:
+    from importlib.metadata import version
+
+    return {"hta_version": version("holistictraceanalysis"), "pandas_version": pd.__version__,
+            "numpy_version": np.__version__, "python_version": sys.version.split()[0]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--realtraces", type=Path, default=DEFAULT_REALTRACES)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--only", help="analyse only keys containing this substring (prints, does not write)")
+    ap.add_argument("--key", help="analyse only this key and print its JSON result to stdout (no file written)")
+    ap.add_argument("--fallback-python", help="python of a second HTA venv used for traces whose load fails "
+                    "here (optional; stored under 'fallback' with its versions)")
     args = ap.parse_args()
 
     import hta  # noqa: F401 - fail early outside the HTA venv
-    from importlib.metadata import version
 
     logging.getLogger("hta").setLevel(logging.ERROR)
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     if not args.realtraces.is_dir():
         print(f"realtraces folder not found: {args.realtraces}", file=sys.stderr)
         return 2
+    sets = trace_sets(args.realtraces)
+    if args.key:
+        if args.key not in sets:
+            print(f"unknown key {args.key!r}; valid: {sorted(sets)}", file=sys.stderr)
+            return 2
+        res = analyse_files(sets[args.key])
+        res.update(_env())
+        print(json.dumps(res, sort_keys=True))
+        return 0
 
     results: dict[str, Any] = {}
-    for key, files in trace_sets(args.realtraces).items():
-        if args.only and args.only not in key:
-            continue
+    for key, files in sets.items():
         res = analyse_files(files)
         res["files"] = [f.relative_to(args.realtraces).as_posix() for f in files]
         results[key] = res
-        failed = {k: v["error"] for k, v in res.items() if isinstance(v, dict) and "error" in v}
-        if "error" in res:
-            failed["load"] = res["error"]
-        status = "ok" if not failed else "FAILED " + "; ".join(
-            f"{k}: {e['type']}: {e['message'] or e.get('where', '')}" for k, e in failed.items())
-        print(f"{key}: load {res['load_time_s']:.2f} s, {status}", flush=True)
+        print(f"{key}: load {res['load_time_s']:.2f} s, {_status(res)}", flush=True)
+        if "error" in res and args.fallback_python:
+            res["fallback"] = fb = _fallback(args.fallback_python, args.realtraces, key)
+            print(f"  fallback ({fb.get('pandas_version', '?')} pandas): {_status(fb)}", flush=True)
 
     doc = {
-        "hta_version": version("holistictraceanalysis"),
-        "pandas_version": pd.__version__,
-        "numpy_version": np.__version__,
-        "python_version": sys.version.split()[0],
+        **_env(),
         "units": {
             "time": "us (HTA keeps Kineto JSON microseconds; float ts are rounded: ts=ceil(ts), end=floor(ts+dur))",
             "load_time_s": "seconds, wall clock of TraceAnalysis(trace_dir=...) (not deterministic)",
@@ -222,14 +255,13 @@ def main() -> int:
             "load": "TraceAnalysis(trace_dir=<temp dir with symlinks>) (include_last_profiler_step=False)",
             "include_last_profiler_step_true": "only when the last-step filter applies: the same trace reloaded "
             "with include_last_profiler_step=True (by-type kernel breakdown, temporal breakdown, overlap)",
+            "fallback": "only for traces whose load failed and when --fallback-python was given: the same "
+            "analyses run by that python (its versions recorded inside)",
         },
         "frame_format": "{'columns': [...], 'rows': [[...], ...]}; NaN -> null",
         "definitions": "docs/hta_definitions.md",
         "traces": results,
     }
-    if args.only:
-        print(json.dumps(doc, indent=1, sort_keys=True)[:20000])
-        return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}")

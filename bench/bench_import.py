@@ -1,0 +1,234 @@
+"""Kineto JSON import speed and memory: our importer vs Holistic Trace Analysis (HTA 0.5.0), in one run.
+
+    python3 bench/bench_import.py [--hta-python /opt/hta-venv/bin/python] [--traces df_index_resolver nccl_data]
+                                  [--repeats 3] [--json results.json]
+
+For each trace, every measurement runs in its own fresh subprocess (same conditions for both tools); the
+time is measured inside the subprocess around the call only (module imports excluded on both sides), and the
+peak RSS is the subprocess's ``ru_maxrss`` (self, max'd with its children: includes the interpreter and
+imported libraries on both sides):
+
+- ours, first import: ``neuron_profiler.importers.kineto.import_kineto(src, out)`` into a fresh temp dir;
+- ours, reopen: ``read_trace(out)`` + every table loaded as a DataFrame;
+- HTA: ``TraceAnalysis(trace_dir=<dir holding a symlink to src>)`` run by the HTA venv's python;
+- context: read + gunzip + ``orjson.loads`` alone (the floor of any importer that parses the whole JSON).
+Each is run ``--repeats`` times (default 3): median time, max peak RSS (2 shared cores: expect noise).
+
+Ratios = HTA load time / ours; targets: first import >= 5x faster, reopen >= 100x faster than HTA.
+HTA is a reference tool only: install it in its own venv
+(``python3 -m venv /opt/hta-venv && /opt/hta-venv/bin/pip install holistictraceanalysis==0.5.0``).
+Only stdlib is imported at module level: the HTA worker runs this same file under the HTA venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO.parent / "shared" / "realtraces"))
+TRACES = {
+    "df_index_resolver": "HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz",
+    "nccl_data": "HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz",
+}
+TARGET_IMPORT_X = 5.0
+TARGET_REOPEN_X = 100.0
+DEFAULT_HTA_PYTHON = "/opt/hta-venv/bin/python"
+
+
+def _peak_rss_mb() -> float:
+    """Peak RSS of this process (or its largest child) in MB; Linux ru_maxrss is in KiB."""
+    kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+              resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return kib / 1024.0
+
+
+def _rss_now_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+# ---------------------------------------------------------------- workers (each runs in its own subprocess)
+def worker_ours_import(src: str, out: str) -> dict:
+    from neuron_profiler.importers.kineto import import_kineto
+
+    base = _rss_now_mb()
+    t0 = time.perf_counter()
+    import_kineto(src, out)
+    dt = time.perf_counter() - t0
+    return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
+            "out_bytes": os.path.getsize(out)}
+
+
+def worker_ours_reopen(out: str) -> dict:
+    from neuron_profiler.trace import TABLES, read_trace
+
+    base = _rss_now_mb()
+    t0 = time.perf_counter()
+    tf = read_trace(out)
+    frames = {t: tf.table(t) for t in TABLES}
+    dt = time.perf_counter() - t0
+    return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
+            "rows": {t: len(df) for t, df in frames.items()}}
+
+
+def worker_hta(src: str) -> dict:
+    import logging
+    import warnings
+
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    base = _rss_now_mb()
+    with tempfile.TemporaryDirectory(prefix="hta_bench_") as d:
+        os.symlink(os.path.abspath(src), os.path.join(d, os.path.basename(src)))
+        t0 = time.perf_counter()
+        ta = TraceAnalysis(trace_dir=d)
+        dt = time.perf_counter() - t0
+        rows = {str(r): len(df) for r, df in ta.t.traces.items()}
+    return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base, "rows": rows}
+
+
+def worker_json_floor(src: str) -> dict:
+    """Lower bound of any importer that parses the whole JSON: read + gunzip + orjson.loads."""
+    import gzip
+
+    import orjson
+
+    base = _rss_now_mb()
+    t0 = time.perf_counter()
+    with open(src, "rb") as f:
+        raw = f.read()
+    doc = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    dt = time.perf_counter() - t0
+    return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
+            "events": len(doc.get("traceEvents", []))}
+
+
+WORKERS = {"ours-import": worker_ours_import, "ours-reopen": worker_ours_reopen, "hta": worker_hta,
+           "json-floor": worker_json_floor}
+
+
+# ---------------------------------------------------------------- driver
+def run_worker(python: str, mode: str, *args: str) -> dict:
+    """Run one measurement in a fresh interpreter; returns its JSON result or {"error": ...}."""
+    env = dict(os.environ, KINETO_LOG_LEVEL="6")
+    if mode.startswith("ours"):  # our package from this checkout; the HTA venv gets nothing of ours
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    cmd = [python, str(Path(__file__).resolve()), "--worker", mode, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        return {"error": f"{mode} exited {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def _fmt_x(num: float | None, den: float | None) -> tuple[str, float | None]:
+    if not num or not den:
+        return "n/a", None
+    x = num / den
+    return f"{x:.1f}x", x
+
+
+def _median_of(runs: list[dict]) -> dict:
+    """Median time and max peak RSS over successful runs (first error when all failed)."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    out = dict(ok[0])
+    out.update(time_s=statistics.median(r["time_s"] for r in ok), runs_s=[round(r["time_s"], 4) for r in ok],
+               peak_rss_mb=max(r["peak_rss_mb"] for r in ok))
+    return out
+
+
+def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dict:
+    """Interleave the measurements (ours, HTA, ours, HTA...) so load drift on a shared box hits both alike."""
+    res: dict = {"trace": name, "src": str(src), "src_bytes": src.stat().st_size}
+    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "hta": []}
+    with tempfile.TemporaryDirectory(prefix="bench_import_") as d:
+        for i in range(repeats):  # every import is a first import: fresh process, fresh output path
+            out = str(Path(d) / f"{name}_{i}.nprof")
+            runs["ours_import"].append(run_worker(sys.executable, "ours-import", str(src), out))
+            if "error" not in runs["ours_import"][-1]:
+                runs["ours_reopen"].append(run_worker(sys.executable, "ours-reopen", out))
+            runs["json_floor"].append(run_worker(sys.executable, "json-floor", str(src)))
+            if hta_python:
+                runs["hta"].append(run_worker(hta_python, "hta", str(src)))
+    for key, lst in runs.items():
+        res[key] = _median_of(lst) if lst else {"error": "skipped (import failed)" if key == "ours_reopen"
+                                                 else "HTA venv python not found (see --hta-python)"}
+    return res
+
+
+def summary_line(r: dict) -> str:
+    imp, reo, hta = r.get("ours_import", {}), r.get("ours_reopen", {}), r.get("hta", {})
+    t_imp, t_reo, t_hta = imp.get("time_s"), reo.get("time_s"), hta.get("time_s")
+    x_imp, vx_imp = _fmt_x(t_hta, t_imp)
+    x_reo, vx_reo = _fmt_x(t_hta, t_reo)
+    r["import_speedup_x"], r["reopen_speedup_x"] = vx_imp, vx_reo
+
+    def s(t: float | None, nd: int = 2) -> str:
+        return "ERR" if t is None else f"{t:.{nd}f} s"
+
+    def mb(m: dict) -> str:
+        return "ERR" if "peak_rss_mb" not in m else f"{m['peak_rss_mb']:.0f} MB"
+
+    verdict = []
+    if vx_imp is not None:
+        verdict.append(f"import target >= {TARGET_IMPORT_X:.0f}x {'MET' if vx_imp >= TARGET_IMPORT_X else 'MISSED'}")
+    if vx_reo is not None:
+        verdict.append(f"reopen target >= {TARGET_REOPEN_X:.0f}x {'MET' if vx_reo >= TARGET_REOPEN_X else 'MISSED'}")
+    line = (f"{r['trace']}: import {s(t_imp)}, reopen {s(t_reo, 3)}, HTA {s(t_hta)} -> {x_imp} / {x_reo}; "
+            f"peak RSS ours {mb(imp)} (reopen {mb(reo)}), HTA {mb(hta)}")
+    if verdict:
+        line += " [" + "; ".join(verdict) + "]"
+    floor = r.get("json_floor", {}).get("time_s")
+    if floor and t_hta:
+        line += f"\n  (read+gunzip+orjson.loads alone: {floor:.2f} s -> at most {t_hta / floor:.1f}x for a full-parse import)"
+    errors = [f"  {k}: {v['error']}" for k, v in (("ours import", imp), ("ours reopen", reo), ("HTA", hta))
+              if isinstance(v, dict) and "error" in v]
+    return "\n".join([line, *errors])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
+    ap.add_argument("--hta-python", default=DEFAULT_HTA_PYTHON)
+    ap.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
+    ap.add_argument("--repeats", type=int, default=3, help="runs per measurement (median time, max peak RSS)")
+    ap.add_argument("--json", type=Path, help="also write all measurements to this JSON file")
+    a = ap.parse_args()
+
+    if a.worker:
+        print(json.dumps(WORKERS[a.worker](*a.args)))
+        return 0
+
+    hta_python = a.hta_python if Path(a.hta_python).exists() else None
+    results = []
+    for name in a.traces:
+        src = REALTRACES / TRACES[name]
+        if not src.exists():
+            print(f"{name}: SKIPPED, {src} not found (set REALTRACES_DIR)")
+            continue
+        r = bench_one(name, src, hta_python, max(1, a.repeats))
+        print(summary_line(r), flush=True)
+        results.append(r)
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1) + "\n")
+    failed = any("error" in r.get(k, {}) for r in results for k in ("ours_import", "ours_reopen", "hta"))
+    return 1 if failed or not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
