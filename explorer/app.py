@@ -86,7 +86,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
             const u = new URL(window.location.href);
             const cur = u.searchParams.get('trace') || %s;
             if (!v || v === cur) { return window.dash_clientside.no_update; }
-            for (const k of ['rank', 't0', 't1', 'sel', 'q', 'other']) { u.searchParams.delete(k); }
+            for (const k of ['rank', 't0', 't1', 'sel', 'q', 'other', 'rows', 'pick', 'engines', 'bounds']) { u.searchParams.delete(k); }
             u.searchParams.set('trace', v);
             window.location.assign(u.toString());
             return window.dash_clientside.no_update;

@@ -57,6 +57,7 @@ class TimelineIndex:
     end: int
     trace: object = None
     _colors: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # per-index results of page lookups (e.g. picked roofline points)
 
     @property
     def groups(self) -> list[str]:
@@ -77,6 +78,14 @@ class TimelineIndex:
         if key not in self._colors:
             self._colors[key] = _color_codes(self.trace, table, mode)
         return self._colors[key]
+
+    def picked(self, table: str, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """``{table: bool per row id}`` marking ``rows`` (for :func:`explorer.viewport.query_view`)."""
+        n = len(self._codes(table, "op")[0])
+        mark = np.zeros(n, dtype=bool)
+        rows = np.asarray(rows, dtype=np.int64)
+        mark[rows[(rows >= 0) & (rows < n)]] = True
+        return {table: mark}
 
     def match(self, table: str, q: str) -> np.ndarray:
         """Bool per row id of ``table``: the event's name, or the name of the host op that launched it

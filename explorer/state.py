@@ -1,7 +1,10 @@
 """Shareable URL state: page in the path, everything else in the query string.
 
 ``/timeline?trace=run%2Frank00000_window000.nprof&rank=0&t0=1000&t1=50000&sel=instructions%3A42&q=mm&color=op``
-Times ``t0`` / ``t1`` are ns relative to the trace start. Unknown or malformed values fall back to the
+Times ``t0`` / ``t1`` are ns relative to the trace start. ``rows=3.0.1`` lists the shown timeline row groups
+by their position in the default order (collapsed groups left out); ``pick=5`` highlights the instructions
+of row 5 of ``analysis.roofline`` (a roofline point); ``roof_color``, ``engines`` and ``bounds`` (repeated
+keys) are the roofline page's colouring and filters. Unknown or malformed values fall back to the
 defaults (the URL is user input: nothing in it is evaluated; the trace key is checked by the store).
 """
 from __future__ import annotations
@@ -14,7 +17,9 @@ PAGE_TITLES = {"summary": "Summary", "timeline": "Timeline", "roofline": "Roofli
                "dma": "DMA", "collectives": "Collectives", "compare": "Compare"}
 SEL_TABLES = ("instructions", "dma", "collectives", "host_ops")
 COLOR_MODES = ("op", "engine", "module")
+ROOF_COLORS = ("bound", "engine")
 _MAX_LEN = 1024
+_MAX_ITEMS = 256
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,11 @@ class ViewState:
     q: str = ""
     color: str = "op"
     other: str | None = None  # second trace of the Compare page
+    rows: tuple[int, ...] | None = None  # timeline row groups shown, by default position (None = all)
+    pick: int | None = None  # roofline point (row of analysis.roofline) whose instructions are highlighted
+    roof_color: str = "bound"
+    engines: tuple[str, ...] | None = None  # roofline filters (None = all)
+    bounds: tuple[str, ...] | None = None
 
     def with_(self, **kw) -> "ViewState":
         return replace(self, **kw)
@@ -58,15 +68,17 @@ def encode(state: ViewState) -> str:
     """``/page?query`` (defaults omitted)."""
     d = asdict(state)
     page = d.pop("page")
-    q: dict[str, str] = {}
+    q: dict[str, str | list[str]] = {}
     default = asdict(ViewState())
     for k, v in d.items():
         if v is None or v == default[k]:
             continue
         if k == "sel":
             v = f"{v[0]}:{int(v[1])}"
-        q[k] = str(v)
-    search = urlencode(q)
+        elif k == "rows":
+            v = ".".join(str(int(i)) for i in v)
+        q[k] = [str(x) for x in v] if isinstance(v, (tuple, list)) else str(v)
+    search = urlencode(q, doseq=True)
     return f"/{page}" + (f"?{search}" if search else "")
 
 
@@ -89,5 +101,21 @@ def decode(pathname: str | None, search: str | None) -> ViewState:
         t0 = t1 = None
     color = get("color") if get("color") in COLOR_MODES else "op"
     q = (get("q") or "")[:200]
+    rows = None
+    r = _str(get("rows"))
+    if r:
+        ints = [_int(x) for x in r.split(".")[:_MAX_ITEMS]]
+        rows = tuple(dict.fromkeys(i for i in ints if i is not None and i >= 0)) or None
+    pick = _int(get("pick"))
     return ViewState(page=page, trace=_str(get("trace")), rank=_int(get("rank")), t0=t0, t1=t1, sel=sel, q=q,
-                     color=color, other=_str(get("other")))
+                     color=color, other=_str(get("other")), rows=rows,
+                     pick=pick if pick is not None and pick >= 0 else None,
+                     roof_color=get("roof_color") if get("roof_color") in ROOF_COLORS else "bound",
+                     engines=_strs(raw.get("engines")), bounds=_strs(raw.get("bounds")))
+
+
+def _strs(vals: list[str] | None) -> tuple[str, ...] | None:
+    """Repeated query values (filters); None when absent."""
+    if not vals:
+        return None
+    return tuple(dict.fromkeys(v for v in vals[:_MAX_ITEMS] if _str(v)))

@@ -28,7 +28,7 @@ class ViewData:
     t1: int
     rows: list[int]                       # index into TimelineIndex.infos, in display order
     shapes: dict[int, Shapes]             # row index -> shapes
-    highlight: dict[int, Shapes]          # row index -> search matches
+    highlight: dict[int, Shapes]          # row index -> search matches and picked events
     counters: dict[int, tuple[np.ndarray, np.ndarray]]
     threshold_ns: float
 
@@ -47,29 +47,39 @@ def visible_rows(index: TimelineIndex, groups: list[str] | None) -> list[int]:
     return out
 
 
-def search_masks(index: TimelineIndex, rows: list[int], q: str) -> dict[int, np.ndarray]:
-    """Per event row, a bool mask of the events :meth:`TimelineIndex.match` finds for ``q``."""
+def highlight_masks(index: TimelineIndex, rows: list[int], q: str,
+                    picked: dict[str, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+    """Per event row, a bool mask of the events to highlight: those :meth:`TimelineIndex.match` finds for
+    ``q`` and those ``picked`` marks (table -> bool per row id, see :meth:`TimelineIndex.picked`)."""
     q = (q or "").strip().lower()
     out: dict[int, np.ndarray] = {}
-    if not q:
+    picked = picked or {}
+    if not q and not picked:
         return out
     for i in rows:
         info = index.infos[i]
         if info.table not in TABLE_CODE:
             continue
-        out[i] = index.match(info.table, q)[index.ids[i]]
+        ids = index.ids[i]
+        m = index.match(info.table, q)[ids] if q else np.zeros(len(ids), dtype=bool)
+        if info.table in picked:
+            m |= picked[info.table][ids]
+        if m.any():
+            out[i] = m
     return out
 
 
 def query_view(index: TimelineIndex, t0: int | None, t1: int | None, width_px: int = 1400,
-               groups: list[str] | None = None, q: str = "", budget: int = BUDGET) -> ViewData:
-    """Shapes of the visible rows in [t0, t1] (ns relative to the trace start; None = whole trace)."""
+               groups: list[str] | None = None, q: str = "", budget: int = BUDGET,
+               picked: dict[str, np.ndarray] | None = None) -> ViewData:
+    """Shapes of the visible rows in [t0, t1] (ns relative to the trace start; None = whole trace);
+    search matches of ``q`` and the ``picked`` events (table -> bool per row id) are highlighted."""
     span = max(index.end - index.origin, 1)
     a = 0 if t0 is None else int(np.clip(t0, -span, 2 * span))
     b = span if t1 is None else int(np.clip(t1, a + 1, 3 * span))
     rows = visible_rows(index, groups)
     ev = [i for i in rows if index.rows[i] is not None]
-    masks = search_masks(index, ev, q)
+    masks = highlight_masks(index, ev, q, picked)
     abs0, abs1 = index.origin + a, index.origin + b
     hl_budget = budget // 4 if masks else 0
     shapes, thr = query_rows([index.rows[i] for i in ev], abs0, abs1, width_px, budget - hl_budget)
@@ -107,10 +117,10 @@ def build_figure(index: TimelineIndex, view: ViewData, color: str = "op", sel: t
     """A plotly figure dict: one line trace per (colour, merged?) with ``None`` separators."""
     o = index.origin
     buckets: dict[tuple[str, bool], dict[str, list]] = {}
-    ylab = []
-    for y, i in enumerate(view.rows):
+    ypos, ylab, heads = _row_positions(index, view.rows)
+    for i in view.rows:
         info = index.infos[i]
-        ylab.append(info.label)
+        y = ypos[i]
         sh = view.shapes.get(i)
         if sh is None or not len(sh):
             continue
@@ -152,13 +162,13 @@ def build_figure(index: TimelineIndex, view: ViewData, color: str = "op", sel: t
                      "opacity": 0.6 if mflag else 1.0, "connectgaps": False})
         shown.add(lab)
     for i, s in view.highlight.items():
-        y = view.rows.index(i)
+        y = ypos[i]
         xs, ys = _segments(_us(s.start, o), _us(np.maximum(s.end, s.start + max(view.threshold_ns * 0.6, 1)), o), y)
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": "search match",
+        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": "highlight",
                      "hoverinfo": "skip", "showlegend": False,
                      "line": {"color": "rgba(255,215,0,0.9)", "width": lw * 0.35}})
     for i, (ts, val) in view.counters.items():
-        y = view.rows.index(i)
+        y = ypos[i]
         info = index.infos[i]
         allv = index.counters[info.track][1]
         allv = allv[np.isfinite(allv)]
@@ -170,36 +180,47 @@ def build_figure(index: TimelineIndex, view: ViewData, color: str = "op", sel: t
                      "text": [f"{info.label}: {v:.4g} {info.unit}" for v in val.tolist()],
                      "hovertemplate": "%{text}<extra></extra>", "showlegend": False, "name": info.label})
     if sel is not None:
-        _add_selection(index, view, sel, data)
-    shapes, annotations, last = [], [], None
-    for y, i in enumerate(view.rows):
-        g = index.infos[i].group
-        if g != last:
-            shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y - 0.5, "y1": y - 0.5,
-                           "line": {"color": "#bbb", "width": 1}})
-            annotations.append({"xref": "paper", "x": 1.0, "y": y - 0.5, "yanchor": "top", "xanchor": "right",
-                                "text": f"<b>{g}</b>", "showarrow": False, "font": {"size": 10, "color": "#444"},
-                                "bgcolor": "rgba(255,255,255,0.7)"})
-            last = g
-    n = len(view.rows)
+        _add_selection(index, view, sel, data, ypos)
+    shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y - 0.5, "y1": y - 0.5,
+               "line": {"color": "#bbb", "width": 1}} for y in heads]
+    n = len(ylab)
     top = 70 if legend and buckets else 20
     layout = {"uirevision": revision, "height": max(200, ROW_PX * n + 60 + top),
               "margin": {"l": 170, "r": 10, "t": top, "b": 40}, "showlegend": legend,
               "xaxis": {"range": [view.t0 / 1000.0, view.t1 / 1000.0], "title": {"text": "time (µs from trace start)"},
                         "showgrid": True, "zeroline": False},
               "yaxis": {"range": [n - 0.5, -0.5], "tickvals": list(range(n)), "ticktext": ylab,
-                        "fixedrange": True, "showgrid": False, "zeroline": False},
-              "hovermode": "closest", "dragmode": "zoom", "shapes": shapes, "annotations": annotations,
+                        "fixedrange": True, "showgrid": False, "zeroline": False, "automargin": True},
+              "hovermode": "closest", "dragmode": "zoom", "shapes": shapes,
               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": 10}},
               "plot_bgcolor": "white", "meta": {"n_shapes": view.n_shapes, "threshold_ns": view.threshold_ns}}
     return {"data": data, "layout": layout}
 
 
-def _add_selection(index: TimelineIndex, view: ViewData, sel: tuple[str, int], data: list) -> None:
+def _row_positions(index: TimelineIndex, rows: list[int]) -> tuple[dict[int, int], list[str], list[int]]:
+    """(y of each row, tick labels, y of each group header): a bold header line precedes each row group."""
+    ypos: dict[int, int] = {}
+    ticks: list[str] = []
+    heads: list[int] = []
+    last = None
+    for i in rows:
+        g = index.infos[i].group
+        if g != last:
+            heads.append(len(ticks))
+            ticks.append(f"<b>{g}</b>")
+            last = g
+        ypos[i] = len(ticks)
+        ticks.append(index.infos[i].label)
+    return ypos, ticks, heads
+
+
+def _add_selection(index: TimelineIndex, view: ViewData, sel: tuple[str, int], data: list,
+                   ypos: dict[int, int]) -> None:
     table, rid = sel
     if table not in EVENT_TABLES:
         return
-    for y, i in enumerate(view.rows):
+    for i in view.rows:
+        y = ypos[i]
         info = index.infos[i]
         if info.table != table or index.rows[i] is None:
             continue

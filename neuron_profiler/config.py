@@ -128,9 +128,11 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
                  target: str = "trn2", runtime: str = "auto", run_id: "str | None" = None, num_cores: "int | None" = None,
                  cpu_sample_interval_s: float = 0.05, neff_cache_dir: "str | None" = None, precache_node_info: bool = True,
                  custom_profiler_config: "dict[str, Any] | str | None" = None) -> None:
-        mode_list = [ProfileMode.DEVICE, ProfileMode.RUNTIME] if modes is None else [ProfileMode.parse(m) for m in modes]
         if isinstance(modes, (str, ProfileMode)):
             raise ValueError("modes: expected a list of ProfileMode, e.g. [ProfileMode.DEVICE]; found a single value")
+        mode_list = [ProfileMode.DEVICE, ProfileMode.RUNTIME] if modes is None else [ProfileMode.parse(m) for m in modes]
+        if run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", str(run_id)):
+            raise ValueError(f"run_id: expected letters, digits, '_', '.' or '-' (it names a folder), found {run_id!r}")
         if target not in VALID_TARGETS:
             raise ValueError(f"unknown target {target!r}; valid targets: {', '.join(VALID_TARGETS)}")
         if runtime not in VALID_RUNTIMES:
@@ -160,8 +162,13 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
         self.neff_cache_dir = neff_cache_dir or os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
         self.precache_node_info = bool(precache_node_info)
         self.custom_profiler_config_json = custom
+        if runtime == "hardware":
+            from neuron_profiler.runtime.hardware import HardwareRuntime
+            HardwareRuntime.check_available()
         _backend.register_neuron_backend()
         _hooks.install()
+        from neuron_profiler.capture.session import CaptureSession
+        self._neuron_session = CaptureSession(self)
 
     def has(self, mode: ProfileMode) -> bool:
         """True when ``mode`` is enabled."""

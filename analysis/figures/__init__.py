@@ -5,7 +5,7 @@ from __future__ import annotations
 from .collectives import collectives_figure, skew_heatmap
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
-from .hot_ops import hot_ops_figure
+from .hot_ops import hot_ops_figure, module_treemap_figure
 from .recommend import recommendations_figure
 from .roofline import roofline_figure
 from .summary import steps_figure, summary_figure
@@ -23,6 +23,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'analysis.figures' has no attribute {name!r}") from None
 
 
-__all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "roofline_figure", "collectives_figure",
+__all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_figure", "roofline_figure",
+           "collectives_figure",
            "skew_heatmap", "dma_throughput_figure", "dma_queues_figure", "dma_sizes_figure", "diff_figure",
            "recommendations_figure"]

@@ -25,3 +25,27 @@ def hot_ops_figure(obj, by: str = "op", top: int = 20) -> go.Figure:
     fig.update_layout(title=f"Hot {df.index.name or 'op'}s by device time", barmode="overlay", xaxis_title="µs",
                       template="plotly_white", height=max(300, 24 * len(df) + 120), margin=dict(l=260))
     return fig
+
+
+def module_treemap_figure(obj) -> go.Figure:
+    """Treemap of self device time (µs) by module path: ``a.b.c`` sits inside its nearest listed ancestor
+    (``a.b``, else ``a``). ``obj``: a Trace or a ``hot_ops(by="module")`` DataFrame."""
+    df = frame(obj, hot_ops, by="module")
+    df = df[df.index.astype(str) != ""]
+    if df.empty:
+        return empty_figure("Device time by module", "no module information (capture with with_modules / "
+                                                     "with_stack to see modules)")
+    ids = [str(m) for m in df.index]
+    known = set(ids)
+    parents = []
+    for m in ids:
+        p = m.rsplit(".", 1)[0] if "." in m else ""
+        while p and p not in known:
+            p = p.rsplit(".", 1)[0] if "." in p else ""
+        parents.append(p)
+    fig = go.Figure(go.Treemap(ids=ids, labels=[m.rsplit(".", 1)[-1] for m in ids], parents=parents,
+                               values=df["device_time_self_ns"] / 1e3, branchvalues="remainder",
+                               hovertemplate="%{id}<br>self %{value:.4g} µs<extra></extra>"))
+    fig.update_layout(title="Device time by module (self, µs)", template="plotly_white",
+                      margin=dict(t=40, l=0, r=0, b=0))
+    return fig

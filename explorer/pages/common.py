@@ -1,4 +1,4 @@
-"""Helpers shared by the page modules: the app context, error boxes, tables, figure lookup."""
+"""Helpers shared by the page modules: the app context, error boxes, tables, graphs, links."""
 from __future__ import annotations
 
 import math
@@ -44,39 +44,6 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
 
 def section(title: str, *children) -> html.Div:
     return html.Div([html.H3(title, style={"margin": "18px 0 6px"}), *children], className="section")
-
-
-def analysis_call(name: str, *args, **kw):
-    """Call ``analysis.<name>(*args)``; returns (result, None) or (None, error message)."""
-    import analysis
-
-    try:
-        fn = getattr(analysis, name)
-    except Exception as exc:  # noqa: BLE001 - missing or not importable yet
-        return None, f"analysis.{name} is not available ({type(exc).__name__}: {exc})"
-    try:
-        return fn(*args, **kw), None
-    except Exception as exc:  # noqa: BLE001
-        return None, f"analysis.{name} failed: {type(exc).__name__}: {exc}"
-
-
-def analysis_figure(names: tuple[str, ...], *args, **kw):
-    """The first figure builder of ``analysis.figures`` among ``names`` that exists and succeeds, else None."""
-    try:
-        import analysis
-
-        figs = analysis.figures
-    except Exception:  # noqa: BLE001
-        return None
-    for n in names:
-        try:
-            fn = getattr(figs, n, None)
-            if fn is None:
-                continue
-            return fn(*args, **kw)
-        except Exception:  # noqa: BLE001 - try the next builder / the page's own drawing
-            continue
-    return None
 
 
 def _cell(v):
@@ -127,6 +94,12 @@ def trace_or_error(ctx: Ctx, state: ViewState):
     if not state.trace:
         raise TraceAccessError("no trace selected")
     return ctx.store.trace(state.trace, state.rank)
+
+
+def search_of(state: ViewState) -> str:
+    """The ``?query`` part of the state's URL ('' when everything is default)."""
+    href = state.href()
+    return href[href.index("?"):] if "?" in href else ""
 
 
 def window_href(state: ViewState, origin: int, start_ts: int, end_ts: int, sel=None, pad: float = 0.1) -> str:

@@ -1,13 +1,13 @@
-"""Compare page: two traces side by side from analysis.diff."""
+"""Compare page: two traces side by side from analysis.diff (analysis.figures.diff_figure and the table)."""
 from __future__ import annotations
 
-import plotly.graph_objects as go
 from dash import Input, Output, dcc, html
 
-from ..state import ViewState
-from .common import Ctx, analysis_call, data_table, error_box, graph, guarded, note, section
+import analysis
+from analysis import figures
 
-TOP = 20
+from ..state import ViewState
+from .common import Ctx, data_table, graph, guarded, note, search_of, section
 
 
 def layout(ctx: Ctx, state: ViewState):
@@ -54,25 +54,11 @@ def _body(ctx: Ctx, a, b):
     if not a or not b:
         return note("two traces are needed to compare")
     ta, tb = ctx.store.trace(a), ctx.store.trace(b)
-    df, err = analysis_call("diff", ta, tb)
-    if err:
-        return error_box(err)
+    df = analysis.diff(ta, tb)
     if not len(df):
         return note("analysis.diff found nothing to compare")
-    df = df.reset_index()
-    delta = next((c for c in df.columns if "delta" in str(c) and str(c).endswith("_ns")), None)
-    parts = []
-    if delta is not None:
-        key = df.columns[0]
-        top = df.reindex(df[delta].abs().sort_values(ascending=False).index).head(TOP).iloc[::-1]
-        fig = go.Figure(go.Bar(x=top[delta] / 1e3, y=top[key].astype(str), orientation="h",
-                               marker={"color": ["#d62728" if v > 0 else "#2ca02c" for v in top[delta]]},
-                               hovertemplate="%{y}: %{x:+.4g} µs<extra></extra>"))
-        fig.update_layout(xaxis_title=f"{delta} (µs, + = slower in the second trace)", margin={"l": 260, "t": 20},
-                          height=max(260, 22 * len(top) + 80))
-        parts.append(graph(fig, id="cmp-bar"))
-    parts.append(section(f"{ta.name} vs {tb.name}", data_table(df, id="cmp-table", page_size=20)))
-    return html.Div(parts)
+    return html.Div([graph(figures.diff_figure(df), id="cmp-bar"),
+                     section(f"{ta.name} vs {tb.name}", data_table(df.reset_index(), id="cmp-table", page_size=20))])
 
 
 def register(app, ctx: Ctx) -> None:
@@ -80,6 +66,5 @@ def register(app, ctx: Ctx) -> None:
                   Output("last-sync", "data", allow_duplicate=True), Input("cmp-a", "value"), Input("cmp-b", "value"),
                   prevent_initial_call=True)
     def recompare(a, b):
-        href = ViewState(page="compare", trace=a, other=b).href()  # keep the pair in the shareable URL
-        search = href[href.index("?"):] if "?" in href else ""
+        search = search_of(ViewState(page="compare", trace=a, other=b))  # keep the pair in the shareable URL
         return body(ctx, a, b), search, "/compare" + search

@@ -1,124 +1,113 @@
-"""Roofline page: log-log scatter of ops (analysis.roofline) under the compute ceilings per dtype and the
-memory roof (analysis.roofline_ceilings); filters; clicking a point links to its events on the timeline."""
+"""Roofline page: ``analysis.figures.roofline_figure`` of the ``analysis.roofline`` rows kept by the engine /
+bound filters, the op table; clicking a point links to the timeline with that op's instructions selected
+(URL ``pick`` = the point's row of ``analysis.roofline``). Colouring and filters live in the URL."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from ..rows import color_of
-from ..state import ViewState, decode
-from .common import Ctx, analysis_call, data_table, guarded, note, section, trace_or_error
+import analysis
+from analysis import figures
+
+from ..state import ROOF_COLORS, ViewState, decode
+from .common import Ctx, data_table, graph, guarded, note, search_of, section, trace_or_error
 
 
 def layout(ctx: Ctx, state: ViewState):
     return guarded(_layout, ctx, state)
 
 
-def _frames(ctx: Ctx, state: ViewState):
-    trace = trace_or_error(ctx, state)
-    pts, err = analysis_call("roofline", trace)
-    if err:
-        raise RuntimeError(err)
-    ceil, err = analysis_call("roofline_ceilings", trace)
-    if err:
-        raise RuntimeError(err)
-    return trace, pts, ceil
-
-
 def _layout(ctx: Ctx, state: ViewState):
-    trace, pts, ceil = _frames(ctx, state)
-    engines = sorted(map(str, pts["engine"].unique())) if len(pts) else []
-    bounds = sorted(map(str, pts["bound"].unique())) if len(pts) else []
+    trace = trace_or_error(ctx, state)
+    pts = analysis.roofline(trace)
+    engines = sorted(map(str, pts["engine"].unique()))
+    bounds = sorted(map(str, pts["bound"].unique()))
     controls = html.Div([
         html.Label("Colour by "),
-        dcc.RadioItems(id="rf-color", options=["engine", "bound"], value="engine", inline=True),
+        dcc.RadioItems(id="rf-color", options=list(ROOF_COLORS), value=state.roof_color, inline=True),
         html.Label(" Engines ", style={"marginLeft": "14px"}),
-        dcc.Dropdown(id="rf-engines", options=engines, value=engines, multi=True, style={"minWidth": "260px"}),
+        dcc.Dropdown(id="rf-engines", options=engines, value=list(state.engines or engines), multi=True,
+                     style={"minWidth": "260px"}),
         html.Label(" Bound ", style={"marginLeft": "14px"}),
-        dcc.Dropdown(id="rf-bounds", options=bounds, value=bounds, multi=True, style={"minWidth": "200px"}),
+        dcc.Dropdown(id="rf-bounds", options=bounds, value=list(state.bounds or bounds), multi=True,
+                     style={"minWidth": "200px"}),
     ], style={"display": "flex", "alignItems": "center", "flexWrap": "wrap", "gap": "4px"})
     body = [html.H2(f"Roofline: {trace.name}")]
     if not len(pts):
         body.append(note("no op with FLOPs or bytes in this trace: nothing to place on the roofline"))
-    body += [controls, dcc.Graph(id="rf-graph", figure=figure(pts, ceil, "engine"), config={"displaylogo": False}),
-             html.Div(id="rf-selected", children=note("click a point to select its events")),
+    body += [controls, html.Div(id="rf-graph-box", children=graph(figure(trace, pts, state), id="rf-graph")),
+             html.Div(id="rf-selected", children=note("click a point to select its events on the timeline")),
              section("Ops on the roofline", data_table(pts, id="rf-table", page_size=15))]
     return html.Div(body, id="roofline-page")
 
 
-def figure(pts: pd.DataFrame, ceil: pd.DataFrame, color: str = "engine") -> go.Figure:
-    """Scatter of ops (size by device time) with ceilings; draws the analysis frames, computes nothing."""
-    fig = go.Figure()
-    ai = pts["arithmetic_intensity"].to_numpy(dtype=float) if len(pts) else np.zeros(0)
-    ok = np.isfinite(ai) & (ai > 0)
-    lo = float(np.nanmin(ai[ok])) / 4 if ok.any() else 0.01
-    hi = float(np.nanmax(ai[ok])) * 4 if ok.any() else 1e4
-    if len(ceil):
-        mem = ceil[ceil["kind"] == "memory"]
-        comp = ceil[ceil["kind"] == "compute"]
-        ridges = comp["ridge_point"].to_numpy(dtype=float)
-        ridges = ridges[np.isfinite(ridges) & (ridges > 0)]
-        if len(ridges):
-            lo, hi = min(lo, float(ridges.min()) / 10), max(hi, float(ridges.max()) * 4)
-        for r in mem.itertuples(index=False):
-            if np.isfinite(r.bandwidth_bytes_per_s) and r.bandwidth_bytes_per_s > 0:
-                top = float(comp["peak_flops_per_s"].max()) if len(comp) else r.bandwidth_bytes_per_s * hi
-                x_end = min(hi, top / r.bandwidth_bytes_per_s)
-                fig.add_trace(go.Scatter(x=[lo, x_end], y=[lo * r.bandwidth_bytes_per_s, x_end * r.bandwidth_bytes_per_s],
-                                         mode="lines", name=f"{r.engine} roof", line={"dash": "dash", "color": "#444"},
-                                         hovertemplate=f"{r.engine} roof: %{{y:.3g}} FLOP/s at %{{x:.3g}} FLOP/B<extra></extra>"))
-        for r in comp.itertuples(index=False):
-            x0 = float(r.ridge_point) if np.isfinite(r.ridge_point) else lo
-            label = f"{r.engine} {r.dtype}".strip()
-            fig.add_trace(go.Scatter(x=[x0, hi], y=[r.peak_flops_per_s, r.peak_flops_per_s], mode="lines",
-                                     name=f"ceiling {label}", line={"color": color_of(label), "width": 1.5},
-                                     hovertemplate=f"{label} peak %{{y:.3g}} FLOP/s<extra></extra>"))
-    if len(pts):
-        t = pts["device_time_ns"].to_numpy(dtype=float)
-        size = 6 + 30 * np.sqrt(t / max(t.max(), 1))
-        for key in sorted(map(str, pts[color].unique())):
-            m = (pts[color].astype(str) == key).to_numpy() & ok
-            if not m.any():
-                continue
-            sub = pts[m]
-            hover = [f"{o} ({d}, {e})<br>AI {a:.3g} FLOP/B · {f:.3g} FLOP/s<br>{tt / 1e3:.4g} µs · {b}"
-                     for o, d, e, a, f, tt, b in zip(sub["op"], sub["dtype"], sub["engine"],
-                                                     sub["arithmetic_intensity"], sub["achieved_flops_per_s"],
-                                                     sub["device_time_ns"], sub["bound"])]
-            fig.add_trace(go.Scatter(x=sub["arithmetic_intensity"], y=sub["achieved_flops_per_s"], mode="markers",
-                                     name=key, marker={"size": size[m], "color": color_of(key), "opacity": 0.75,
-                                                       "line": {"width": 0.5, "color": "#333"}},
-                                     customdata=[str(o) for o in sub["op"]], text=hover,
-                                     hovertemplate="%{text}<extra></extra>"))
-    fig.update_layout(height=560, xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
-                      yaxis={"type": "log", "title": "achieved FLOP/s"}, hovermode="closest",
-                      margin={"t": 30}, plot_bgcolor="white", legend={"font": {"size": 10}})
+def figure(trace, pts: pd.DataFrame, state: ViewState):
+    """The analysis roofline figure of the rows of ``pts`` that pass the state's filters."""
+    keep = np.ones(len(pts), dtype=bool)
+    if state.engines is not None:
+        keep &= pts["engine"].astype(str).isin(state.engines).to_numpy()
+    if state.bounds is not None:
+        keep &= pts["bound"].astype(str).isin(state.bounds).to_numpy()
+    fig = figures.roofline_figure(trace, ops=pts[keep], color_by=state.roof_color)
+    fig.update_layout(height=560, title=None, margin={"t": 30}, legend={"font": {"size": 12}})
     return fig
 
 
+def _graph(ctx: Ctx, state: ViewState):
+    trace = trace_or_error(ctx, state)
+    return graph(figure(trace, analysis.roofline(trace), state), id="rf-graph")
+
+
+def point_rows(trace, point: int) -> np.ndarray:
+    """Instruction row ids behind one roofline point (row ``point`` of ``analysis.roofline``): the
+    instructions of its (op, dtype, device) with FLOPs or bytes, as ``analysis.roofline`` groups them."""
+    pts = analysis.roofline(trace)
+    if point not in pts.index:
+        raise ValueError(f"no roofline point {point} in {trace.name} (it has {len(pts)})")
+    p = pts.loc[point]
+    w = analysis.instruction_work(trace)
+    m = (w["device"].to_numpy() == int(p["device"])) & ((w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0))
+    for col in ("op", "dtype"):  # category code -1 (missing) is the '' of the roofline frame
+        m &= w[col].cat.codes.to_numpy() == w[col].cat.categories.get_indexer([p[col]])[0]
+    return w.index.to_numpy()[m]
+
+
+def _listed(value, options) -> tuple[str, ...] | None:
+    """A filter's URL value: None when every option is chosen."""
+    value = [str(v) for v in value or []]
+    return None if set(value) >= set(map(str, options or [])) else tuple(value)
+
+
 def register(app, ctx: Ctx) -> None:
-    @app.callback(Output("rf-graph", "figure"), Input("rf-color", "value"), Input("rf-engines", "value"),
-                  Input("rf-bounds", "value"), State("url", "pathname"), State("url", "search"),
-                  prevent_initial_call=True)
-    def redraw(color, engines, bounds, pathname, search):
-        try:
-            _, pts, ceil = _frames(ctx, decode(pathname, search))
-        except Exception:  # noqa: BLE001
-            raise PreventUpdate
-        if len(pts):
-            pts = pts[pts["engine"].astype(str).isin(engines or []) & pts["bound"].astype(str).isin(bounds or [])]
-        return figure(pts, ceil, color if color in ("engine", "bound") else "engine")
+    @app.callback(Output("rf-graph-box", "children"), Output("url-out", "search", allow_duplicate=True),
+                  Output("last-sync", "data", allow_duplicate=True),
+                  Input("rf-color", "value"), Input("rf-engines", "value"), Input("rf-bounds", "value"),
+                  State("rf-engines", "options"), State("rf-bounds", "options"), State("url", "pathname"),
+                  State("url", "search"), prevent_initial_call=True)
+    def redraw(color, engines, bounds, engine_opts, bound_opts, pathname, search):
+        state = decode(pathname, search).with_(roof_color=color if color in ROOF_COLORS else "bound",
+                                                engines=_listed(engines, engine_opts),
+                                                bounds=_listed(bounds, bound_opts))
+        search = search_of(state)
+        return guarded(_graph, ctx, state), search, "/roofline" + search
 
     @app.callback(Output("rf-selected", "children"), Input("rf-graph", "clickData"), State("url", "pathname"),
                   State("url", "search"), prevent_initial_call=True)
     def select(cd, pathname, search):
-        if not cd or not cd.get("points") or cd["points"][0].get("customdata") is None:
-            raise PreventUpdate
-        op = str(cd["points"][0]["customdata"])
-        state = decode(pathname, search)
-        return html.Div([html.B(op), " — ",
-                         dcc.Link("select its events on the timeline", id="rf-timeline-link",
-                                  href=state.href(page="timeline", q=op, t0=None, t1=None, sel=None))])
+        pts = (cd or {}).get("points") or [{}]
+        custom = pts[0].get("customdata")
+        if not isinstance(custom, list) or len(custom) < 4:
+            raise PreventUpdate  # a ceiling line, not an op
+        return guarded(_selected, ctx, decode(pathname, search), int(custom[3]))
+
+
+def _selected(ctx: Ctx, state: ViewState, point: int):
+    trace = trace_or_error(ctx, state)
+    rows = point_rows(trace, point)
+    op = analysis.roofline(trace).loc[point, "op"]
+    sel = ("instructions", int(rows[0])) if len(rows) else None
+    return html.Div([html.B(str(op)), f" — {len(rows):,} instructions ",
+                     dcc.Link("select them on the timeline", id="rf-timeline-link",
+                              href=state.href(page="timeline", pick=point, sel=sel, t0=None, t1=None, q=""))])

@@ -1,5 +1,6 @@
-"""Summary page: KPI cards (analysis.summary), step breakdown (steps / temporal breakdown), ranked
-recommendations with links that open the timeline at the cited time range."""
+"""Summary page: KPI cards (analysis.summary), steps (analysis.steps + steps_figure) and the temporal
+breakdown (analysis.figures.temporal_breakdown_figure), ranked recommendations with links that open the
+timeline at the cited time range."""
 from __future__ import annotations
 
 import math
@@ -7,8 +8,11 @@ import math
 import pandas as pd
 from dash import dcc, html
 
+import analysis
+from analysis import figures
+
 from ..state import SEL_TABLES, ViewState
-from .common import Ctx, analysis_call, analysis_figure, data_table, error_box, graph, guarded, note, section
+from .common import Ctx, data_table, graph, guarded, note, section
 from .common import trace_or_error, window_href
 
 KEY_METRICS = ("step_time_ns", "total_time_ns", "mfu_estimated_percent", "hfu_estimated_percent",
@@ -57,8 +61,7 @@ def _layout(ctx: Ctx, state: ViewState):
     parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
     if getattr(trace, "simulated", False):
         parts.append(note("Device events in this trace come from the simulated Neuron runtime."))
-    df, err = analysis_call("summary", trace)
-    parts.append(section("Key figures", error_box(err) if err else kpi_cards(df)))
+    parts.append(section("Key figures", guarded(lambda: kpi_cards(analysis.summary(trace)))))
     parts.append(section("Steps", guarded(_steps, trace, state, origin)))
     parts.append(section("Recommendations", guarded(_recommendations, trace, state, origin)))
     entries = ctx.store.entries()
@@ -68,34 +71,23 @@ def _layout(ctx: Ctx, state: ViewState):
 
 
 def _steps(trace, state: ViewState, origin: int):
-    st = trace.steps()
+    st = analysis.steps(trace)
     out = []
     if len(st):
         st = st.copy()
-        if {"start_ts", "end_ts"} <= set(st.columns):
-            st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
-                              for a, b in zip(st["start_ts"], st["end_ts"])]
-        out.append(data_table(st.reset_index(drop=True), id="steps-table", page_size=10, link_col="timeline"))
+        st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
+                          for a, b in zip(st["start_ts"], st["end_ts"])]
+        out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline"))
+        out.append(graph(figures.steps_figure(st), id="steps-fig", height=300))
     else:
         out.append(note("no profiler steps in this trace"))
-    fig = analysis_figure(("steps_figure", "temporal_breakdown_figure"), trace)
-    if fig is not None:
-        out.append(graph(fig, id="step-breakdown-fig", height=320))
-    else:
-        try:
-            tb = trace.temporal_breakdown()
-        except Exception as exc:  # noqa: BLE001 - the breakdown module may be missing
-            out.append(note(f"temporal breakdown not available ({type(exc).__name__}: {exc})"))
-        else:
-            if tb is not None and len(tb):
-                out.append(data_table(tb.reset_index(), id="temporal-table", page_size=10))
+    out.append(guarded(lambda: graph(figures.temporal_breakdown_figure(trace), id="step-breakdown-fig",
+                                     height=320)))
     return html.Div(out)
 
 
 def _recommendations(trace, state: ViewState, origin: int):
-    rec, err = analysis_call("recommendations", trace)
-    if err:
-        return note(err)
+    rec = analysis.recommendations(trace)
     if not len(rec):
         return note("no recommendation fired for this trace")
     items = []

@@ -8,9 +8,10 @@ from dash import Input, Output, State, ctx as dash_ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from ..rows import COLOR_MODES, EVENT_TABLES, event_label
-from ..state import ViewState, encode
+from ..state import ViewState
 from ..viewport import ID_SHIFT, build_figure, query_view
-from .common import Ctx, error_box, guarded, window_href
+from .common import Ctx, error_box, guarded, note, search_of, window_href
+from .roofline import point_rows
 
 DETAIL_CHILDREN = 25
 
@@ -21,11 +22,14 @@ def layout(ctx: Ctx, state: ViewState):
 
 def _layout(ctx: Ctx, state: ViewState):
     index = ctx.store.timeline(state.trace, state.rank)
-    view = query_view(index, state.t0, state.t1, ctx.width_px, None, state.q)
-    fig = build_figure(index, view, state.color, state.sel, revision=f"{state.trace}|{state.rank}")
     groups = index.groups
+    rows = [i for i in state.rows or () if i < len(groups)] or None  # URL positions that exist here
+    shown = [groups[i] for i in rows] if rows else None
+    view = query_view(index, state.t0, state.t1, ctx.width_px, shown, state.q, picked=_picked(index, state.pick))
+    fig = build_figure(index, view, state.color, state.sel, revision=f"{state.trace}|{state.rank}")
     st = {"trace": state.trace, "rank": state.rank, "t0": view.t0, "t1": view.t1, "q": state.q,
-          "color": state.color, "sel": list(state.sel) if state.sel else None, "groups": None}
+          "color": state.color, "sel": list(state.sel) if state.sel else None, "groups": shown,
+          "rows": rows, "pick": state.pick}
     controls = html.Div([
         html.Label("Colour by "), dcc.Dropdown(id="tl-color", options=list(COLOR_MODES), value=state.color,
                                                clearable=False, style={"width": "120px", "display": "inline-block"}),
@@ -37,18 +41,36 @@ def _layout(ctx: Ctx, state: ViewState):
     ], style={"display": "flex", "alignItems": "center", "flexWrap": "wrap", "gap": "4px"})
     rows_ctl = html.Details([
         html.Summary("Rows (remove a group to collapse it; the order here is the display order)"),
-        dcc.Dropdown(id="tl-groups", options=groups, value=groups, multi=True),
+        dcc.Dropdown(id="tl-groups", options=groups, value=shown or groups, multi=True),
     ], style={"margin": "6px 0"})
     return html.Div([
         dcc.Store(id="tl-state", data=st), dcc.Store(id="tl-sel", data=st["sel"]), dcc.Store(id="tl-zoom"),
         controls, rows_ctl,
-        html.Div(id="tl-results"),
-        dcc.Graph(id="tl-graph", figure=fig, config={"scrollZoom": True, "displaylogo": False,
+        html.Div(id="tl-results", children=_results(ctx, state)),
+        dcc.Graph(id="tl-graph", figure=fig, config={"scrollZoom": True, "displaylogo": False, "showTips": False,
                                                     "modeBarButtonsToRemove": ["select2d", "lasso2d"]},
                   clear_on_unhover=True),
         html.Div(id="tl-details", children=details(ctx, state) if state.sel else None,
                  style={"borderTop": "1px solid #ddd", "marginTop": "6px"}),
     ], id="timeline-page")
+
+
+def _picked(index, point: int | None) -> dict | None:
+    """Highlight marks of the instructions behind roofline point ``point`` (computed once per index)."""
+    if point is None:
+        return None
+    key = ("pick", point)
+    if key not in index.memo:
+        index.memo[key] = index.picked("instructions", point_rows(index.trace, point))
+    return index.memo[key]
+
+
+def _pick_note(index, state: ViewState):
+    if state.pick is None:
+        return None
+    n = int(_picked(index, state.pick)["instructions"].sum())
+    return note([f"{n:,} instructions of a roofline point highlighted in gold (",
+                 dcc.Link("clear", href=state.href(pick=None), id="tl-pick-clear"), ")"])
 
 
 def _stats(view, index) -> str:
@@ -81,8 +103,9 @@ def _unchanged(st: dict, color, q, groups, sel) -> bool:
 
 def _state_of(st: dict, page: str = "timeline") -> ViewState:
     sel = tuple(st["sel"]) if st.get("sel") else None
+    rows = tuple(st["rows"]) if st.get("rows") else None
     return ViewState(page=page, trace=st.get("trace"), rank=st.get("rank"), t0=st.get("t0"), t1=st.get("t1"),
-                     sel=sel, q=st.get("q") or "", color=st.get("color") or "op")
+                     sel=sel, q=st.get("q") or "", color=st.get("color") or "op", rows=rows, pick=st.get("pick"))
 
 
 def register(app, ctx: Ctx) -> None:
@@ -113,14 +136,17 @@ def register(app, ctx: Ctx) -> None:
         st["groups"] = groups
         try:
             index = ctx.store.timeline(st["trace"], st.get("rank"))
-            view = query_view(index, st.get("t0"), st.get("t1"), int(width or ctx.width_px), groups, st["q"])
-        except Exception as exc:  # noqa: BLE001
-            return no_update, f"error: {exc}", st, no_update, no_update
+            all_groups = index.groups
+            st["rows"] = None if groups is None or groups == all_groups else [
+                all_groups.index(g) for g in groups if g in all_groups]
+            view = query_view(index, st.get("t0"), st.get("t1"), int(width or ctx.width_px), groups, st["q"],
+                              picked=_picked(index, st.get("pick")))
+        except Exception as exc:  # noqa: BLE001 - shown in the stats line, the server keeps serving
+            return no_update, f"error: {type(exc).__name__}: {exc}", st, no_update, no_update
         st["t0"], st["t1"] = view.t0, view.t1
         fig = build_figure(index, view, st["color"], tuple(sel) if sel else None,
                            revision=f"{st['trace']}|{st.get('rank')}")
-        href = encode(_state_of(st))
-        search = href[href.index("?"):] if "?" in href else ""
+        search = search_of(_state_of(st))
         return fig, _stats(view, index), st, search, "/timeline" + search
 
     @app.callback(Output("tl-sel", "data"), Output("tl-zoom", "data"), Input("tl-graph", "clickData"),
@@ -152,9 +178,13 @@ def register(app, ctx: Ctx) -> None:
     @app.callback(Output("tl-results", "children"), Input("tl-q", "value"), State("tl-state", "data"),
                   prevent_initial_call=True)
     def results(q, st):
-        if not q:
-            return None
-        return guarded(search_results, ctx, _state_of({**st, "q": q}))
+        return guarded(_results, ctx, _state_of({**st, "q": q or ""}))
+
+
+def _results(ctx: Ctx, state: ViewState):
+    """The picked roofline point's note and the search results."""
+    index = ctx.store.timeline(state.trace, state.rank)
+    return html.Div([_pick_note(index, state), search_results(ctx, state) if state.q.strip() else None])
 
 
 def _event_row(trace, table: str, rid: int) -> pd.Series | None:

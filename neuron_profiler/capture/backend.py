@@ -28,6 +28,8 @@ def _stub_module() -> types.ModuleType:
     mod.is_initialized = lambda: False  # type: ignore[attr-defined]
     mod.current_device = lambda: 0  # type: ignore[attr-defined]
     mod.synchronize = lambda device=None: None  # type: ignore[attr-defined]
+    mod._is_in_bad_fork = lambda: False  # type: ignore[attr-defined]  # torch.manual_seed probes these two
+    mod.manual_seed_all = lambda seed: None  # type: ignore[attr-defined]
     mod._is_neuron_profiler_stub = True  # type: ignore[attr-defined]
     return mod
 

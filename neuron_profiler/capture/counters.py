@@ -1,7 +1,8 @@
 """Host counters for ``ProfileMode.CPU_UTIL`` and ``ProfileMode.HOST_MEMORY``, sampled by a background thread
 from ``/proc`` (no psutil).
 
-Series: "CPU Utilization" (percent of all host CPUs busy since the previous sample), "Host Memory Used"
+Series: "CPU Utilization" (percent of all host CPUs busy since the previous sample, /proc/stat jiffies),
+"Process CPU Utilization" (this process's CPU time over wall time, percent of all host CPUs), "Host Memory Used"
 (bytes, MemTotal - MemAvailable), "Process RSS" (bytes, VmRSS of this process).
 """
 from __future__ import annotations
@@ -58,7 +59,8 @@ def read_process_rss() -> float:
 class HostSampler:
     """Background sampler; ``samples`` maps series name -> list of (ts_ns, value)."""
 
-    UNITS = {"CPU Utilization": "percent", "Host Memory Used": "bytes", "Process RSS": "bytes"}
+    UNITS = {"CPU Utilization": "percent", "Process CPU Utilization": "percent", "Host Memory Used": "bytes",
+             "Process RSS": "bytes"}
 
     def __init__(self, interval_s: float, cpu: bool, memory: bool) -> None:
         self.interval_s = interval_s
@@ -67,6 +69,8 @@ class HostSampler:
         self._stop = threading.Event()
         self._thread: "threading.Thread | None" = None
         self._prev: "tuple[int, int] | None" = None
+        self._prev_proc: "tuple[int, int] | None" = None
+        self._ncpu = os.cpu_count() or 1
 
     def _sample(self) -> None:
         now = time.time_ns()
@@ -76,6 +80,11 @@ class HostSampler:
                 pct = 100.0 * (cur[0] - self._prev[0]) / (cur[1] - self._prev[1])
                 self.samples.setdefault("CPU Utilization", []).append((now, pct))
             self._prev = cur
+            proc = (time.process_time_ns(), time.perf_counter_ns())
+            if self._prev_proc is not None and proc[1] > self._prev_proc[1]:
+                pct = 100.0 * (proc[0] - self._prev_proc[0]) / (proc[1] - self._prev_proc[1]) / self._ncpu
+                self.samples.setdefault("Process CPU Utilization", []).append((now, min(max(pct, 0.0), 100.0)))
+            self._prev_proc = proc
         if self.memory:
             mem = read_host_memory_used()
             if mem is not None:
@@ -90,6 +99,7 @@ class HostSampler:
         """Take a first sample and start the thread."""
         self.samples = {}
         self._prev = None
+        self._prev_proc = None
         self._stop.clear()
         self._sample()
         self._thread = threading.Thread(target=self._run, name="neuron-profiler-host-sampler", daemon=True)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import normalize
+from neuron_profiler.trace.strings import categorical_from_values
 from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
 from schemas import pb
 
@@ -73,11 +74,12 @@ class TraceBuilder:
             parts = [b[col] if col in b else _default(c, n) for n, b in batches]
             if c.kind == "string":
                 vals = np.concatenate(parts) if parts else np.zeros(0, dtype=object)
-                data[col] = pd.Categorical(vals)
+                data[col] = categorical_from_values(vals)
             else:
                 dtype = np.float64 if c.kind == "float" else np.int64
                 data[col] = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
-        return pd.DataFrame(data, index=pd.RangeIndex(self._rows[name], name="row"))
+        return pd.DataFrame(data, index=pd.RangeIndex(self._rows[name], name="row"),
+                            columns=pd.Index(list(spec), dtype=object))
 
     def write(self, path: str | os.PathLike, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
               compression: str = "zstd") -> Path:

@@ -169,7 +169,7 @@ class TraceFile:
                                (np.float64 if kind == "float" else np.int64))
             data[col] = self._categorical(arr, f"{name}.{col}") if kind == "string" else arr
         idx = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
-        return pd.DataFrame(data, index=pd.Index(idx, name="row"))
+        return pd.DataFrame(data, index=pd.Index(idx, name="row"), columns=pd.Index(wanted, dtype=object))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, fully decoded."""

@@ -59,3 +59,10 @@ def categorical_from_ids(ids: np.ndarray, strings: np.ndarray) -> pd.Categorical
     remap = (np.cumsum(used) - 1).astype(np.int32)
     cats = strings[: len(used)][used]
     return pd.Categorical.from_codes(remap[ids], categories=pd.Index(cats, dtype=object), validate=False)
+
+
+def categorical_from_values(values: np.ndarray) -> pd.Categorical:
+    """Categorical of python strings with object-dtype categories, like the reader's (sorted categories)."""
+    codes, uniques = pd.factorize(values, sort=True)
+    return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(np.asarray(uniques, dtype=object),
+                                                                                 dtype=object), validate=False)

@@ -54,3 +54,31 @@ def test_breakdown_builders_are_reexported():
     assert analysis.temporal_breakdown is analysis.breakdown.temporal_breakdown
     with pytest.raises(AttributeError):
         F.no_such_figure
+
+
+def test_roofline_figure_plots_given_rows_by_engine_with_row_labels(trn):
+    r = trn.roofline()
+    fig = F.roofline_figure(trn, ops=r[r["op"] == "aten::mm"], color_by="engine")
+    pts = [d for d in fig.data if d.mode == "markers"]
+    assert [d.name for d in pts] == sorted(set(r.loc[r["op"] == "aten::mm", "engine"]))
+    labels = [int(c[3]) for d in pts for c in d.customdata]
+    assert sorted(labels) == sorted(r.index[(r["op"] == "aten::mm") & (r["flops"] > 0)])
+    with pytest.raises(ValueError, match="bound, engine"):
+        F.roofline_figure(trn, color_by="op")
+
+
+def test_roofline_figure_of_a_trace_without_ops_draws_ceilings_only(trn):
+    fig = F.roofline_figure(trn, ops=trn.roofline().iloc[:0].astype(object))
+    assert fig.data and all(d.mode == "lines" for d in fig.data)
+
+
+def test_module_treemap_figure_nests_modules(trn):
+    import pandas as pd
+
+    h = pd.DataFrame({"device_time_self_ns": [1000.0, 2000.0, 3000.0, 500.0]},
+                     index=pd.Index(["Net", "Net.fc1", "Net.block.fc2", ""], name="module"))
+    tm = F.module_treemap_figure(h).data[0]
+    assert list(tm.ids) == ["Net", "Net.fc1", "Net.block.fc2"]
+    assert list(tm.parents) == ["", "Net", "Net"]          # Net.block is not listed: nearest listed ancestor
+    assert list(tm.values) == pytest.approx([1.0, 2.0, 3.0])
+    assert list(F.module_treemap_figure(trn).data[0].ids) == [str(m) for m in trn.hot_ops(by="module").index]

@@ -3,7 +3,9 @@
 Reference numbers: tests/data/hta_reference.json (written by bench/hta_reference.py with HTA in its own venv).
 With HTA's two load-time choices reproduced (``hta_kernel_selection`` + ``hta_rounding=True``) the kernel-type
 sums, the temporal breakdown, the idle-time breakdown and the comm/comp overlap must match within 0.5% on every
-trace where HTA gives a result; without them our exact-ns numbers match HTA wherever those choices change nothing."""
+trace where HTA gives a result; without them our exact-ns numbers match HTA wherever those choices change nothing.
+Where HTA raises (no GPU events, negative rounded durations), ours must still run and give self-consistent numbers
+(documented zero / empty / NaN results); a test skips only when the real traces folder is absent."""
 from __future__ import annotations
 
 import json
@@ -12,12 +14,13 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-from conftest import REALTRACES
+from realdata import REALTRACES
 
-from analysis.breakdown import (comm_comp_overlap, hta_kernel_selection, idle_time_breakdown, kernel_breakdown,
-                                temporal_breakdown)
+from analysis.breakdown import (IDLE_COLUMNS, comm_comp_overlap, hta_kernel_selection, idle_time_breakdown,
+                                kernel_breakdown, temporal_breakdown)
 from neuron_profiler.importers.kineto import load_kineto_builder
 
 REF_PATH = Path(__file__).resolve().parents[1] / "data" / "hta_reference.json"
@@ -86,8 +89,10 @@ def test_matches_hta(key):
         pytest.skip(f"{key} not in {REF_PATH}")
     entry = ref[key]
     if "error" in entry:  # HTA failed to load under pandas 3; its numbers then come from the pandas 2 run
-        if "fallback" not in entry:
-            pytest.skip(f"HTA produced no result for {key}: {entry['error']}")
+        if "fallback" not in entry:  # HTA gave nothing at all: ours must still import and give sane numbers
+            for f in _files(key, entry):
+                _assert_sane(*_tables(f)[1:], _idle(f))
+            return
         entry = entry["fallback"] | {"files": ref[key].get("files") or [key]}
     files = _files(key, entry)
     data = [_tables(f) for f in files]
@@ -105,6 +110,10 @@ def test_matches_hta(key):
             checked += 1
 
     tb = _result(entry, "temporal_breakdown")
+    if tb is None:  # HTA raised (no GPU events: IndexError; negative rounded durations: AssertionError)
+        for f, (_rank, ins, sel) in zip(files, data):
+            _assert_sane(ins, sel, _idle(f))
+            checked += 1
     if tb:
         by_rank = {r: sel for r, _ins, sel in data}
         for row in _rows(tb):
@@ -121,10 +130,18 @@ def test_matches_hta(key):
                                          hta_rounding=True)["comp_comm_overlap_pctg"].iloc[0]
             if row["comp_comm_overlap_pctg"] is None:
                 assert math.isnan(ours_pct)
+                checked += 1
             else:
                 assert ours_pct == pytest.approx(row["comp_comm_overlap_pctg"], abs=0.01)
                 checked += 1
     it = _result(entry, "idle_time_breakdown")
+    if it is None:  # HTA raised ValueError (no kernels): ours is empty with the documented columns
+        for f in files:
+            ours_idle = _idle(f)
+            assert list(ours_idle.columns) == IDLE_COLUMNS
+            if len(ours_idle) == 0:
+                assert all(len(sel) == 0 for _r, _i, sel in data)
+            checked += 1
     if it:
         ours_idle = pd.concat([_idle(f) for f in files], ignore_index=True)
         got = {(r, s, c): v / 1000.0 for r, s, c, v in ours_idle[["rank", "stream", "idle_category",
@@ -133,8 +150,33 @@ def test_matches_hta(key):
             k = (row["rank"], row["stream"], row["idle_category"])
             assert _close(got.get(k, 0.0), row["idle_time"]), (k, got.get(k), row)
             checked += 1
-    if checked == 0:
-        pytest.skip(f"HTA produced no breakdown numbers for {key} (see docs/hta_definitions.md section 7)")
+    assert checked > 0, f"nothing compared for {key}"
+
+
+def _assert_sane(ins: pd.DataFrame, sel: pd.DataFrame, idle: pd.DataFrame) -> None:
+    """Where HTA gives no numbers: our exact-ns breakdowns run, add up, and follow the documented empty cases."""
+    for frame in (ins, sel):
+        t = temporal_breakdown(frame).iloc[0]
+        parts = [t["idle_time_ns"], t["compute_time_ns"], t["non_compute_time_ns"]]
+        assert min(parts) >= 0 and sum(parts) == t["kernel_time_ns"]
+        if len(frame) == 0:  # documented: all zero without device activity (HTA raises IndexError)
+            assert t["kernel_time_ns"] == 0 and t["idle_time_pctg"] == t["compute_time_pctg"] == 0.0
+        else:
+            assert t["kernel_time_ns"] > 0
+            pct = t["idle_time_pctg"] + t["compute_time_pctg"] + t["non_compute_time_pctg"]
+            assert pct == pytest.approx(100.0, abs=0.02)
+        by_type, by_name = kernel_breakdown(frame)
+        assert by_name["count"].sum() == len(frame) and (by_type["sum_ns"] >= 0).all()
+        ov = comm_comp_overlap(frame).iloc[0]
+        assert ov["overlap_time_ns"] <= ov["comm_time_ns"]
+        assert math.isnan(ov["comp_comm_overlap_pctg"]) == (ov["comm_time_ns"] == 0)
+    assert list(idle.columns) == IDLE_COLUMNS
+    if len(sel) == 0:
+        assert len(idle) == 0
+    else:
+        g = idle.groupby("stream")[["idle_time_ns", "idle_time_ratio"]].sum()
+        expect = np.where(g["idle_time_ns"] != 0, 1.0, 0.0)  # a stream that never waits has ratio 0
+        assert np.abs(g["idle_time_ratio"].to_numpy() - expect).max() < 1e-3
 
 
 def test_exact_ns_equals_hta_on_integer_us_trace_without_step_filter():

@@ -7,7 +7,7 @@ import pytest
 
 import analysis
 from analysis.recommend import REC_COLUMNS
-from conftest import real_trace
+from realdata import real_trace
 
 GPU_TRACES = [
     "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",

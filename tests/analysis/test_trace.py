@@ -5,7 +5,7 @@ import pytest
 from _traces import neuron_builder, two_matmul_trace
 
 import analysis
-from conftest import real_trace
+from realdata import real_trace
 from neuron_profiler.trace import TraceFormatError
 
 
@@ -93,10 +93,94 @@ def test_load_kineto_caches_nprof_next_to_source(tmp_path):
     assert len(again.instructions) == len(t.instructions)
 
 
-def test_load_kineto_read_only_dir_stays_in_memory(tmp_path, monkeypatch):
+def test_load_kineto_read_only_dir_stays_in_memory(tmp_path):
+    """A folder without write bits (like the shared real-traces corpus) gets no .nprof cache, even for root,
+    for whom os.access(W_OK) is always true."""
     src = real_trace("kineto/docs_traces/before_fix_trace.json")
-    shutil.copy(src, tmp_path / "before_fix_trace.json")
-    monkeypatch.setattr(analysis.trace.os, "access", lambda *a, **k: False)   # folder not writable
-    t = analysis.load(tmp_path / "before_fix_trace.json")
-    assert not (tmp_path / "before_fix_trace.nprof").exists()
-    assert t.path == tmp_path / "before_fix_trace.json" and len(t.instructions) >= 1
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    shutil.copy(src, ro / "before_fix_trace.json")
+    ro.chmod(0o555)
+    try:
+        t = analysis.load(ro / "before_fix_trace.json")
+        assert sorted(p.name for p in ro.iterdir()) == ["before_fix_trace.json"]
+        assert t.path == ro / "before_fix_trace.json" and len(t.instructions) >= 1
+    finally:
+        ro.chmod(0o755)
+
+
+def test_breakdowns_of_a_neuron_trace_include_dma_and_collectives():
+    b, t = neuron_builder()
+    b.add_rows("instructions", {"track": t["Vector"], "start_ts": [0], "duration_ns": [100], "engine": "Vector"})
+    b.add_rows("dma", {"track": t["qSyncIO0"], "start_ts": [100], "duration_ns": [100], "transfer_bytes": [64]})
+    b.add_rows("collectives", {"track": t["cc"], "start_ts": [300], "duration_ns": [100], "operation": "all_reduce"})
+    tr = analysis.Trace.from_builder(b)
+    tb = tr.temporal_breakdown().iloc[0]
+    # compute [0,100), memory [100,200), communication [300,400): span 400, idle 100
+    assert (tb["kernel_time_ns"], tb["compute_time_ns"], tb["idle_time_ns"], tb["non_compute_time_ns"]) == \
+        (400, 100, 100, 200)
+    by_type, _ = tr.kernel_breakdown()
+    assert dict(zip(by_type["kernel_type"], by_type["sum_ns"])) == {"COMPUTATION": 100, "MEMORY": 100,
+                                                                     "COMMUNICATION": 100}
+    assert tr.comm_comp_overlap()["comm_time_ns"].iloc[0] == 100
+    assert tr.device_activity() is tr.device_activity()   # computed once, shared
+    # explicit tables still override the defaults
+    assert tr.temporal_breakdown(dma=None, collectives=None)["kernel_time_ns"].iloc[0] == 100
+
+
+def test_breakdowns_of_a_kineto_import_leave_host_side_collectives_out():
+    from _traces import gpu_builder
+
+    b, t = gpu_builder()
+    b.add_rows("instructions", {"track": t["stream"], "start_ts": [0], "duration_ns": [100], "engine": "Kernel",
+                                "opcode": "kernel", "name": "gemm"})
+    # record_param_comms rows of a gloo all_reduce: CPU-side, not device time
+    b.add_rows("collectives", {"track": t["thread"], "start_ts": [150], "duration_ns": [100],
+                               "operation": "all_reduce"})
+    tr = analysis.Trace.from_builder(b)
+    assert tr.is_kineto_import
+    assert tr.temporal_breakdown()["kernel_time_ns"].iloc[0] == 100
+    assert tr.comm_comp_overlap()["comm_time_ns"].iloc[0] == 0
+    assert set(tr.kernel_breakdown()[0]["kernel_type"]) == {"COMPUTATION"}
+
+
+def test_sample_ddp_trace_breakdowns_count_dma_and_collectives():
+    from pathlib import Path
+
+    from analysis.summary import union_ns
+
+    p = Path(__file__).resolve().parents[2] / "sample_traces" / "ddp_train_rank0.nprof"
+    if not p.is_file():
+        pytest.skip(f"captured sample trace {p} is absent (python sample_traces/regenerate.py)")
+    tr = analysis.load(p)
+    assert not tr.is_kineto_import
+    cc = tr.collectives[tr.collectives["instruction"] < 0]
+    assert len(cc) and len(tr.dma)
+    ov = tr.comm_comp_overlap().iloc[0]
+    assert ov["comm_time_ns"] == union_ns(
+        cc["start_ts"].to_numpy(), (cc["start_ts"] + cc["duration_ns"]).to_numpy())
+    types = set(tr.kernel_breakdown()[0]["kernel_type"])
+    assert {"MEMORY", "COMMUNICATION", "COMPUTATION"} <= types
+    tb = tr.temporal_breakdown().iloc[0]
+    dma_end = int((tr.dma["start_ts"] + tr.dma["duration_ns"]).max())
+    act = tr.device_activity()
+    assert tb["kernel_time_ns"] == int(act["end_ts"].max() - act["start_ts"].min())
+    assert int(act["end_ts"].max()) >= dma_end
+
+
+def test_analysis_table_loads_only_the_columns_analyses_read(tmp_path):
+    from analysis.trace import ANALYSIS_COLUMNS
+
+    p = two_matmul_trace().write(tmp_path / "t.nprof")
+    t = analysis.load(p)
+    a = t.analysis_table("instructions")
+    assert list(a.columns) == list(ANALYSIS_COLUMNS["instructions"])
+    assert "sbuf_read_bytes" not in t._shared["tables"]["instructions"].columns  # not decoded yet
+    s = t.summary_dict()
+    assert s["model_flops"] > 0
+    full = t.instructions                                   # the other columns are added on demand
+    assert {"sbuf_read_bytes", "psum_write_bytes", "args"} <= set(full.columns)
+    assert full.index.equals(a.index) and (full["raw_flops"] == a["raw_flops"]).all()
+    w = t.select_steps(2)                                   # a window: same rows either way
+    assert w.analysis_table("instructions").index.equals(w.instructions.index)
+    assert list(w.instructions.index) == [2]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import real_trace
+from realdata import real_trace
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -51,6 +51,18 @@ def _shot(page, name: str) -> None:
         shutil.copy(ARTIFACTS / f"{name}.png", DOCS / DOC_SHOTS[name])
 
 
+def _steady_step_fraction(app) -> float:
+    """Where the last profiler step's device work starts, as a fraction of the sample's whole timeline."""
+    import analysis
+
+    tr = app._explorer_ctx.store.trace("gpt_train_step.nprof")
+    origin, end = tr.time_range
+    last = analysis.steps(tr).iloc[-1]
+    ins = tr.instructions
+    first = int(ins["start_ts"][ins["start_ts"] >= last["start_ts"]].min())
+    return (first - origin) / (end - origin)
+
+
 def _drag_zoom(page, at: float, pixels: int) -> None:
     """Drag a zoom box ``pixels`` wide starting at fraction ``at`` of the timeline's plot width."""
     box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
@@ -148,13 +160,19 @@ def test_roofline_shows_ceilings_and_points(site):
     page.goto(f"{url}/roofline?trace=single.nprof")
     wait_idle(page)
     info = page.evaluate("""() => { const gd = document.querySelector('#rf-graph .js-plotly-plot');
-        return {ceilings: gd.data.filter(t => (t.name || '').startsWith('ceiling')).length,
-                roofs: gd.data.filter(t => (t.name || '').endsWith('roof')).length,
+        return {ceilings: gd.data.filter(t => t.mode === 'lines').length,
                 points: gd._fullData.filter(t => t.mode === 'markers').reduce((a, t) => a + t._length, 0),
                 drawn: document.querySelectorAll('#rf-graph .scatterlayer .point').length}; }""")
-    assert info["ceilings"] >= 2 and info["roofs"] >= 1 and info["points"] >= 3 and info["drawn"] >= 3
+    assert info["ceilings"] >= 2 and info["points"] >= 3 and info["drawn"] >= 3
     _shot(page, "roofline")
-    # clicking a point offers its events; following the link selects them on the timeline
+    # colouring by engine redraws through analysis.figures and lands in the shareable URL
+    page.click("#rf-color input[value=engine]")
+    page.wait_for_function("() => location.search.includes('roof_color=engine')", timeout=15000)
+    wait_idle(page)
+    names = page.evaluate("""() => document.querySelector('#rf-graph .js-plotly-plot').data
+        .filter(t => t.mode === 'markers').map(t => t.name)""")
+    assert names and not any(n.endswith(" bound") for n in names)
+    # clicking a point offers its events; following the link highlights exactly them on the timeline
     pt = page.evaluate("""() => { const gd = document.querySelector('#rf-graph .js-plotly-plot');
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
         const t = gd._fullData.find(t => t.mode === 'markers');
@@ -166,10 +184,11 @@ def test_roofline_shows_ceilings_and_points(site):
     page.click("#rf-timeline-link")
     page.wait_for_selector("#tl-graph .js-plotly-plot", timeout=20000)
     wait_idle(page)
-    assert "/timeline" in page.url and "q=" in page.url
+    assert "/timeline" in page.url and "pick=" in page.url and "sel=instructions" in page.url
     n_hl = page.evaluate("""() => document.querySelector('#tl-graph .js-plotly-plot').data
-        .filter(t => t.name === 'search match').length""")
+        .filter(t => t.name === 'highlight').length""")
     assert n_hl > 0
+    assert page.locator("#tl-details-title").count() == 1
     page.close()
     assert errors == []
 
@@ -216,9 +235,10 @@ def test_sample_traces_in_browser(chromium):
         page.goto(f"{url}/timeline?trace=gpt_train_step.nprof")
         wait_idle(page)
         before = timeline_shapes(page)
-        _drag_zoom(page, 0.095, 32)  # the first training step's device work in the bundled sample
+        _drag_zoom(page, _steady_step_fraction(app), 10)  # device work of the last (steady-state) step
         page.wait_for_function("(r) => document.querySelector('#tl-graph .js-plotly-plot').layout.meta.threshold_ns < r",
                                arg=before["meta"]["threshold_ns"] / 5, timeout=20000)
+        page.mouse.move(1, 1)  # no hover label over the documentation screenshot
         wait_idle(page)
         _shot(page, "sample_timeline_zoomed")
         page.close()

@@ -217,3 +217,53 @@ def test_search_by_op_name_finds_gpu_kernels(gpu_dir):
     k = next(i for i in range(len(ops)) if ops[i].lower() not in names[i].lower())  # kernel named otherwise
     m = idx.match("instructions", ops[k])
     assert m[int(launched.index[k])]
+
+
+def test_roofline_point_selects_its_instructions_on_the_timeline(ctx):
+    import analysis
+    from explorer.pages import roofline
+
+    tr = ctx.store.trace("single.nprof")
+    pts = analysis.roofline(tr)
+    point = int(pts["device_time_ns"].idxmax())
+    rows = roofline.point_rows(tr, point)
+    work = analysis.instruction_work(tr).loc[rows]
+    assert len(rows) == pts.loc[point, "instructions"]
+    assert work["duration_ns"].sum() == pytest.approx(pts.loc[point, "device_time_ns"])
+    assert set(work["op"].astype(str)) == {pts.loc[point, "op"]}
+    # the figure's points carry their roofline row, the link carries it to the timeline
+    fig = roofline.figure(tr, pts, ViewState(page="roofline", trace="single.nprof"))
+    labels = {int(c[3]) for d in fig.data if d.mode == "markers" for c in d.customdata}
+    assert point in labels and labels <= set(pts.index)
+    link = _find(roofline._selected(ctx, ViewState(page="roofline", trace="single.nprof"), point),
+                 "rf-timeline-link")
+    assert f"pick={point}" in link.href and f"sel=instructions%3A{rows[0]}" in link.href
+    state = ViewState(page="timeline", trace="single.nprof", pick=point)
+    idx = ctx.store.timeline("single.nprof")
+    v = query_view(idx, None, None, 1400, picked=timeline._picked(idx, point))
+    lit = {int(r) for i, s in v.highlight.items() for r in idx.ids[i][s.rep]}
+    assert lit and lit <= set(rows.tolist())
+    assert f"{len(rows):,} instructions of a roofline point" in _dump(timeline.layout(ctx, state))
+
+
+def test_roofline_filters_and_colour_come_from_the_url(ctx):
+    import analysis
+    from explorer.pages import roofline
+
+    tr = ctx.store.trace("single.nprof")
+    pts = analysis.roofline(tr)
+    eng = sorted(map(str, pts["engine"].unique()))[0]
+    fig = roofline.figure(tr, pts, ViewState(page="roofline", roof_color="engine", engines=(eng,)))
+    assert [d.name for d in fig.data if d.mode == "markers"] == [eng]
+    page = roofline.layout(ctx, ViewState(page="roofline", trace="single.nprof", engines=(eng,), bounds=("memory",)))
+    assert _find(page, "rf-engines").value == [eng] and _find(page, "rf-bounds").value == ["memory"]
+
+
+def test_timeline_rows_from_the_url(ctx):
+    idx = ctx.store.timeline("single.nprof")
+    state = ViewState(page="timeline", trace="single.nprof", rows=(len(idx.groups) - 1, 0))
+    page = timeline.layout(ctx, state)
+    assert _find(page, "tl-groups").value == [idx.groups[-1], idx.groups[0]]
+    ticks = _find(page, "tl-graph").figure["layout"]["yaxis"]["ticktext"]
+    first = [i.label for i in idx.infos if i.group == idx.groups[-1]]
+    assert ticks[: len(first) + 1] == [f"<b>{idx.groups[-1]}</b>", *first]   # group header, then its rows

@@ -11,6 +11,9 @@ from explorer.state import PAGES, ViewState, decode, encode
     ViewState(page="timeline", trace="run/rank00000_window000.nprof", rank=1, t0=100, t1=5000,
               sel=("instructions", 42), q="aten::mm & co", color="module"),
     ViewState(page="compare", trace="a b.nprof", other="group:run/rank*_w.nprof"),
+    ViewState(page="timeline", trace="t.nprof", rows=(3, 0, 1), pick=5, sel=("instructions", 9)),
+    ViewState(page="roofline", trace="t.nprof", roof_color="engine", engines=("Tensor", "odd, name"),
+              bounds=("memory",)),
     *[ViewState(page=p, trace="x.nprof") for p in PAGES],
 ])
 def test_round_trip(state):
@@ -26,6 +29,8 @@ def test_round_trip(state):
     ("/timeline", "sel=os:1", ViewState(page="timeline")),
     ("/timeline", "sel=instructions:-3", ViewState(page="timeline")),
     ("/timeline", "sel=dma:7&color=__import__", ViewState(page="timeline", sel=("dma", 7))),
+    ("/timeline", "rows=2.x.-1.2.0&pick=-4", ViewState(page="timeline", rows=(2, 0))),
+    ("/roofline", "roof_color=op&engines=&bounds=memory", ViewState(page="roofline", bounds=("memory",))),
     (None, None, ViewState()),
 ])
 def test_malformed_values_fall_back_to_defaults(path, search, expect):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REAL_TRACE_FILES, real_trace
+from realdata import REAL_TRACE_FILES, real_trace
 
 from neuron_profiler.importers.kineto import import_directory, import_kineto, load_kineto_builder
 from neuron_profiler.trace import read_trace

@@ -1,0 +1,57 @@
+"""Where the tests find real data: the shared real torch.profiler traces and the bundled sample traces.
+
+Import from test modules as ``from realdata import real_trace`` (not from ``conftest``: several
+conftest modules exist, and which one ``import conftest`` finds depends on the order of collection).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REALTRACES = Path(os.environ.get("NEURON_PROFILER_REALTRACES", REPO.parent / "shared" / "realtraces"))
+SAMPLE_TRACES = REPO / "sample_traces"
+
+#: The 12 real traces described in ../shared/realtraces/SOURCES.md, relative to that folder.
+REAL_TRACE_FILES = (
+    "kineto/docs_traces/after_fix_trace.json",
+    "kineto/docs_traces/before_fix_trace.json",
+    "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+    "TraceLens/torch_compile_triton/trace.json.gz",
+    "HolisticTraceAnalysis/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    "HolisticTraceAnalysis/trace_filter/sampled_rank-0.json.gz",
+    "HolisticTraceAnalysis/trace_filter/sampled_rank-1.json.gz",
+    "HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz",
+    "HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz",
+    "HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz",
+    "HolisticTraceAnalysis/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "HolisticTraceAnalysis/triton_example/triton_example.json.gz",
+)
+
+
+def real_trace(relpath: str) -> Path:
+    """Path of one real trace; skips the test with a clear message when it is absent."""
+    p = REALTRACES / relpath
+    if not p.is_file():
+        pytest.skip(f"real trace {p} is absent (see ../shared/realtraces/SOURCES.md)")
+    return p
+
+
+def sample_trace(name: str) -> Path:
+    """Path of a bundled sample trace; fails (not skips) when missing, since they ship with the repo."""
+    p = SAMPLE_TRACES / name
+    assert p.is_file(), f"bundled sample trace {p} is missing; run `python sample_traces/regenerate.py`"
+    return p
+
+
+def chromium_path() -> str:
+    """Debian's Chromium for browser tests. In CI (CI=true) its absence is a failure, locally a skip."""
+    exe = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if exe is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
+        pytest.skip("chromium is not installed (apt-get install -y chromium) - browser tests skipped")
+    return exe
