@@ -9,7 +9,8 @@
 Public API (stable; every analysis is a pure function ``trace -> DataFrame`` whose docstring names the
 columns and units, with a figure builder in :mod:`analysis.figures`; the ``Trace`` methods delegate):
 
-- ``load``, ``Trace`` (tables as DataFrames, ``devices``, ``steps()``, ``window()``, ``select_steps()``,
+- ``load``, ``Trace`` (tables as DataFrames, ``table(name, columns)``, ``analysis_table()`` (only the columns
+  the analyses read), ``device_activity()``, ``devices``, ``steps()``, ``window()``, ``select_steps()``,
   ``whole()``), ``TraceSet`` (``traces``, ``ranks``, ``runs``, ``by_rank``, ``by_run``, ``collectives()``)
 - ``steps``, ``step_window``; ``summary``, ``summary_dict``; ``hot_ops``; ``roofline``, ``roofline_ceilings``
 - ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``

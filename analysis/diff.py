@@ -90,7 +90,7 @@ def diff(a, b, keys: tuple[str, ...] = KEYS) -> pd.DataFrame:
         for s in ("_a", "_b"):
             j[c + s] = j[c + s].fillna(0)
     for s in ("_a", "_b"):
-        j["bound" + s] = j["bound" + s].fillna("")
+        j["bound" + s] = j["bound" + s].astype(object).fillna("")  # all-NaN (float) when one side is empty
     ca, cb = j["calls_a"].to_numpy(float), j["calls_b"].to_numpy(float)
     ta, tb = j["device_time_ns_a"].to_numpy(float), j["device_time_ns_b"].to_numpy(float)
     pca, pcb = M._div(ta, ca), M._div(tb, cb)

@@ -51,7 +51,8 @@ def dma_throughput(trace, bins: int = 200, by: str | None = None) -> pd.DataFram
     window, the parts outside it are dropped).
 
     Columns: bin_start_ts, bin_end_ts (ns), bytes, throughput_bytes_per_s; with ``by`` ("queue_type" or
-    "queue") a leading column of that name and one block of bins per value.
+    "queue") a leading column of that name and one block of bins per value. Empty (same columns) when the
+    trace has neither DMA rows nor a time span.
     """
     if by not in (None, "queue_type", "queue"):
         raise ValueError(f"unknown grouping {by!r}; valid: None, 'queue_type', 'queue'")
@@ -62,6 +63,9 @@ def dma_throughput(trace, bins: int = 200, by: str | None = None) -> pd.DataFram
     if len(dma) and trace.window_bounds is None:
         s = dma["start_ts"].to_numpy()
         lo, hi = min(lo, int(s.min())), max(hi, int((s + np.maximum(dma["duration_ns"].to_numpy(), 1)).max()))
+    if hi <= lo and not len(dma):  # empty trace: no span to bin
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if c.endswith("_ts") else float) for c in THROUGHPUT_COLUMNS}
+                            if by is None else {c: [] for c in [by] + THROUGHPUT_COLUMNS})
     edges = lo + np.round(np.linspace(0, max(hi - lo, 1), bins + 1)).astype(np.int64)
     width = np.diff(edges)
 

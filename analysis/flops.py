@@ -248,22 +248,29 @@ def cat_map(s: pd.Series, fn) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(codes[s.cat.codes.to_numpy()], uniq.astype(str)), index=s.index)
 
 
-def _cat_pick(primary: pd.Series, pos: np.ndarray, fallback: pd.Series, use_primary: np.ndarray) -> pd.Categorical:
-    """Categorical: primary.iloc[pos] where use_primary (and non-empty), else fallback (row-aligned)."""
+def _cat_pick(primary: pd.Series, pos: np.ndarray | None, fallback: pd.Series,
+              use_primary: np.ndarray | None) -> pd.Categorical:
+    """Categorical: primary.iloc[pos] where use_primary (and non-empty), else fallback (row-aligned).
+    ``pos`` None: primary is row-aligned too; ``use_primary`` None: everywhere."""
     p, f = _as_cat(primary), _as_cat(fallback)
     pc = p.cat.categories.astype(str)
     fc = f.cat.categories.astype(str)
     cats = pd.Index(pc).append(pd.Index(fc)).unique()
-    pmap = np.append(cats.get_indexer(pc), -1)
-    fmap = np.append(cats.get_indexer(fc), -1)
+    dt = np.int32 if len(cats) >= (1 << 15) else np.int16
+    empty_code = cats.get_indexer([""])[0]
+    pmap = np.append(cats.get_indexer(pc), -1).astype(dt)
+    pmap[pmap == empty_code] = -1  # an empty primary value falls back too
+    fmap = np.append(cats.get_indexer(fc), -1).astype(dt)
     pcodes = p.cat.codes.to_numpy()
     codes = fmap[f.cat.codes.to_numpy()]
     if len(pcodes):
-        take = pmap[pcodes[np.where(use_primary, pos, 0)]]
-        empty_code = cats.get_indexer([""])[0]
-        ok = use_primary & (take >= 0) & (take != empty_code)
+        if pos is None:
+            take = pmap[pcodes]
+        else:
+            take = pmap[pcodes[pos if use_primary is None else np.where(use_primary, pos, 0)]]
+        ok = (take >= 0) if use_primary is None else use_primary & (take >= 0)
         codes = np.where(ok, take, codes)
-    return pd.Categorical.from_codes(codes, cats)
+    return pd.Categorical.from_codes(codes, cats, validate=False)
 
 
 def module_path_from_stack(stack: str) -> str:
@@ -282,13 +289,13 @@ def _module_from_stack(module: pd.Series, stack: pd.Series) -> pd.Categorical:
     derived = cat_map(stack, module_path_from_stack)
     if (derived.cat.categories == "").all():
         return module.array
-    return _cat_pick(module, np.arange(len(module)), derived, np.ones(len(module), dtype=bool))
+    return _cat_pick(module, None, derived, None)
 
 
 def instruction_placement(trace) -> pd.DataFrame:
     """Per instruction (same index): ``device`` (header device index, -1 unknown), ``nc_idx`` (core,
     -1 for GPUs / unknown) and ``track_name``, looked up through the instruction's track."""
-    ins, tr = trace.instructions, trace._full_table("tracks")
+    ins, tr = trace.analysis_table("instructions"), trace._full_table("tracks")
     if "placement" in trace._cache:
         return trace._cache["placement"]
     tpos = tr.index.get_indexer(ins["track"].to_numpy()) if len(tr) else np.full(len(ins), -1)
@@ -299,7 +306,8 @@ def instruction_placement(trace) -> pd.DataFrame:
         name = _cat_pick(tr["name"], np.where(ok, tpos, 0), _empty_cat(len(ins)), ok)
     else:
         name = _empty_cat(len(ins)).array
-    out = pd.DataFrame({"device": dev.astype("int64"), "nc_idx": nc.astype("int64"), "track_name": name},
+    out = pd.DataFrame({"device": dev.astype("int64", copy=False), "nc_idx": nc.astype("int64", copy=False),
+                        "track_name": name},
                        index=ins.index, copy=False)
     trace._cache["placement"] = out
     return out
@@ -307,7 +315,9 @@ def instruction_placement(trace) -> pd.DataFrame:
 
 def work_source(trace) -> str:
     """'instructions' when device rows carry FLOPs or HBM bytes (Neuron), else 'shapes' (imported GPU)."""
-    ins = trace._full_table("instructions")
+    from .trace import ANALYSIS_COLUMNS
+
+    ins = trace._full_table("instructions", ANALYSIS_COLUMNS["instructions"])
     if not len(ins):
         return "shapes"
     # GPU memcpy / memset rows carry their byte count; that alone does not make FLOPs/bytes instruction-level.
@@ -342,20 +352,20 @@ def instruction_work(trace) -> pd.DataFrame:
     if trace.window_bounds is not None:
         full = trace.whole()
         fw = instruction_work(full)
-        out = fw.take(fw.index.get_indexer(trace.instructions.index))
+        out = fw.take(fw.index.get_indexer(trace.analysis_table("instructions").index))
         trace._cache["work"] = out
         return out
-    ins = trace.instructions
+    ins = trace.analysis_table("instructions")
     ho = trace._full_table("host_ops")
     n = len(ins)
-    fo = _col(ins, "framework_op", -1).to_numpy().astype("int64")
+    fo = _col(ins, "framework_op", -1).to_numpy().astype("int64", copy=False)
     hpos = ho.index.get_indexer(fo) if len(ho) else np.full(n, -1)
     has_ho = hpos >= 0
     empty = _empty_cat(n).set_axis(ins.index)
     iname = _as_cat(_col(ins, "name"))
     opc = _as_cat(_col(ins, "opcode"))
     # instruction name, or opcode where the name is empty
-    ilabel = pd.Series(_cat_pick(iname, np.arange(n), opc, np.ones(n, dtype=bool)), index=ins.index) if n else empty
+    ilabel = pd.Series(_cat_pick(iname, None, opc, None), index=ins.index) if n else empty
     if len(ho):
         op = _cat_pick(ho["name"], hpos, ilabel, has_ho)
         module = _cat_pick(_col(ho, "module"), hpos, empty, has_ho)
@@ -363,7 +373,7 @@ def instruction_work(trace) -> pd.DataFrame:
     else:
         op, module, stack = ilabel.array, empty.array, empty.array
     module = _module_from_stack(pd.Series(module), pd.Series(stack))
-    dur = ins["duration_ns"].to_numpy().astype("int64")
+    dur = ins["duration_ns"].to_numpy().astype("int64", copy=False)
     engine = _as_cat(_col(ins, "engine"))
     place = instruction_placement(trace)
     src = work_source(trace)
@@ -401,13 +411,13 @@ def instruction_work(trace) -> pd.DataFrame:
         d_ins = cat_map(_col(ins, "dtype"), canonical_dtype)
         d_ho = pd.Series(_cat_pick(w["dtype"], hpos, _empty_cat(n), has_ho), index=ins.index) \
             if len(w) else d_ins
-        dtype = pd.Series(_cat_pick(d_ins, np.arange(n), d_ho, (d_ins != "").to_numpy()), index=ins.index)
+        dtype = pd.Series(_cat_pick(d_ins, None, d_ho, (d_ins != "").to_numpy()), index=ins.index)
         hw = flops
     out = pd.DataFrame({"op": op, "module": module, "stack": stack, "engine": engine.array,
                         "dtype": dtype.array if hasattr(dtype, "array") else dtype,
                         "device": place["device"].to_numpy(), "nc_idx": place["nc_idx"].to_numpy(),
                         "start_ts": ins["start_ts"].to_numpy(), "duration_ns": dur, "framework_op": fo,
-                        "flops": flops, "hardware_flops": hw.astype(float), "transpose_flops": tflops,
+                        "flops": flops, "hardware_flops": hw.astype(float, copy=False), "transpose_flops": tflops,
                         "hbm_read_bytes": rd, "hbm_write_bytes": wr, "hbm_bytes": rd + wr,
                         "is_matmul": is_mm}, index=ins.index, copy=False)
     for c in ("op", "module", "stack", "engine", "dtype"):

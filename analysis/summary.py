@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import metrics as M
+from .breakdown import _is_sorted
 from .flops import cat_where, instruction_work, work_source
 
 SUMMARY_COLUMNS = ["metric", "value", "unit", "description"]
@@ -43,7 +44,7 @@ def analysis_span(trace) -> tuple[int, int]:
     """(start_ns, end_ns) that ``total_time`` covers (see module docstring)."""
     if trace.window_bounds is not None:
         return trace.window_bounds
-    ins = trace.instructions
+    ins = trace.analysis_table("instructions")
     if len(ins):
         s = ins["start_ts"].to_numpy()
         return int(s.min()), int((s + ins["duration_ns"].to_numpy()).max())
@@ -59,12 +60,10 @@ def primary_device(trace, work: pd.DataFrame | None = None) -> tuple[int | None,
     if not len(w):
         return None, trace.device_spec(), 0
     dev = w["device"].to_numpy()
-    vals, counts = np.unique(dev, return_counts=True)
-    d = int(vals[np.argmax(counts)])
+    d = int(np.argmax(np.bincount(dev + 1))) - 1  # device indices are small ints, -1 unknown
     spec = trace.device_spec(d if d >= 0 else None)
-    m = dev == d
-    cores = np.unique(w["nc_idx"].to_numpy()[m])
-    return (d if d >= 0 else None), spec, max(1, len(cores))
+    cores = np.count_nonzero(np.bincount(w["nc_idx"].to_numpy()[dev == d] + 1))
+    return (d if d >= 0 else None), spec, max(1, int(cores))
 
 
 class _Rows:
@@ -74,14 +73,6 @@ class _Rows:
     def add(self, metric: str, value, unit: str, description: str):
         v = float(value) if value is not None else math.nan
         self.rows.append((metric, v, unit, description))
-
-
-def _breakdown(trace, fn: str):
-    try:
-        from . import breakdown
-    except ImportError:
-        return None
-    return getattr(breakdown, fn, None)
 
 
 def summary(trace) -> pd.DataFrame:
@@ -118,14 +109,16 @@ def summary(trace) -> pd.DataFrame:
     w = instruction_work(trace)
     s = w["start_ts"].to_numpy()
     e = s + w["duration_ns"].to_numpy()
-    s, e = np.maximum(s, lo), np.minimum(e, hi)
-    order = np.argsort(s, kind="stable")
-    s_o, e_o = s[order], e[order]
+    if trace.window_bounds is not None:  # else [lo, hi) is the instructions' own span: nothing to clip
+        s, e = np.maximum(s, lo), np.minimum(e, hi)
+    order = None if _is_sorted(s) else np.argsort(s, kind="stable")
+    s_o, e_o = (s, e) if order is None else (s[order], e[order])
     dev_active = _union_sorted(s_o, e_o)
     R.add("device_active_percent", M._div(100.0 * dev_active, total), "percent",
           "Union of all device work over total_time")
     if len(w):
-        eng = w["engine"].cat.codes.to_numpy()[order]
+        eng = w["engine"].cat.codes.to_numpy()
+        eng = eng if order is None else eng[order]
         for code, name in enumerate(w["engine"].cat.categories):
             m = eng == code
             if m.any():
@@ -225,31 +218,26 @@ def _hbm_bytes(trace, w: pd.DataFrame, src: str) -> tuple[float, float, str]:
 
 
 def _overlap_and_idle(trace, R: _Rows, dev_active: int, total: int) -> None:
-    fn = _breakdown(trace, "comm_comp_overlap")
     ov, why = math.nan, "analysis.breakdown.comm_comp_overlap (HTA definition)"
-    if fn is None:
-        why += " (NaN: breakdown module unavailable)"
-    elif len(trace.instructions):
-        df = fn(trace.instructions, rank=trace.rank, collectives=trace.collectives)
-        if len(df):
-            ov = float(df["comp_comm_overlap_pctg"].iloc[0])
-            if not np.isfinite(ov):
-                why += " (NaN: no communication in the trace)"
+    has_device = len(trace.analysis_table("instructions")) > 0
+    if has_device:
+        ov = float(trace.comm_comp_overlap()["comp_comm_overlap_pctg"].iloc[0])
+        if not np.isfinite(ov):
+            why += " (NaN: no communication in the trace)"
+    else:
+        why += " (NaN: the trace has no device work)"
     R.add("comm_comp_overlap_percent", ov, "percent", "Share of communication time overlapped by computation; " + why)
-    if len(trace.instructions):
+    if has_device:
         R.add("idle_percent", M._div(100.0 * (total - dev_active), total), "percent",
               "Time with no device work, over total_time")
     else:
         R.add("idle_percent", math.nan, "percent", "NaN: the trace has no device work (host-only trace)")
-    fn = _breakdown(trace, "idle_time_breakdown")
     cats = {"host_wait": math.nan, "kernel_wait": math.nan, "other": math.nan}
     why = "HTA idle categories from analysis.breakdown.idle_time_breakdown, share of idle time"
-    if fn is None:
-        why += " (NaN: breakdown module unavailable)"
-    elif len(trace.instructions):
-        df = fn(trace.instructions, trace.host_ops, trace.flows, rank=trace.rank, tracks=trace.tracks)
+    if has_device:
+        df = trace.idle_time_breakdown()
         if len(df):
-            tot = df.groupby("idle_category", observed=True)["idle_time_ns"].sum()
+            tot = df.groupby("idle_category")["idle_time_ns"].sum()
             all_idle = tot.sum()
             for k in cats:
                 cats[k] = M._div(100.0 * tot.get(k, 0.0), all_idle)

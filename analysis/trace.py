@@ -14,6 +14,11 @@ import numpy as np
 import pandas as pd
 
 TABLE_NAMES = ("tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows")
+#: The columns the analyses read, per table (tables not listed: all columns). ``Trace.analysis_table`` loads
+#: only these (the reader decodes only the requested columns); ``Trace.table`` / the properties load all.
+ANALYSIS_COLUMNS = {"instructions": ("track", "start_ts", "duration_ns", "engine", "opcode", "name", "framework_op",
+                                     "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "dtype",
+                                     "tensor_instruction_type")}
 
 
 class Trace:
@@ -129,23 +134,54 @@ class Trace:
         return None
 
     # ------------------------------------------------------------------ tables
-    def _full_table(self, name: str) -> pd.DataFrame:
-        cache = self._shared["tables"]
-        if name not in cache:
-            cache[name] = self._source.table(name)
-        return cache[name]
+    def _full_table(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """The unrestricted table (shared by all windows) with at least ``columns`` (None: all). Columns load
+        on demand: a table first read for the analyses gets its other columns added when a caller wants them."""
+        cache, complete = self._shared["tables"], self._shared.setdefault("complete", set())
+        have = cache.get(name)
+        if have is not None and (name in complete or (columns is not None and set(columns) <= set(have.columns))):
+            return have
+        if not _accepts_columns(self._source):
+            df = self._source.table(name)
+        else:
+            order = columns_of_table(name)
+            want = order if columns is None else list(columns)
+            missing = [c for c in want if have is None or c not in have.columns]
+            df = self._source.table(name, columns=missing)
+            if have is not None:
+                df = pd.concat([have, df], axis=1)
+            df = df[[c for c in order if c in df.columns]]
+        if columns is None or set(df.columns) >= set(columns_of_table(name)):
+            complete.add(name)
+        cache[name] = df
+        return df
 
-    def table(self, name: str) -> pd.DataFrame:
-        """A table as a DataFrame (restricted to the window, if any). ``name`` in ``TABLE_NAMES``."""
+    def table(self, name: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """A table as a DataFrame (restricted to the window, if any). ``name`` in ``TABLE_NAMES``; ``columns``
+        (default all) limits what is loaded and returned."""
         if name not in TABLE_NAMES:
             raise ValueError(f"unknown table {name!r}; valid: {', '.join(TABLE_NAMES)}")
-        if name in self._tables:
-            return self._tables[name]
-        df = self._full_table(name)
-        if self._window is not None:
-            df = self._restrict(name, df)
-        self._tables[name] = df
+        cols = tuple(columns) if columns is not None else None
+        key = (name, cols)
+        if key in self._tables:
+            return self._tables[key]
+        if cols is not None and (name, None) in self._tables:  # the whole table is already here
+            df = self._tables[(name, None)][list(cols)]
+        else:
+            need = None if cols is None else tuple(dict.fromkeys(cols + _WINDOW_COLUMNS.get(name, ())))
+            df = self._full_table(name, need)
+            if self._window is not None:
+                df = self._restrict(name, df)
+            if cols is not None:
+                df = df[list(cols)]
+        self._tables[key] = df
         return df
+
+    def analysis_table(self, name: str) -> pd.DataFrame:
+        """``table(name)`` with only the columns the analyses read (:data:`ANALYSIS_COLUMNS`): same rows and
+        index, cheaper to load on big traces."""
+        cols = ANALYSIS_COLUMNS.get(name)
+        return self.table(name, cols) if cols is not None else self.table(name)
 
     def _restrict(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
         lo, hi = self._window
@@ -163,7 +199,7 @@ class Trace:
                 for t in np.unique(tab):
                     if t in TABLE_NAMES and t not in ("flows", "tracks", "counters"):
                         m = tab == t
-                        keep[m] |= np.isin(rows[m], self.table(t).index.to_numpy())
+                        keep[m] |= np.isin(rows[m], self.table(t, _WINDOW_COLUMNS.get(t)).index.to_numpy())
             return df[keep]
         start = df["start_ts"].to_numpy()
         end = start + df["duration_ns"].to_numpy()
@@ -192,12 +228,12 @@ class Trace:
             else:
                 lo, hi = [], []
                 for t in ("host_ops", "instructions", "dma", "collectives"):
-                    df = self.table(t)
+                    df = self.table(t, _WINDOW_COLUMNS[t])
                     if len(df):
                         s = df["start_ts"].to_numpy()
                         lo.append(s.min())
                         hi.append((s + df["duration_ns"].to_numpy()).max())
-                c = self.table("counters")
+                c = self.table("counters", _WINDOW_COLUMNS["counters"])
                 if len(c):
                     lo.append(c["ts"].min())
                     hi.append(c["ts"].max())
@@ -282,35 +318,82 @@ class Trace:
         from .recommend import recommendations
         return recommendations(self)
 
+    @property
+    def is_kineto_import(self) -> bool:
+        """True for traces imported from torch.profiler (Kineto) JSON (``header.source_format``)."""
+        return self.header is not None and self.header.source_format == "kineto-json"
+
+    def device_activity(self, hta_rounding: bool = False) -> pd.DataFrame:
+        """:func:`analysis.breakdown.device_activity` of this trace, sorted by start and computed once per
+        Trace (window) and rounding mode; summary, the breakdowns and recommendations share it.
+
+        Includes DMA transfers (MEMORY) and, for Neuron traces, collectives (COMMUNICATION). Kineto-imported
+        traces leave the collectives table out: its rows are host-side ``record_param_comms`` (e.g. gloo)
+        calls, and the device side of NCCL collectives is already in the instructions as kernels."""
+        key = ("activity", bool(hta_rounding))
+        if key not in self._cache:
+            from .breakdown import device_activity
+
+            cc = None if self.is_kineto_import else self.collectives
+            self._cache[key] = device_activity(self.analysis_table("instructions"), dma=self.dma, collectives=cc,
+                                               hta_rounding=hta_rounding, sort=True)
+        return self._cache[key]
+
+    def _breakdown_kw(self, kw: dict) -> dict:
+        # Explicit dma= / collectives= tables: compute from those; otherwise use the shared activity frame.
+        if "activity" not in kw and not ({"dma", "collectives"} & set(kw)):
+            kw["activity"] = self.device_activity(hta_rounding=kw.pop("hta_rounding", False))
+        return kw
+
     def kernel_breakdown(self, **kw):
-        """:func:`analysis.breakdown.kernel_breakdown` of this trace's instructions."""
+        """:func:`analysis.breakdown.kernel_breakdown` of this trace's device activity (instructions, DMA and,
+        for Neuron traces, collectives: see :meth:`device_activity`)."""
         from .breakdown import kernel_breakdown
-        return kernel_breakdown(self.instructions, **kw)
+        return kernel_breakdown(self.analysis_table("instructions"), **self._breakdown_kw(kw))
 
     def temporal_breakdown(self, **kw):
-        """:func:`analysis.breakdown.temporal_breakdown` (collectives included by default)."""
+        """:func:`analysis.breakdown.temporal_breakdown` of :meth:`device_activity`."""
         from .breakdown import temporal_breakdown
         kw.setdefault("rank", self.rank)
-        kw.setdefault("collectives", self.collectives)
-        return temporal_breakdown(self.instructions, **kw)
+        return temporal_breakdown(self.analysis_table("instructions"), **self._breakdown_kw(kw))
 
     def idle_time_breakdown(self, **kw):
         """:func:`analysis.breakdown.idle_time_breakdown` (streams named by the tracks table)."""
         from .breakdown import idle_time_breakdown
         kw.setdefault("rank", self.rank)
         kw.setdefault("tracks", self.tracks)
-        return idle_time_breakdown(self.instructions, self.host_ops, self.flows, **kw)
+        return idle_time_breakdown(self.analysis_table("instructions"), self.host_ops, self.flows, **kw)
 
     def comm_comp_overlap(self, **kw):
-        """:func:`analysis.breakdown.comm_comp_overlap` (collectives included by default)."""
+        """:func:`analysis.breakdown.comm_comp_overlap` of :meth:`device_activity`."""
         from .breakdown import comm_comp_overlap
         kw.setdefault("rank", self.rank)
-        kw.setdefault("collectives", self.collectives)
-        return comm_comp_overlap(self.instructions, **kw)
+        return comm_comp_overlap(self.analysis_table("instructions"), **self._breakdown_kw(kw))
 
     def __repr__(self) -> str:
         w = f", window={self._window}" if self._window else ""
         return f"Trace({self.name!r}, rank={self.rank}{w})"
+
+
+_WINDOW_COLUMNS = {t: ("start_ts", "duration_ns") for t in ("host_ops", "instructions", "dma", "collectives")}
+_WINDOW_COLUMNS.update(counters=("ts",), flows=("src_table", "src_row", "dst_table", "dst_row"))
+
+
+def columns_of_table(name: str) -> list[str]:
+    """Every column of table ``name`` in the trace format."""
+    from neuron_profiler.trace.columns import columns_of
+
+    return list(columns_of(name))
+
+
+def _accepts_columns(source: Any) -> bool:
+    """True when ``source.table`` can load a subset of columns (the trace reader; not a TraceBuilder)."""
+    import inspect
+
+    try:
+        return "columns" in inspect.signature(source.table).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class TraceSet:
@@ -375,7 +458,7 @@ def _load_kineto(p: Path, cache: bool = True) -> Trace:
             return Trace.from_file(cached)
         except Exception:  # stale or partial cache: re-import
             pass
-    if os.access(p.parent, os.W_OK):
+    if kineto.dir_writable(p.parent):  # never write caches into read-only (e.g. shared) folders, even as root
         try:
             kineto.import_kineto(p, cached)
             return Trace.from_file(cached)
