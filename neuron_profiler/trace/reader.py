@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ class TraceFile:
         self.strict = strict
         self.warnings: list[str] = []
         self.skipped_chunks = 0
+        self._lock = threading.Lock()
         try:
             size = self.path.stat().st_size
             with open(self.path, "rb") as f:
@@ -142,34 +144,41 @@ class TraceFile:
         decode_cols = list(dict.fromkeys(wanted + ([tcol] + ([dcol] if dcol else []) if windowed else [])))
         tid = TABLE_IDS[name]
         parts: list[dict[str, np.ndarray]] = []
-        index: list[np.ndarray] = []
+        spans: list[tuple[int, int]] = []  # (first row, rows) of each whole chunk read
+        index: list[np.ndarray] = []  # row ids of each chunk after the window filter
         todo = [c for c in self._chunks if c.table_id == tid and not (
             windowed and self.footer is not None and c.rows > 0 and (c.max_end_ts < lo or c.min_ts > hi))]
-        for c, msg in self._chunk_messages(todo):
-            decoded = None if msg is None else self._decode_chunk(c, msg, name, decode_cols)
+        for decoded in self._decoded_chunks(todo, name, decode_cols):
             if decoded is None:
                 continue
             first, rows, cols = decoded
-            idx = np.arange(first, first + rows, dtype=np.int64)
             if windowed:
                 start = cols[tcol]
                 end = start + cols[dcol] if dcol else start
-                keep = (end >= lo) & (start <= hi)
+                keep = np.nonzero((end >= lo) & (start <= hi))[0]
                 cols = {k: v[keep] for k, v in cols.items()}
-                idx = idx[keep]
+                index.append(keep + first)
+            spans.append((first, rows))
             parts.append(cols)
-            index.append(idx)
         data: dict[str, object] = {}
         for col in wanted:
             kind = spec[col].kind
-            if parts:
+            if len(parts) == 1:
+                arr = parts[0][col]
+            elif parts:
                 arr = np.concatenate([p[col] for p in parts])
             else:
                 arr = np.zeros(0, dtype=np.uint32 if kind == "string" else
                                (np.float64 if kind == "float" else np.int64))
             data[col] = self._categorical(arr, f"{name}.{col}") if kind == "string" else arr
-        idx = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
-        return pd.DataFrame(data, index=pd.Index(idx, name="row"), columns=pd.Index(wanted, dtype=object))
+        if not windowed and all(f == sum(r for _, r in spans[:i]) for i, (f, _) in enumerate(spans)):
+            row_index: pd.Index = pd.RangeIndex(sum(r for _, r in spans), name="row")  # no index array needed
+        else:
+            if not windowed:
+                index = [np.arange(f, f + r, dtype=np.int64) for f, r in spans]
+            row_index = pd.Index(np.concatenate(index) if index else np.zeros(0, dtype=np.int64), name="row")
+        # copy=False: the arrays are fresh, so pandas need not consolidate them into a copied block
+        return pd.DataFrame(data, index=row_index, columns=pd.Index(wanted, dtype=object), copy=False)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, fully decoded."""
@@ -332,8 +341,9 @@ class TraceFile:
     def _skip_or_raise(self, e: TraceFormatError) -> None:
         if self.strict:
             raise e
-        self.skipped_chunks += 1
-        self.warnings.append(f"skipped corrupt chunk: {e}")
+        with self._lock:  # called from decode worker threads
+            self.skipped_chunks += 1
+            self.warnings.append(f"skipped corrupt chunk: {e}")
 
     def _chunk_message(self, c: ChunkRef) -> pb.Chunk | None:
         try:
@@ -342,20 +352,26 @@ class TraceFile:
             self._skip_or_raise(e)
             return None
 
-    def _chunk_messages(self, chunks: list[ChunkRef]) -> Iterator[tuple[ChunkRef, pb.Chunk | None]]:
-        """Messages of ``chunks`` in order; decompression of later chunks overlaps parsing of earlier ones."""
-        if len(chunks) < 3:
+    def _decode_one(self, c: ChunkRef, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
+        try:
+            msg = self._parse_chunk(c, self._chunk_raw(c))
+            return self._decode_chunk(c, msg, table, cols)
+        except TraceFormatError as e:
+            self._skip_or_raise(e)
+            return None
+
+    def _decoded_chunks(self, chunks: list[ChunkRef], table: str,
+                        cols: list[str]) -> Iterator[tuple[int, int, dict] | None]:
+        """(first_row, rows, columns) of each chunk, in order. Chunks are checksummed, decompressed, parsed
+        and converted to numpy in worker threads (zstd, crc32 and upb's parser release the GIL)."""
+        if len(chunks) < 2:
             for c in chunks:
-                yield c, self._chunk_message(c)
+                yield self._decode_one(c, table, cols)
             return
         with ThreadPoolExecutor(max_workers=_DECODE_THREADS) as pool:
-            futures = [pool.submit(self._chunk_raw, c) for c in chunks]
-            for c, fut in zip(chunks, futures):
-                try:
-                    yield c, self._parse_chunk(c, fut.result())
-                except TraceFormatError as e:
-                    self._skip_or_raise(e)
-                    yield c, None
+            futures = [pool.submit(self._decode_one, c, table, cols) for c in chunks]
+            for fut in futures:
+                yield fut.result()
 
     def _ensure_decoded_meta(self, c: ChunkRef) -> None:
         if c.rows < 0:
@@ -363,7 +379,7 @@ class TraceFile:
             c.rows = msg.rows if msg is not None else 0
             c.first_row = msg.first_row if msg is not None else 0
 
-    def _decode_chunk(self, c: ChunkRef, msg: pb.Chunk, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
+    def _decode_chunk(self, c: ChunkRef, msg: pb.Chunk, table: str, cols: list[str]) -> tuple[int, int, dict]:
         rows = msg.rows
         body = getattr(msg, table)
         spec = columns_of(table)
@@ -372,12 +388,7 @@ class TraceFile:
         try:
             out = read_message(body, spec, rows, cols)
         except (ValueError, OverflowError) as e:
-            err = self._err(CorruptTraceError, c.offset, f"table {table!r}: {e}")
-            if self.strict:
-                raise err from None
-            self.skipped_chunks += 1
-            self.warnings.append(f"skipped corrupt chunk: {err}")
-            return None
+            raise self._err(CorruptTraceError, c.offset, f"table {table!r}: {e}") from None
         n_strings = len(self._strings)
         for k, v in out.items():
             if spec[k].kind == "string" and len(v) and int(v.max()) >= n_strings:
