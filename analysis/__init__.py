@@ -32,7 +32,7 @@ from .dma import dma_queues, dma_sizes, dma_throughput
 from .flops import op_flops_and_bytes, instruction_work
 from .hot_ops import hot_ops
 from .recommend import recommendations
-from .roofline import roofline, roofline_ceilings
+from .roofline import roofline, roofline_ceilings, roofline_point_rows
 from .steps import step_window, steps
 from .summary import summary, summary_dict
 from .trace import Trace, TraceSet, load
@@ -53,7 +53,7 @@ def __getattr__(name: str):
 
 
 __all__ = ["load", "Trace", "TraceSet", "steps", "step_window", "summary", "summary_dict", "hot_ops",
-           "roofline", "roofline_ceilings", "collectives", "collectives_across_ranks",
+           "roofline", "roofline_ceilings", "roofline_point_rows", "collectives", "collectives_across_ranks",
            "collective_skew_matrix", "straggler_ranks", "dma_throughput", "dma_queues", "dma_sizes", "diff",
            "recommendations",
            "instruction_work", "op_flops_and_bytes", *_BREAKDOWN]

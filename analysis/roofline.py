@@ -2,8 +2,12 @@
 
 Definitions follow XProf (``anchors.md`` §2.1): roof(AI) = min(AI × memory bandwidth, peak FLOP/s),
 ridge point = peak / bandwidth, an op is memory bound when its AI is below the ridge point.
-Ceilings are per core (one NeuronCore, one whole GPU) because an op's time is the sum of its device rows'
-durations, i.e. a per-core rate. Matmul-family ops are judged against the matrix peak of their dtype,
+Ceilings are per core (one NeuronCore, one whole GPU). An op's time is its device elapsed time: for each
+invocation (host op), the union of the intervals of all its device rows - instructions on every engine and,
+on Neuron, the DMA transfers that feed it - summed over invocations. Counting only engine busy time would put
+memory-bound ops above the memory roof, since on a NeuronCore the engines read SBUF while DMA moves HBM data.
+The memory roof is per core: min(one HBM stack, the core's DMA bandwidth) on Neuron (Explorer's
+``memory_bound_ideal`` divides DMA bytes by ``dma_ddr_bandwidth``), HBM bandwidth on GPUs. Matmul-family ops are judged against the matrix peak of their dtype,
 other ops against the engine's vector peak (Vector/Scalar/GpSimd; "CUDA cores" on GPUs) when known.
 """
 from __future__ import annotations
@@ -28,11 +32,49 @@ def _specs(trace) -> dict[int, object]:
     return {int(d.index): d.spec for d in trace.header.devices}
 
 
-def _bw(spec) -> float:
+def _hbm_bw(spec) -> float:
     if spec is None:
         return math.nan
     v = spec.hbm_bandwidth_per_core_bytes_per_s or spec.hbm_bandwidth_bytes_per_s
     return float(v) if v else math.nan
+
+
+def _bw(spec) -> float:
+    """The per-core memory roof: HBM, capped by the core's DMA bandwidth when the device has one."""
+    hbm = _hbm_bw(spec)
+    dma = float(spec.dma_bandwidth_per_core_bytes_per_s) if spec is not None else 0.0
+    return min(hbm, dma) if dma and np.isfinite(hbm) else (dma or hbm)
+
+
+def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
+    """Σ of the union of [start, end) intervals per key (ns), vectorised: a Series indexed by key."""
+    if not len(key):
+        return pd.Series(dtype=float)
+    order = np.lexsort((start, key))
+    k, s0, e0 = key[order], start[order], end[order]
+    reach = pd.Series(e0).groupby(k).cummax().to_numpy()
+    prev = np.empty_like(reach)
+    prev[1:] = reach[:-1]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    prev[first] = np.iinfo(np.int64).min
+    covered = np.maximum(0, e0 - np.maximum(s0, prev))
+    return pd.Series(covered).groupby(k).sum()
+
+
+def _op_elapsed_ns(trace, w: pd.DataFrame) -> pd.Series:
+    """Device elapsed time per invocation (``framework_op`` row): union of its instructions and DMA."""
+    fop = w["framework_op"].to_numpy()
+    st = w["start_ts"].to_numpy()
+    en = st + w["duration_ns"].to_numpy()
+    dma = trace.table("dma", columns=["framework_op", "start_ts", "duration_ns"])
+    if len(dma):
+        d_f = dma["framework_op"].to_numpy()
+        d_s = dma["start_ts"].to_numpy()
+        fop, st = np.concatenate([fop, d_f]), np.concatenate([st, d_s])
+        en = np.concatenate([en, d_s + dma["duration_ns"].to_numpy()])
+    linked = fop >= 0
+    return union_by_key(fop[linked], st[linked], en[linked])
 
 
 def _peak_for(spec, is_matmul: bool, dtype: str, engine: str) -> float:
@@ -54,7 +96,7 @@ def roofline_ceilings(trace) -> pd.DataFrame:
     engine ("matrix" for the Tensor engine / tensor cores, else the vector engine name, "HBM"/"DMA" for
     memory roofs), dtype (canonical, '' for memory), peak_flops_per_s (FLOP/s per core; NaN for memory),
     bandwidth_bytes_per_s (per-core HBM roof; the DMA row gives the DMA roof), ridge_point (FLOP/byte =
-    peak / HBM bandwidth). Empty when the header lists no devices."""
+    peak / the memory roof = min(HBM, DMA) per core). Empty when the header lists no devices."""
     rows = []
     for d in trace.header.devices:
         s = d.spec
@@ -66,7 +108,7 @@ def roofline_ceilings(trace) -> pd.DataFrame:
         for eng, p in s.vector_flops_per_s.items():
             if p:
                 rows.append((int(d.index), d.name, "compute", eng, "float32", float(p), bw, M.ridge_point(p, bw)))
-        rows.append((int(d.index), d.name, "memory", "HBM", "", math.nan, bw, math.nan))
+        rows.append((int(d.index), d.name, "memory", "HBM", "", math.nan, _hbm_bw(s), math.nan))
         if s.dma_bandwidth_per_core_bytes_per_s:
             rows.append((int(d.index), d.name, "memory", "DMA", "", math.nan,
                          float(s.dma_bandwidth_per_core_bytes_per_s), math.nan))
@@ -77,7 +119,8 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     """Per (op, dtype, device): position on the roofline. Sorted by time_saved_at_roof_ns (descending).
 
     Columns: op, dtype, engine (engine with the most device time), device (header index, -1 unknown),
-    instructions, device_time_ns (Σ durations), flops (FLOP), hbm_bytes (bytes),
+    instructions, device_time_ns (Σ over invocations of the union of the op's instruction and DMA intervals),
+    flops (FLOP), hbm_bytes (bytes),
     arithmetic_intensity (FLOP/byte; NaN without bytes), achieved_flops_per_s, achieved_bandwidth_bytes_per_s,
     peak_flops_per_s (per-core ceiling for the dtype / engine), bandwidth_bytes_per_s (per-core HBM),
     ridge_point (FLOP/byte), roof_flops_per_s (min(AI × bw, peak)), bound ("memory" | "compute" | "unknown"),
@@ -90,7 +133,9 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     key = f"roofline:{by}"
     if key in trace._cache:
         return trace._cache[key]
-    w = instruction_work(trace)
+    w_all = instruction_work(trace)
+    elapsed = _op_elapsed_ns(trace, w_all)
+    w = w_all
     keep = (w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0)
     if not keep.all():
         w = w[keep]
@@ -108,7 +153,16 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     g, uniq = pd.factorize(combo)
     k = len(uniq)
     dur = w["duration_ns"].to_numpy()
-    t = np.bincount(g, weights=dur, minlength=k)
+    # device time: each invocation's elapsed time counted once, in the group of its first kept row;
+    # rows without a host op count their own duration
+    fop = w["framework_op"].to_numpy()
+    first_row = np.ones(len(fop), dtype=bool)
+    if len(fop):
+        _, first_idx = np.unique(fop, return_index=True)
+        first_row[:] = False
+        first_row[first_idx] = True
+    own = np.where(fop >= 0, np.where(first_row, elapsed.reindex(fop).fillna(0.0).to_numpy(), 0.0), dur)
+    t = np.bincount(g, weights=own, minlength=k)
     fl = np.bincount(g, weights=w["flops"].to_numpy(), minlength=k)
     by_ = np.bincount(g, weights=w["hbm_bytes"].to_numpy(), minlength=k)
     cnt = np.bincount(g, minlength=k)
@@ -158,3 +212,17 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     out = out.sort_values("time_saved_at_roof_ns", ascending=False, na_position="last").reset_index(drop=True)
     trace._cache[key] = out
     return out
+
+
+def roofline_point_rows(trace, point: int, by: str = "op") -> np.ndarray:
+    """Instruction row ids behind one roofline point (row ``point`` of ``roofline(trace, by)``): the
+    instructions of its (op, dtype, device) that carry FLOPs or bytes, grouped exactly as ``roofline`` does."""
+    pts = roofline(trace, by)
+    if point not in pts.index:
+        raise ValueError(f"no roofline point {point} in this trace (it has {len(pts)})")
+    p = pts.loc[point]
+    w = instruction_work(trace)
+    m = (w["device"].to_numpy() == int(p["device"])) & ((w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0))
+    for col, val in ((by, p[by if by == "op" else "module"]), ("dtype", p["dtype"])):
+        m &= w[col].cat.codes.to_numpy() == w[col].cat.categories.get_indexer([val])[0]  # -1 matches ''
+    return w.index.to_numpy()[m]

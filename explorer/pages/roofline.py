@@ -60,20 +60,6 @@ def _graph(ctx: Ctx, state: ViewState):
     return graph(figure(trace, analysis.roofline(trace), state), id="rf-graph")
 
 
-def point_rows(trace, point: int) -> np.ndarray:
-    """Instruction row ids behind one roofline point (row ``point`` of ``analysis.roofline``): the
-    instructions of its (op, dtype, device) with FLOPs or bytes, as ``analysis.roofline`` groups them."""
-    pts = analysis.roofline(trace)
-    if point not in pts.index:
-        raise ValueError(f"no roofline point {point} in {trace.name} (it has {len(pts)})")
-    p = pts.loc[point]
-    w = analysis.instruction_work(trace)
-    m = (w["device"].to_numpy() == int(p["device"])) & ((w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0))
-    for col in ("op", "dtype"):  # category code -1 (missing) is the '' of the roofline frame
-        m &= w[col].cat.codes.to_numpy() == w[col].cat.categories.get_indexer([p[col]])[0]
-    return w.index.to_numpy()[m]
-
-
 def _listed(value, options) -> tuple[str, ...] | None:
     """A filter's URL value: None when every option is chosen."""
     value = [str(v) for v in value or []]
@@ -105,7 +91,7 @@ def register(app, ctx: Ctx) -> None:
 
 def _selected(ctx: Ctx, state: ViewState, point: int):
     trace = trace_or_error(ctx, state)
-    rows = point_rows(trace, point)
+    rows = analysis.roofline_point_rows(trace, point)
     op = analysis.roofline(trace).loc[point, "op"]
     sel = ("instructions", int(rows[0])) if len(rows) else None
     return html.Div([html.B(str(op)), f" — {len(rows):,} instructions ",

@@ -2,6 +2,7 @@
 server-side level of detail; zoom re-queries the store; click opens event details with flows."""
 from __future__ import annotations
 
+import analysis
 import numpy as np
 import pandas as pd
 from dash import Input, Output, State, ctx as dash_ctx, dcc, html, no_update
@@ -11,7 +12,6 @@ from ..rows import COLOR_MODES, EVENT_TABLES, event_label
 from ..state import ViewState
 from ..viewport import ID_SHIFT, build_figure, query_view
 from .common import Ctx, error_box, guarded, note, search_of, window_href
-from .roofline import point_rows
 
 DETAIL_CHILDREN = 25
 
@@ -61,7 +61,7 @@ def _picked(index, point: int | None) -> dict | None:
         return None
     key = ("pick", point)
     if key not in index.memo:
-        index.memo[key] = index.picked("instructions", point_rows(index.trace, point))
+        index.memo[key] = index.picked("instructions", analysis.roofline_point_rows(index.trace, point))
     return index.memo[key]
 
 

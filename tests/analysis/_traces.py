@@ -8,6 +8,8 @@ from schemas import pb
 
 TRN2_PEAK_BF16 = neuron_device("trn2").spec.peak_flops_per_s["bfloat16"]
 TRN2_HBM_CORE = neuron_device("trn2").spec.hbm_bandwidth_per_core_bytes_per_s
+TRN2_DMA_CORE = neuron_device("trn2").spec.dma_bandwidth_per_core_bytes_per_s
+TRN2_MEM_ROOF = min(TRN2_HBM_CORE, TRN2_DMA_CORE)  # the roofline's per-core memory roof
 MM_FLOPS = int(TRN2_PEAK_BF16 * 1e-6)  # one microsecond of peak work
 
 

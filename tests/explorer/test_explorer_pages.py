@@ -226,10 +226,10 @@ def test_roofline_point_selects_its_instructions_on_the_timeline(ctx):
     tr = ctx.store.trace("single.nprof")
     pts = analysis.roofline(tr)
     point = int(pts["device_time_ns"].idxmax())
-    rows = roofline.point_rows(tr, point)
+    rows = analysis.roofline_point_rows(tr, point)
     work = analysis.instruction_work(tr).loc[rows]
     assert len(rows) == pts.loc[point, "instructions"]
-    assert work["duration_ns"].sum() == pytest.approx(pts.loc[point, "device_time_ns"])
+    assert work["flops"].sum() == pytest.approx(pts.loc[point, "flops"])
     assert set(work["op"].astype(str)) == {pts.loc[point, "op"]}
     # the figure's points carry their roofline row, the link carries it to the timeline
     fig = roofline.figure(tr, pts, ViewState(page="roofline", trace="single.nprof"))
