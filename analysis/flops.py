@@ -18,18 +18,15 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.runtime.simulated.lowering import classify, lower_signature
+
 from .metrics import canonical_dtype, dtype_bytes
+
+_MATRIX_CLASSES = ("matmul", "conv", "attention")
 
 MATRIX_ENGINES = ("Tensor", "TensorMatrix")
 COPY_ENGINES = ("Memcpy", "Memset")
 
-_MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-           "aten::addbmm", "aten::_scaled_mm", "aten::einsum"}
-_CONV = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
-         "aten::cudnn_convolution", "aten::convolution_overrideable", "aten::conv_transpose2d"}
-_SDPA = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-         "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
-         "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 _VIEWS = {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
           "aten::permute", "aten::expand", "aten::as_strided", "aten::slice", "aten::select",
           "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias", "aten::empty",
@@ -69,65 +66,6 @@ def _tensors(shapes, dtypes):
     return out
 
 
-def _matmul_flops(name: str, t: list) -> tuple[float, list | None]:
-    """(FLOPs, output shape) of matmul-family ops from tensor input shapes; (nan, None) if unparseable."""
-    shapes = [s for s, _ in t]
-    try:
-        if name in ("aten::mm", "aten::_scaled_mm") and len(shapes) >= 2:
-            (m, k), (_, n) = shapes[0][-2:], shapes[1][-2:]
-            return 2.0 * m * k * n, [m, n]
-        if name == "aten::addmm" and len(shapes) >= 3:
-            (m, k), (_, n) = shapes[1][-2:], shapes[2][-2:]
-            return 2.0 * m * k * n, [m, n]
-        if name in ("aten::bmm",) and len(shapes) >= 2:
-            b, m, k = shapes[0][-3:]
-            n = shapes[1][-1]
-            return 2.0 * b * m * k * n, [b, m, n]
-        if name in ("aten::baddbmm", "aten::addbmm") and len(shapes) >= 3:
-            b, m, k = shapes[1][-3:]
-            n = shapes[2][-1]
-            return 2.0 * b * m * k * n, [b, m, n]
-        if name == "aten::linear" and len(shapes) >= 2:
-            x, w = shapes[0], shapes[1]
-            k, n = x[-1], (w[0] if len(w) == 2 else 1)
-            rows = _numel(x[:-1])
-            return 2.0 * rows * k * n, list(x[:-1]) + [n]
-        if name == "aten::matmul" and len(shapes) >= 2:
-            a, b = shapes[0], shapes[1]
-            if len(a) == 1 and len(b) == 1:
-                return 2.0 * a[0], []
-            if len(b) == 1:
-                return 2.0 * _numel(a), list(a[:-1])
-            if len(a) == 1:
-                return 2.0 * _numel(b), list(b[:-2]) + [b[-1]]
-            m, k, n = a[-2], a[-1], b[-1]
-            batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
-            return 2.0 * _numel(batch) * m * k * n, list(batch) + [m, n]
-    except (ValueError, TypeError, IndexError):
-        pass
-    return float("nan"), None
-
-
-def _conv_flops(t: list, concrete) -> tuple[float, list | None]:
-    if len(t) < 2 or len(t[0][0]) < 3:
-        return float("nan"), None
-    x, w = t[0][0], t[1][0]
-    nd = len(x) - 2
-    stride, padding, dilation = [1] * nd, [(k - 1) // 2 for k in w[2:]], [1] * nd
-    if isinstance(concrete, list) and len(concrete) >= 6:  # (input, weight, bias, stride, padding, dilation, ...)
-        try:
-            stride = [int(v) for v in json.loads(concrete[3])] if concrete[3] else stride
-            padding = [int(v) for v in json.loads(concrete[4])] if concrete[4] else padding
-            dilation = [int(v) for v in json.loads(concrete[5])] if concrete[5] else dilation
-        except (ValueError, TypeError):
-            pass
-    stride, padding, dilation = ([v[0]] * nd if len(v) == 1 else v for v in (stride, padding, dilation))
-    out_sp = [max(1, (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1)
-              for i in range(nd)]
-    out = [x[0], w[0]] + out_sp
-    return 2.0 * _numel(out) * _numel(w[1:]), out
-
-
 @lru_cache(maxsize=65536)
 def _work_of(name: str, shapes_json: str, dtypes_json: str, args_json: str) -> tuple[float, float, str, bool]:
     """(FLOPs, bytes, dtype, is_matmul) of one op signature. FLOPs NaN when unknown; never raises on odd
@@ -159,25 +97,18 @@ def _work_of_unchecked(name: str, shapes_json: str, dtypes_json: str,
     elt = dtype_bytes(dtype) if dtype else np.nan
     elt = elt if math.isfinite(elt) else 4.0
     largest = max((_numel(s) for s, _ in t), default=0)
-    if name in _MATMUL:
-        f, out = _matmul_flops(name, t)
-        return f, in_bytes + (_numel(out) * elt if out is not None else 0.0), dtype, True
-    if name in _CONV:
+    if classify(name) in _MATRIX_CLASSES:
+        # matmul / conv / attention: the simulated runtime's op model is the one source of these formulas
         concrete = None
         if args_json:
             try:
                 concrete = json.loads(args_json).get("Concrete Inputs")
             except (ValueError, AttributeError):
                 concrete = None
-        f, out = _conv_flops(t, concrete)
-        return f, in_bytes + (_numel(out) * elt if out is not None else 0.0), dtype, True
-    if name in _SDPA and len(t) >= 3:
-        q, k, v = t[0][0], t[1][0], t[2][0]
-        if len(q) >= 2 and len(k) >= 2:
-            lq, e = q[-2], q[-1]
-            s_len, ev = k[-2], v[-1]
-            bh = _numel(q[:-2])
-            return 2.0 * bh * lq * s_len * (e + ev), in_bytes + bh * lq * ev * elt, dtype, True
+        w = lower_signature(name, shapes_json, dtypes_json, 0, concrete if isinstance(concrete, list) else None)
+        if w.cls in _MATRIX_CLASSES:
+            return float(w.flops), float(w.in_bytes + w.out_bytes), dtype, True
+        return float("nan"), in_bytes, dtype, True
     short = name.split("::", 1)[-1]
     if short in _POINTWISE:
         return float(_POINTWISE[short] * largest), in_bytes + largest * elt, dtype, False
@@ -202,7 +133,7 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     keys = pd.DataFrame({"name": _col(host_ops, "name").astype(str),
                          "s": _col(host_ops, "input_shapes").astype(str),
                          "d": _col(host_ops, "input_dtypes").astype(str)})
-    conv_mask = keys["name"].isin(_CONV)
+    conv_mask = keys["name"].map(lambda n: classify(n) == "conv").to_numpy(dtype=bool)
     keys["a"] = np.where(conv_mask, _col(host_ops, "args").astype(str), "")
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_work_of(*u) for u in uniq]

@@ -101,7 +101,7 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
                 concrete = e.concrete_inputs()
             except Exception:
                 concrete = None
-        flops = op_flops(name, shapes, concrete) if shapes else 0
+        flops = op_flops(name, shapes, concrete, dtypes) if shapes else 0
         if not flops and name not in _CONV_PARENTS:  # their aten::convolution child carries the count
             try:
                 flops = int(e.flops() or 0)

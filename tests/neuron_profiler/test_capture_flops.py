@@ -10,17 +10,21 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from neuron_profiler import NeuronConfig, NeuronProfiler, ProfileMode  # noqa: E402
-from neuron_profiler.capture.flops import conv_flops, matmul_flops, op_flops  # noqa: E402
+from neuron_profiler.capture.flops import op_flops  # noqa: E402
 from neuron_profiler.trace import read_trace  # noqa: E402
 
 
 def test_matmul_formulas():
-    assert matmul_flops([8, 16], [16, 32]) == 2 * 8 * 16 * 32
-    assert matmul_flops([4, 8, 16], [4, 16, 2]) == 2 * 4 * 8 * 16 * 2
-    assert matmul_flops([8, 16], [15, 32]) == 0
+    assert op_flops("aten::mm", [[8, 16], [16, 32]]) == 2 * 8 * 16 * 32
+    assert op_flops("aten::bmm", [[4, 8, 16], [4, 16, 2]]) == 2 * 4 * 8 * 16 * 2
+    assert op_flops("aten::mm", [[8, 16], [15, 32]]) == 0  # inner dimensions disagree
     assert op_flops("aten::addmm", [[32], [8, 16], [16, 32], [], []]) == 2 * 8 * 16 * 32
     assert op_flops("aten::linear", [[8, 16], [32, 16], [32]]) == 0  # parent of addmm: not counted twice
-    assert conv_flops([1, 3, 8, 8], [4, 3, 3, 3], [1, 1], [1, 1], [1, 1]) == 2 * 4 * 64 * 3 * 9
+    conv = [[1, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], [], [], []]
+    concrete = [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]
+    assert op_flops("aten::convolution", conv, concrete) == 2 * 4 * 64 * 3 * 9
+    concrete_s2 = [None, None, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1]  # stride 2, no padding: 3x3 out
+    assert op_flops("aten::convolution", conv, concrete_s2) == 2 * 4 * 9 * 3 * 9
 
 
 @pytest.mark.parametrize("stride,padding,groups,with_flops", [(1, 1, 1, False), (2, 0, 1, True), (1, 1, 2, False)])

@@ -195,7 +195,7 @@ def _mm_geometry(base: str, ts: list[Tensor | None]) -> tuple[int, int, int, int
         return None
     a, b = t[0].shape, t[1].shape
     if base == "linear":  # x[..., K] @ w[N, K]^T
-        if not a or len(b) not in (1, 2):
+        if not a or len(b) not in (1, 2) or b[-1] != a[-1]:
             return None
         n = b[0] if len(b) == 2 else 1
         return 1, math.prod(a[:-1]) if len(a) > 1 else 1, a[-1], n
@@ -206,6 +206,8 @@ def _mm_geometry(base: str, ts: list[Tensor | None]) -> tuple[int, int, int, int
     m = a[-2] if len(a) >= 2 else 1
     k = a[-1]
     n = b[-1] if len(b) >= 2 else 1
+    if (b[-2] if len(b) >= 2 else b[0]) != k:  # inner dimensions disagree: not a valid matmul record
+        return None
     batch_a, batch_b = a[:-2], b[:-2]
     nb = max(len(batch_a), len(batch_b))
     batch = 1
@@ -272,7 +274,11 @@ def _conv_geometry(base: str, ts: list[Tensor | None], concrete: list | None) ->
 def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
                     concrete: list | None = None) -> OpWork:
     """Device work of one op signature; ``cls == "none"`` when it produces none (non-compute op,
-    no tensor inputs, or unparsable shapes)."""
+    no tensor inputs, or unparsable shapes).
+
+    This is the project's one model of an op's FLOPs and bytes from its recorded shapes (Kineto
+    ``Input Dims`` / ``Input type`` as JSON; ``concrete``: Kineto's ``Concrete Inputs`` strings). Capture
+    (the ``flops`` column) and analysis (FLOPs of imported GPU ops) call it rather than re-deriving them."""
     cls = classify(name)
     if cls == "none":
         return OpWork("none")
