@@ -11,7 +11,9 @@ imported libraries on both sides):
 - ours, first import: ``neuron_profiler.importers.kineto.import_kineto(src, out)`` into a fresh temp dir;
 - ours, reopen: ``read_trace(out)`` + every table loaded as a DataFrame;
 - HTA: ``TraceAnalysis(trace_dir=<dir holding a symlink to src>)`` run by the HTA venv's python;
-- context: read + gunzip + ``orjson.loads`` alone (the floor of any importer that parses the whole JSON).
+- context: read + gunzip + one parse of the whole file with the parser our importer uses (orjson when
+  installed, else ``json``), and read + gunzip + the slice-by-slice parse our importer does
+  (``kineto_split``, events dropped unread): the floors of a full-parse import.
 Each is run ``--repeats`` times (default 3): median time, max peak RSS (2 shared cores: expect noise).
 
 Ratios = HTA load time / ours; targets: first import >= 5x faster, reopen >= 100x faster than HTA.
@@ -59,13 +61,14 @@ def _rss_now_mb() -> float:
 # ---------------------------------------------------------------- workers (each runs in its own subprocess)
 def worker_ours_import(src: str, out: str) -> dict:
     from neuron_profiler.importers.kineto import import_kineto
+    from neuron_profiler.importers.kineto_split import orjson
 
     base = _rss_now_mb()
     t0 = time.perf_counter()
     import_kineto(src, out)
     dt = time.perf_counter() - t0
     return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
-            "out_bytes": os.path.getsize(out)}
+            "out_bytes": os.path.getsize(out), "parser": "json" if orjson is None else "orjson"}
 
 
 def worker_ours_reopen(out: str) -> dict:
@@ -99,30 +102,51 @@ def worker_hta(src: str) -> dict:
 
 
 def worker_json_floor(src: str) -> dict:
-    """Lower bound of any importer that parses the whole JSON: read + gunzip + orjson.loads."""
+    """Lower bound of any importer that parses the whole JSON: read + gunzip + one parse, with the parser our
+    importer uses (orjson when installed, else the stdlib ``json``)."""
     import gzip
 
-    import orjson
+    try:
+        import orjson
 
+        loads, parser = orjson.loads, "orjson"
+    except ImportError:
+        loads, parser = (lambda b: json.loads(b.decode("utf-8"))), "json"
     base = _rss_now_mb()
     t0 = time.perf_counter()
     with open(src, "rb") as f:
         raw = f.read()
-    doc = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    doc = loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     dt = time.perf_counter() - t0
     return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
-            "events": len(doc.get("traceEvents", []))}
+            "events": len(doc.get("traceEvents", [])), "parser": parser}
+
+
+def worker_slice_floor(src: str) -> dict:
+    """The parse floor of our importer's approach: read + gunzip + parse slice by slice
+    (``kineto_split``), each slice's events dropped at once (no extraction)."""
+    from neuron_profiler.importers.kineto_read import read_bytes
+    from neuron_profiler.importers.kineto_split import iter_slices, orjson, split_document
+
+    base = _rss_now_mb()
+    t0 = time.perf_counter()
+    raw = read_bytes(src)
+    doc, ranges = split_document(raw)
+    n = sum(len(events) for events in iter_slices(raw, ranges))
+    dt = time.perf_counter() - t0
+    return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base, "events": n,
+            "parser": "json" if orjson is None else "orjson"}
 
 
 WORKERS = {"ours-import": worker_ours_import, "ours-reopen": worker_ours_reopen, "hta": worker_hta,
-           "json-floor": worker_json_floor}
+           "json-floor": worker_json_floor, "slice-floor": worker_slice_floor}
 
 
 # ---------------------------------------------------------------- driver
 def run_worker(python: str, mode: str, *args: str) -> dict:
     """Run one measurement in a fresh interpreter; returns its JSON result or {"error": ...}."""
     env = dict(os.environ, KINETO_LOG_LEVEL="6")
-    if mode.startswith("ours"):  # our package from this checkout; the HTA venv gets nothing of ours
+    if mode.startswith("ours") or mode == "slice-floor":  # our package; the HTA venv gets nothing of ours
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     cmd = [python, str(Path(__file__).resolve()), "--worker", mode, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)
@@ -154,7 +178,8 @@ def _median_of(runs: list[dict]) -> dict:
 def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dict:
     """Interleave the measurements (ours, HTA, ours, HTA...) so load drift on a shared box hits both alike."""
     res: dict = {"trace": name, "src": str(src), "src_bytes": src.stat().st_size}
-    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "hta": []}
+    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "slice_floor": [],
+                                   "hta": []}
     with tempfile.TemporaryDirectory(prefix="bench_import_") as d:
         for i in range(repeats):  # every import is a first import: fresh process, fresh output path
             out = str(Path(d) / f"{name}_{i}.nprof")
@@ -162,6 +187,7 @@ def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dic
             if "error" not in runs["ours_import"][-1]:
                 runs["ours_reopen"].append(run_worker(sys.executable, "ours-reopen", out))
             runs["json_floor"].append(run_worker(sys.executable, "json-floor", str(src)))
+            runs["slice_floor"].append(run_worker(sys.executable, "slice-floor", str(src)))
             if hta_python:
                 runs["hta"].append(run_worker(hta_python, "hta", str(src)))
     for key, lst in runs.items():
@@ -193,8 +219,13 @@ def summary_line(r: dict) -> str:
     if verdict:
         line += " [" + "; ".join(verdict) + "]"
     floor = r.get("json_floor", {}).get("time_s")
-    if floor and t_hta:
-        line += f"\n  (read+gunzip+orjson.loads alone: {floor:.2f} s -> at most {t_hta / floor:.1f}x for a full-parse import)"
+    sliced = r.get("slice_floor", {}).get("time_s")
+    if floor and sliced and t_hta:
+        jf = r["json_floor"]
+        line += (f"\n  (read+gunzip+{jf.get('parser', '?')}.loads of the whole file: {floor:.2f} s, peak "
+                 f"{jf['peak_rss_mb']:.0f} MB; read+gunzip+parse in slices as our importer does: {sliced:.2f} s -> "
+                 f"at most {t_hta / sliced:.1f}x for a full-parse import; our importer parsed with "
+                 f"{imp.get('parser', '?')})")
     errors = [f"  {k}: {v['error']}" for k, v in (("ours import", imp), ("ours reopen", reo), ("HTA", hta))
               if isinstance(v, dict) and "error" in v]
     return "\n".join([line, *errors])

@@ -14,6 +14,12 @@ Time: ``ts``/``dur`` are microseconds (with ns decimals) in every Kineto version
 changes how viewers display them; timestamps become int64 ns, offset by ``baseTimeNanoseconds`` when the
 file has it (Kineto writes ``ts`` relative to that base), so ranks of one run share a time axis.
 
+Pipeline (speed and peak memory): ``kineto_read`` gunzips the file; ``kineto_split`` parses the top-level keys
+once and ``traceEvents`` in slices of a few hundred KB (orjson when installed, else the stdlib); each slice is
+turned into flat columns by ``kineto_extract`` and freed before the next one is parsed; ``kineto_build``
+assembles the tables from those columns. Text that cannot be sliced safely is parsed whole, as is invalid
+JSON (for the exact error).
+
 Where events go: see ``kineto_build``. GPU user annotations (``gpu_user_annotation``) are host_ops with that
 category on the stream's track: they are labels over kernels, not device work, so ``instructions`` holds
 kernels / memcpy / memset / syncs only and no analysis counts annotation spans as kernel time.
@@ -28,8 +34,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from neuron_profiler.importers.kineto_build import build_trace
-from neuron_profiler.importers.kineto_read import load_document
+from neuron_profiler.importers.kineto_build import build_from_columns
+from neuron_profiler.importers.kineto_extract import EventColumns
+from neuron_profiler.importers.kineto_read import decode_text, parse_json, read_bytes
+from neuron_profiler.importers.kineto_split import SliceError, iter_slices, split_document
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
 from neuron_profiler.trace.errors import TraceFormatError
 
@@ -37,6 +45,7 @@ __all__ = ["import_kineto", "import_directory", "load_kineto_builder", "default_
            "is_kineto_file", "dir_writable"]
 
 _SUFFIXES = (".json.gz", ".json")
+_LIST_SLICE = 20000  # events extracted per step from an already parsed event list
 
 
 def is_kineto_file(path: str | Path) -> bool:
@@ -104,9 +113,39 @@ def load_kineto_builder(src: str | Path, *, run_id: str = "",
     stage = stage or (lambda _s: None)
     with _gc_paused():
         stage("read")
-        doc = load_document(src)
-        stage("parse")
-        return build_trace(doc, str(src), run_id=run_id, stage=stage)
+        doc, ev = _read_events(src, stage)
+        return build_from_columns(doc, ev, str(src), run_id=run_id, stage=stage)
+
+
+def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any], EventColumns]:
+    """Read ``src`` and extract its events: slice by slice when the text allows it (``kineto_split``),
+    else from the whole parsed document (which also gives the exact error for invalid input)."""
+    if src.is_dir():
+        raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
+    raw = read_bytes(src)
+    stage("parse")
+    split = split_document(raw) if raw and not raw.isspace() else None
+    if split is not None:
+        doc, ranges = split
+        ev = EventColumns()
+        try:
+            for events in iter_slices(raw, ranges):
+                ev.add(events)
+                del events
+        except SliceError:
+            pass
+        else:
+            del raw
+            doc.pop("traceEvents")
+            return doc, ev
+    doc = parse_json(decode_text(raw, src), str(src))
+    del raw
+    events = doc.pop("traceEvents")
+    ev = EventColumns()
+    while events:  # extract and free the parsed events a slice at a time
+        ev.add(events[:_LIST_SLICE])
+        del events[:_LIST_SLICE]
+    return doc, ev
 
 
 def import_kineto(src: str | Path, out: str | Path | None = None, *, progress: bool = True,

@@ -19,59 +19,20 @@ import pandas as pd
 
 from neuron_profiler.importers import kineto_counters as kc
 from neuron_profiler.importers.kineto_collectives import collective_rows
-from neuron_profiler.importers.kineto_events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES,
-                                                     KNOWN_CATEGORIES, RUNTIME_CATEGORIES, in_set, int_column,
-                                                     key_codes, map_values, split_events, x_frame)
-from neuron_profiler.importers.kineto_links import flow_frame, resolve_links
+from neuron_profiler.importers.kineto_events import (DEVICE_CATEGORIES, KNOWN_CATEGORIES, RUNTIME_CATEGORIES,
+                                                     int_column, key_codes, map_values)
+from neuron_profiler.importers.kineto_extract import (MISSING_STREAM, ANNOTATION, DEVICE, HOST, TRACE, EventColumns,
+                                                      dumps, safe_dumps)
+from neuron_profiler.importers.kineto_links import resolve_links
 from neuron_profiler.importers.kineto_stacks import operator_stacks
 from neuron_profiler.importers.kineto_tracks import TrackTable, add_devices, read_meta
 from neuron_profiler.trace import TraceBuilder, make_header
 from neuron_profiler.trace.errors import TraceFormatError
 
-try:
-    import orjson
-
-    def _dumps(v: Any) -> str:
-        return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
-except ImportError:  # pragma: no cover
-    import json
-
-    def _dumps(v: Any) -> str:
-        return json.dumps(v, separators=(",", ":"), default=str)
-
 PRODUCER = "neuron_profiler.importers.kineto"
-_MISSING = -(2**62)
 _OP_PRIO = {"cpu_op": 0, "Operator": 0, "user_annotation": 1}
 _DEVICE_KIND = {"mtia_ccp_events": "mtia"}
-
-
-def _safe_dumps(v: Any) -> str:
-    try:
-        return _dumps(v)
-    except (TypeError, ValueError):
-        return ""
-
-
-#: args stored in their own columns, or Kineto-internal per-event ids ("Ev Idx" = position in Kineto's event
-#: list, "Record function id"): left out of the ``args`` JSON so that equal args give equal (interned) strings
-_HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input Dims", "Input type", "flops",
-                        "Ev Idx", "Record function id"})
-_INSTR_DROP = frozenset({"correlation", "Ev Idx"})
-
-
-def _args_json(args: list[dict[str, Any]], drop: frozenset[str]) -> np.ndarray:
-    """Each event's Kineto args as JSON without the ``drop`` keys ("" when nothing is left)."""
-    out = np.empty(len(args), dtype=object)
-    out[:] = [("" if not a else _safe_dumps({k: v for k, v in a.items() if k not in drop})
-               if not drop.isdisjoint(a) else _safe_dumps(a)) for a in args]
-    out[out == "{}"] = ""
-    return out
-
-
-def _json_or_empty(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = ["" if v is None else _safe_dumps(v) for v in values]
-    return out
+_SLICE = 20000  # events extracted per step when the whole event list is already parsed
 
 
 def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
@@ -84,7 +45,7 @@ def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
     meta = {}
     for k, v in doc.items():
         if k not in ("traceEvents", "deviceProperties"):
-            meta[f"kineto.{k}"] = v if isinstance(v, str) else _safe_dumps(v)
+            meta[f"kineto.{k}"] = v if isinstance(v, str) else safe_dumps(v)
     if not isinstance(dist, dict):
         meta["kineto.distributedInfo"] = "absent: imported as rank 0 of world 1"
     return rank, world, meta
@@ -92,18 +53,28 @@ def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
 
 def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
                 stage: Callable[[str], None] | None = None) -> TraceBuilder:
-    """Build the in-memory trace of one Kineto document (``{"traceEvents": [...], ...}``); the document's
-    ``traceEvents`` list is removed from ``doc`` (its events are freed as soon as they are columns).
+    """Build the in-memory trace of one parsed Kineto document (``{"traceEvents": [...], ...}``); the
+    document's ``traceEvents`` list is removed from ``doc`` and emptied slice by slice as it is extracted."""
+    events = doc.pop("traceEvents")
+    ev = EventColumns()
+    while events:  # extract and free the events a slice at a time
+        ev.add(events[:_SLICE])
+        del events[:_SLICE]
+    return build_from_columns(doc, ev, source, run_id=run_id, stage=stage)
+
+
+def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, run_id: str = "",
+                       stage: Callable[[str], None] | None = None) -> TraceBuilder:
+    """Build the in-memory trace from extracted events (``ev``) and the document's other top-level keys.
 
     Warns (``UserWarning``) with counts of skipped events and of unknown categories; raises
     ``TraceFormatError`` when the document has events but none of them can be read."""
     stage = stage or (lambda _s: None)
-    events = doc.pop("traceEvents")  # taken over: the event dicts are freed once split into columns
-    n_events = len(events)
-    split = split_events(events)
-    del events
-    if n_events and not (split.n_x or split.instants or split.counters or split.meta):
-        reasons = ", ".join(f"{n} {r}" for r, n in split.skipped.most_common())
+    n_events = ev.n_events
+    x = ev.finish()
+    n_x = len(x["cls"])
+    if n_events and not (n_x or ev.n_instants or ev.n_counters or ev.meta):
+        reasons = ", ".join(f"{n} {r}" for r, n in ev.skipped.most_common())
         raise TraceFormatError(f"{source}: none of the {n_events} events could be read ({reasons})")
     rank, world, meta = _header_fields(doc)
     base = doc.get("baseTimeNanoseconds")
@@ -115,40 +86,39 @@ def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
     b = TraceBuilder(hdr)
     stage("columns")
 
-    df, args = x_frame(split)
-    cat = df["cat"]
-    is_trace = cat == "Trace"
-    engine = map_values(cat, DEVICE_CATEGORIES.get)
-    is_dev = (engine != None) & ~is_trace  # noqa: E711 - elementwise comparison
-    is_anno = in_set(cat, DEVICE_ANNOTATION_CATEGORIES)
-    is_host = ~(is_dev | is_anno | is_trace)
-    skipped = split.skipped
-    pid, tid = df["pid"], df["tid"]
-    start = df["start_ts"] + base_ns
-    dur = df["duration_ns"]
+    cat, cls = x["cat"], x["cls"]
+    is_trace = cls == TRACE
+    is_dev = cls == DEVICE
+    is_anno = cls == ANNOTATION
+    is_host = cls == HOST
+    skipped = Counter(ev.skipped)
+    pid, tid = x["pid"], x["tid"]
+    pid_k, tid_k = x["pid_key"], x["tid_key"]  # int64 codes of pid / tid, for hashing
+    start = x["start_ts"] + base_ns
+    dur = x["duration_ns"]
 
     # device id / stream of device-side rows: args.device / args.stream, else Kineto pid / tid
     dev_rows = np.flatnonzero(is_dev | is_anno)
-    d_arg = int_column([args[i].get("device") for i in dev_rows])
-    s_arg = int_column([args[i].get("stream") for i in dev_rows], _MISSING)
-    pid_int = int_column(list(pid[dev_rows]))
-    tid_int = int_column(list(tid[dev_rows]))
+    d_arg = x["device"][dev_rows]
+    s_arg = x["stream"][dev_rows]
+    pid_int = int_column(pid[dev_rows].tolist())
+    tid_int = int_column(tid[dev_rows].tolist())
     annos = is_anno[dev_rows]
     dev_id = np.where((d_arg >= 0) & ~annos, d_arg, pid_int)
     # an explicit stream -1 (device-wide "Event Sync") stays -1; a missing one falls back to the tid
-    stream = np.where((s_arg != _MISSING) & ~annos, s_arg, tid_int)
+    stream = np.where((s_arg != MISSING_STREAM) & ~annos, s_arg, tid_int)
     bad_dev = dev_id < 0
     if bad_dev.any():
         skipped["device event without a device id"] += int(bad_dev.sum())
         is_dev[dev_rows[bad_dev]] = False
         is_anno[dev_rows[bad_dev]] = False
         dev_rows, dev_id, stream = dev_rows[~bad_dev], dev_id[~bad_dev], stream[~bad_dev]
-    mem = kc.memory_samples(split.instants, skipped)
-    ctr = kc.counter_samples(split.counters, skipped)
-    flows, bad_flows = flow_frame(split.flows)
+    mem, ctr = x["mem"], ev.ctr
+    skipped.update(ev.skipped_memory)
+    skipped.update(ev.skipped_counters)
+    flows = pd.DataFrame(x.pop("flows"))
     flows["ts"] += base_ns
-    skipped["unreadable flow event"] += bad_flows
-    split.flows, split.instants, split.counters = [], [], []  # free those event dicts early (peak memory)
+    skipped["unreadable flow event"] += ev.bad_flows
     used: dict[int, str] = {}
     for r, d in zip(dev_rows.tolist(), dev_id.tolist()):
         if d not in used:
@@ -156,7 +126,7 @@ def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
     for d in np.unique(mem[1]).tolist():
         if d >= 0 and d not in used:
             used[d] = "gpu"
-    tracks = TrackTable(b, read_meta(split.meta), rank)
+    tracks = TrackTable(b, read_meta(ev.meta), rank)
     unknown_devices = add_devices(b, tracks, used, doc)
     if unknown_devices:
         b.header.metadata["devices_without_spec"] = "; ".join(unknown_devices) + \
@@ -167,75 +137,88 @@ def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
     h_rows = np.flatnonzero(is_host | is_anno)
     h_order = np.lexsort((-dur[h_rows], start[h_rows]))
     h_rows = h_rows[h_order]
-    dev_of = dict(zip(dev_rows.tolist(), zip(dev_id.tolist(), stream.tolist())))
-    h_track = _host_tracks(tracks, h_rows, is_anno, dev_of, pid, tid)
-    h_args = [args[r] for r in h_rows]
+    dev_of = np.full((n_x, 2), -1, dtype=np.int64)  # x row -> (device id, stream) of device-side rows
+    dev_of[dev_rows, 0], dev_of[dev_rows, 1] = dev_id, stream
+    h_track = _host_tracks(tracks, h_rows, is_anno, dev_of, pid, tid, pid_k, tid_k)
     h_cat = cat[h_rows]
-    unknown = Counter({c: n for c, n in pd.Series(h_cat).value_counts().items() if c not in KNOWN_CATEGORIES})
-    host = pd.DataFrame({
-        "pid": pid[h_rows], "tid": tid[h_rows], "start_ts": start[h_rows], "duration_ns": dur[h_rows],
-        "correlation_id": int_column([a.get("correlation") for a in h_args]),
-        "external_id": int_column([a.get("External id") for a in h_args]),
-        "sequence_number": int_column([a.get("Sequence number") for a in h_args]),
-    })
-    flops = int_column([a.get("flops") for a in h_args], 0)
-    flops[flops < 0] = 0
-    names = df["name"]
+    h_codes, h_uniq = pd.factorize(h_cat)
+    h_uniq = np.asarray(h_uniq, dtype=object)
+
+    def cat_mask(members: Any) -> np.ndarray:
+        return np.asarray([c in members for c in h_uniq] + [False], dtype=bool)[h_codes]
+
+    unknown_mask = ~cat_mask(KNOWN_CATEGORIES)
+    unknown = Counter({c: n for c, n in pd.Series(h_cat[unknown_mask]).value_counts().items()}) \
+        if unknown_mask.any() else Counter()
+    h_start, h_dur = start[h_rows], dur[h_rows]
+    host = {"pid": pid_k[h_rows], "tid": tid_k[h_rows], "start_ts": h_start, "duration_ns": h_dur,
+            "correlation_id": x["corr"][h_rows], "external_id": x["ext"][h_rows],
+            "sequence_number": x["seq"][h_rows]}
+    names = x["name"]
     h_names = names[h_rows]
-    op_prio = map_values(h_cat, lambda c: _OP_PRIO.get(c, 9)).astype(np.int64)
-    thread_key = np.asarray(h_track, dtype=np.int64)
-    stacks = operator_stacks(h_cat == "python_function", in_set(h_cat, ["cpu_op", "Operator"]), thread_key,
-                             host["start_ts"].to_numpy(), (host["start_ts"] + host["duration_ns"]).to_numpy(),
-                             h_names, h_args)
+    op_prio = np.asarray([_OP_PRIO.get(c, 9) for c in h_uniq] + [9], dtype=np.int64)[h_codes]
+    is_py = cat_mask({"python_function"})
+    stacks = None
+    if is_py.any():
+        py_pos = np.flatnonzero(is_py)
+        frames = {h: ev.py_frames[r] for h, r in zip(py_pos.tolist(), h_rows[py_pos].tolist())}
+        stacks = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
+                                 h_start, h_start + h_dur, h_names, frames)
     host_cols = {
-        "track": h_track, "name": h_names, "category": h_cat, "start_ts": host["start_ts"].to_numpy(),
-        "duration_ns": host["duration_ns"].to_numpy(),
-        "input_shapes": _json_or_empty([a.get("Input Dims") for a in h_args]),
-        "input_dtypes": _json_or_empty([a.get("Input type") for a in h_args]),
-        "sequence_number": host["sequence_number"].to_numpy(), "correlation_id": host["correlation_id"].to_numpy(),
-        "external_id": host["external_id"].to_numpy(), "flops": flops,
-        "args": _args_json(h_args, _HOST_DROP),
+        "track": h_track, "name": h_names, "category": h_cat, "start_ts": h_start, "duration_ns": h_dur,
+        "input_shapes": x["input_shapes"][h_rows], "input_dtypes": x["input_dtypes"][h_rows],
+        "sequence_number": host["sequence_number"], "correlation_id": host["correlation_id"],
+        "external_id": host["external_id"], "flops": x["flops"][h_rows],
+        "args": x["args"][h_rows],
     }
     if stacks is not None:
         host_cols["stack"] = stacks
-    # keep only what collectives need, and free every other host event's args dict now (peak memory)
-    h_coll_args = {j: a for j, a in enumerate(h_args) if "Collective name" in a}
+    for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
+        if not (host_cols[c] != "").any():
+            del host_cols[c]
+    # x row -> host row / instruction row, for the args kept for collectives
     i_rows = np.flatnonzero(is_dev)
     i_rows = i_rows[np.argsort(start[i_rows], kind="stable")]
-    i_args = [args[r] for r in i_rows]
-    del h_args, args
-    split.x_cols = ()
+    row_of = np.full(n_x, -1, dtype=np.int64)
+    row_of[h_rows] = np.arange(len(h_rows))
+    h_coll_args = {int(row_of[r]): a for r, a in ev.coll_args.items() if row_of[r] >= 0}
+    row_of[:] = -1
+    row_of[i_rows] = np.arange(len(i_rows))
+    i_coll_args = {int(row_of[r]): a for r, a in ev.coll_args.items() if row_of[r] >= 0}
+    del row_of
     stage("instructions")
 
     # ---- instructions, sorted by start
-    i_track = _stream_tracks(tracks, i_rows, dev_of, tid)
-    i_engine = engine[i_rows]
+    i_track = _stream_tracks(tracks, i_rows, dev_of[i_rows, 0], dev_of[i_rows, 1], tid, tid_k)
+    i_cat = cat[i_rows]
+    i_engine = map_values(i_cat, DEVICE_CATEGORIES.get)
     i_names = names[i_rows]
-    nbytes = int_column([a.get("bytes") for a in i_args], 0)
-    nbytes[nbytes < 0] = 0
+    nbytes = x["bytes"][i_rows]
     is_memset = i_engine == "Memset"
     is_memcpy = i_engine == "Memcpy"
-    htod = np.fromiter((m and "HtoD" in n for m, n in zip(is_memcpy.tolist(), i_names.tolist())), bool, len(i_names))
-    dtoh = np.fromiter((m and "DtoH" in n for m, n in zip(is_memcpy.tolist(), i_names.tolist())), bool, len(i_names))
-    instr = pd.DataFrame({
-        "pid": pid[i_rows], "tid": tid[i_rows], "start_ts": start[i_rows],
-        "correlation_id": int_column([a.get("correlation") for a in i_args]),
-        "external_id": int_column([a.get("External id") for a in i_args]),
-    })
-    links = resolve_links(host, instr, flows, in_set(h_cat, RUNTIME_CATEGORIES), op_prio)
+    htod = is_memcpy & map_values(i_names, lambda n: "HtoD" in n).astype(bool)
+    dtoh = is_memcpy & map_values(i_names, lambda n: "DtoH" in n).astype(bool)
+    instr = {"pid": pid_k[i_rows], "tid": tid_k[i_rows], "start_ts": start[i_rows],
+             "correlation_id": x["corr"][i_rows], "external_id": x["ext"][i_rows]}
+    runtime_mask = cat_mask(RUNTIME_CATEGORIES)
+    links = resolve_links(host, instr, flows, runtime_mask, op_prio)
     del host, flows
     stage("collectives")
-    coll = collective_rows(i_names, i_args, i_track, start[i_rows], dur[i_rows], links["framework_op"],
-                           h_names, h_coll_args, h_track, host_cols["start_ts"], host_cols["duration_ns"], world)
+    i_start, i_dur = start[i_rows], dur[i_rows]
+    coll = collective_rows(i_names, i_coll_args, i_track, i_start, i_dur, links["framework_op"],
+                           h_names, h_coll_args, h_track, h_start, h_dur, world)
     i_cols = {
-        "track": i_track, "start_ts": start[i_rows], "duration_ns": dur[i_rows], "engine": i_engine,
-        "opcode": cat[i_rows], "name": i_names, "framework_op": links["framework_op"],
-        "correlation_id": instr["correlation_id"].to_numpy(),
+        "track": i_track, "start_ts": i_start, "duration_ns": i_dur, "engine": i_engine,
+        "opcode": i_cat, "name": i_names, "framework_op": links["framework_op"],
+        "correlation_id": instr["correlation_id"],
         "hbm_read_bytes": np.where(is_memcpy & ~htod, nbytes, 0),
         "hbm_write_bytes": np.where(is_memset | (is_memcpy & ~dtoh), nbytes, 0),
-        "args": _args_json(i_args, _INSTR_DROP),
+        "args": x["args"][i_rows],
     }
-    del i_args, split, instr  # the event args dicts are no longer needed: free them first
+    main_rows = h_rows[~is_py]
+    main_keys = pd.Series(pid_k[main_rows]).value_counts()  # the process with most host ops
+    main_pid = pid[main_rows[np.argmax(pid_k[main_rows] == main_keys.index[0])]] if len(main_keys) else None
+    del x, instr
     b.add_rows("host_ops", host_cols)
     del host_cols
     b.add_rows("instructions", i_cols)
@@ -252,52 +235,57 @@ def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
         b.footer_metadata["kineto.profiler_span_ns"] = f"{start[span]},{dur[span]}"
     skipped = Counter({k: v for k, v in skipped.items() if v})
     if skipped:
-        b.footer_metadata["skipped_events"] = _dumps(dict(skipped))
+        b.footer_metadata["skipped_events"] = dumps(dict(skipped))
         warnings.warn(f"{source}: skipped {sum(skipped.values())} unreadable events: " +
                       ", ".join(f"{n} {r}" for r, n in skipped.most_common()), stacklevel=3)
     if unknown:
-        b.footer_metadata["unknown_categories"] = _dumps(dict(unknown))
+        b.footer_metadata["unknown_categories"] = dumps(dict(unknown))
         warnings.warn(f"{source}: {sum(unknown.values())} events with unknown categories imported as host ops: "
                       + ", ".join(f"{c!r}: {n}" for c, n in unknown.most_common()), stacklevel=3)
-    main_pid = pd.Series(pid[h_rows][h_cat != "python_function"]).value_counts()
-    if len(main_pid) and type(main_pid.index[0]) is int:
-        b.header.process_id = int(main_pid.index[0])
+    if type(main_pid) is int:
+        b.header.process_id = main_pid
     return b
 
 
-def _host_tracks(tracks: TrackTable, rows: np.ndarray, is_anno: np.ndarray, dev_of: dict[int, tuple[int, int]],
-                 pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+def _host_tracks(tracks: TrackTable, rows: np.ndarray, is_anno: np.ndarray, dev_of: np.ndarray,
+                 pid: np.ndarray, tid: np.ndarray, pid_k: np.ndarray, tid_k: np.ndarray) -> np.ndarray:
     """Track id per host row: its (pid, tid) thread track, or the stream track for device annotations;
-    one TrackTable call per distinct thread."""
+    one TrackTable call per distinct thread (``pid_k``/``tid_k``: the same ids as hash keys)."""
     out = np.empty(len(rows), dtype=np.int64)
     anno = is_anno[rows]
     th = np.flatnonzero(~anno)
     if len(th):
-        pc, tc = key_codes(pid[rows[th]], tid[rows[th]])
+        pc, tc = key_codes(pid_k[rows[th]], tid_k[rows[th]])
         code = pc * (int(tc.max()) + 1) + tc
         uniq, first, inv = np.unique(code, return_index=True, return_inverse=True)
         ids = np.asarray([tracks.thread_track(pid[rows[th[i]]], tid[rows[th[i]]]) for i in first.tolist()],
                          dtype=np.int64)
         out[th] = ids[inv.reshape(-1)]
     for j in np.flatnonzero(anno).tolist():
-        out[j] = tracks.stream_track(*dev_of[int(rows[j])])
+        out[j] = tracks.stream_track(*map(int, dev_of[rows[j]]))
     return out
 
 
-def _stream_tracks(tracks: TrackTable, rows: np.ndarray, dev_of: dict[int, tuple[int, int]],
-                   tid: np.ndarray) -> np.ndarray:
-    """Stream track id per device row (one ``stream_track`` call per distinct (device, stream, tid))."""
-    cache: dict[tuple[int, int, Any], int] = {}
-    out = np.empty(len(rows), dtype=np.int64)
-    tids = tid[rows].tolist()
-    for j, r in enumerate(rows.tolist()):
-        d, s = dev_of[r]
-        k = (d, s, tids[j])
-        t = cache.get(k)
-        if t is None:
-            t = cache[k] = tracks.stream_track(d, s, tids[j])
-        out[j] = t
-    return out
+def _stream_tracks(tracks: TrackTable, rows: np.ndarray, dev_id: np.ndarray, stream: np.ndarray,
+                   tid: np.ndarray, tid_k: np.ndarray) -> np.ndarray:
+    """Stream track id per device row (``dev_id``/``stream`` aligned with ``rows``): one ``stream_track``
+    call per distinct (device, stream, tid), in order of first appearance."""
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    (tc,) = key_codes(tid_k[rows])
+    dc, ds = pd.factorize(dev_id)[0], pd.factorize(stream)[0]
+    codes, first = _first_codes((dc * (int(ds.max()) + 1) + ds) * (int(tc.max()) + 1) + tc)
+    ids = np.asarray([tracks.stream_track(int(dev_id[j]), int(stream[j]), tid[rows[j]]) for j in first.tolist()],
+                     dtype=np.int64)
+    return ids[codes]
+
+
+def _first_codes(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``key`` in order of first appearance, and the position of each code's first row."""
+    codes, uniq = pd.factorize(key)
+    first = np.full(len(uniq), len(key), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(key)))
+    return codes, first
 
 
 def _add_counters(b: TraceBuilder, tracks: TrackTable, mem: tuple, ctr: list[tuple], base_ns: int) -> None:

@@ -7,10 +7,12 @@ factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather / reduce_scatter / all_to
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
 
@@ -26,6 +28,7 @@ _OPS = (
     ("barrier", "barrier"), ("reduce", "reduce"), ("gather", "gather"), ("scatter", "scatter"),
     ("send", "send"), ("recv", "recv"),
 )
+_NO_ARGS: dict[str, Any] = {}
 _NOT_COLLECTIVES = frozenset({"wait", "", "init", "finalize"})
 _BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
                "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
@@ -47,6 +50,7 @@ def normalize_operation(name: str) -> str:
     return s
 
 
+@functools.lru_cache(maxsize=4096)
 def kernel_operation(kernel_name: str) -> tuple[str, str, str]:
     """(operation, algorithm, dtype) parsed from an NCCL/RCCL kernel name, e.g.
     ``ncclKernel_AllReduce_RING_LL_Sum_float`` -> ("all_reduce", "ring", "float32"); ("", "", "") if not one."""
@@ -96,23 +100,27 @@ def _meta_row(a: dict[str, Any], fallback_op: str) -> dict[str, Any]:
             "num_elements": max(n_in, n_out), "dtype": dtype}
 
 
-def collective_rows(instr_names: np.ndarray, instr_args: list[dict[str, Any]], instr_track: np.ndarray,
+def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any]], instr_track: np.ndarray,
                     instr_start: np.ndarray, instr_dur: np.ndarray, framework_op: np.ndarray,
                     host_names: np.ndarray, host_args: dict[int, dict[str, Any]], host_track: np.ndarray,
                     host_start: np.ndarray, host_dur: np.ndarray, world_size: int) -> dict[str, Any]:
     """Column dict of the ``collectives`` table (see module doc); rows in start order.
 
-    ``host_args``: args of the host rows that carry collective metadata (row -> Kineto args)."""
+    ``instr_args`` / ``host_args``: args of the instruction / host rows that carry collective metadata
+    (row -> Kineto args)."""
     rows: list[dict[str, Any]] = []
     used_host: set[int] = set()
-    for i, (name, a) in enumerate(zip(instr_names, instr_args)):
+    codes, uniq = pd.factorize(np.asarray(instr_names, dtype=object))
+    nccl = np.asarray([bool(_NCCL_KERNEL_OP.match(str(n))) for n in uniq] + [False], dtype=bool)[codes]
+    for i in sorted(set(np.flatnonzero(nccl).tolist()) | set(instr_args)):  # NCCL kernels, rows with metadata
+        name, a = instr_names[i], instr_args.get(i, _NO_ARGS)
         has_meta = "Collective name" in a
         if not has_meta and not _NCCL_KERNEL_OP.match(name):
             continue
         k_op, algo, k_dtype = kernel_operation(name)
         fop = int(framework_op[i])
         meta_src = a
-        if not has_meta and fop >= 0 and "Collective name" in host_args.get(fop, {}):
+        if not has_meta and fop >= 0 and "Collective name" in host_args.get(fop, _NO_ARGS):
             meta_src = host_args[fop]  # kernel without metadata: use its record_param_comms
         if "Collective name" in meta_src:
             r = _meta_row(meta_src, k_op)

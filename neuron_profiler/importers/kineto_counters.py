@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from neuron_profiler.importers.kineto_events import ok_ts, us_to_ns
+from neuron_profiler.importers.kineto_events import MAX_US, ok_ts, us_to_ns
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
 _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU
@@ -16,31 +17,88 @@ _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU
 
 def memory_samples(instants: list[dict[str, Any]], skipped: Counter) -> tuple[np.ndarray, ...]:
     """``[memory]`` events -> column arrays (pid, device id or -1 for host memory, counter name, ts_ns, bytes),
-    one sample per event and counter (Total Allocated, Total Reserved)."""
+    one sample per event and counter (Total Allocated, Total Reserved), in event order."""
     mem = [e for e in instants if e.get("name") == "[memory]"]
+    fast = _fast_memory(mem)
+    if fast is not None:
+        return fast
     good = [e for e in mem if ok_ts(e.get("ts")) and isinstance(e.get("args"), dict)]
     skipped["[memory] event without ts or args"] += len(mem) - len(good)
-    pids, devs, names, ts, vals = [], [], [], [], []
-    if good:
-        t_all = us_to_ns([e["ts"] for e in good]).tolist()
-        for e, t in zip(good, t_all):
-            a = e["args"]
-            dtype, did = a.get("Device Type"), a.get("Device Id")
-            dev = did if type(did) is int and did >= 0 and type(dtype) is int and dtype != _CPU_DEVICE_TYPE else -1
-            for k in _MEMORY_KEYS:
-                v = a.get(k)
-                if type(v) in (int, float):
-                    pids.append(e.get("pid") if type(e.get("pid")) in (int, str) else repr(e.get("pid")))
-                    devs.append(dev)
-                    names.append(k)
-                    ts.append(t)
-                    vals.append(float(v))
-    obj = np.empty(len(pids), dtype=object)
-    obj[:] = pids
-    nm = np.empty(len(names), dtype=object)
-    nm[:] = names
-    return (obj, np.asarray(devs, dtype=np.int64), nm, np.asarray(ts, dtype=np.int64),
-            np.asarray(vals, dtype=np.float64))
+    if not good:
+        return _empty_samples()
+    args = [e["args"] for e in good]
+    dtype = [a.get("Device Type") for a in args]
+    did = [a.get("Device Id") for a in args]
+    dev = np.asarray([d if type(d) is int and d >= 0 and type(t) is int and t != _CPU_DEVICE_TYPE else -1
+                      for d, t in zip(did, dtype)], dtype=np.int64)
+    pid = [p if type(p) in (int, str) else repr(p) for p in (e.get("pid") for e in good)]
+    t = us_to_ns([e["ts"] for e in good])
+    n = len(good)
+    # interleave the samples per event (Allocated, then Reserved), keeping only numeric values
+    vals = np.zeros(2 * n, dtype=np.float64)
+    keep = np.zeros(2 * n, dtype=bool)
+    for j, k in enumerate(_MEMORY_KEYS):
+        v = [a.get(k) for a in args]
+        ok = [type(x) in (int, float) for x in v]
+        keep[j::2] = ok
+        vals[j::2] = [float(x) if o else 0.0 for x, o in zip(v, ok)]
+    pids = np.empty(2 * n, dtype=object)
+    pids[0::2] = pid
+    pids[1::2] = pid
+    names = np.empty(2 * n, dtype=object)
+    names[0::2], names[1::2] = _MEMORY_KEYS
+    return (pids[keep], np.repeat(dev, 2)[keep], names[keep], np.repeat(t, 2)[keep], vals[keep])
+
+
+_MEM_EVENT = itemgetter("ts", "args", "pid")
+_MEM_ARGS = itemgetter("Device Type", "Device Id", *_MEMORY_KEYS)
+
+
+def _fast_memory(mem: list[dict[str, Any]]) -> tuple[np.ndarray, ...] | None:
+    """``memory_samples`` of well-formed events (int device fields, numeric byte counts, int/str pid), in
+    C-speed passes; None when any event needs the per-event checks."""
+    if not mem:
+        return None
+    try:
+        ts, args, pid = zip(*map(_MEM_EVENT, mem))
+        if not (set(map(type, args)) <= {dict} and set(map(type, ts)) <= {int, float}
+                and set(map(type, pid)) <= {int, str}):
+            return None
+        dtype, did, alloc, res = zip(*map(_MEM_ARGS, args))
+    except (KeyError, TypeError):
+        return None
+    if not (set(map(type, dtype)) <= {int} and set(map(type, did)) <= {int}
+            and set(map(type, alloc)) <= {int, float} and set(map(type, res)) <= {int, float}):
+        return None
+    t = np.asarray(ts, dtype=np.float64)
+    if not ((t >= 0) & (t <= MAX_US)).all():
+        return None
+    n = len(mem)
+    vals = np.empty(2 * n, dtype=np.float64)
+    try:
+        did_a, dtype_a = np.asarray(did, dtype=np.int64), np.asarray(dtype, dtype=np.int64)
+        vals[0::2], vals[1::2] = np.asarray(alloc, dtype=np.float64), np.asarray(res, dtype=np.float64)
+    except OverflowError:
+        return None
+    dev = np.where((did_a >= 0) & (dtype_a != _CPU_DEVICE_TYPE), did_a, -1)
+    pids = np.empty(2 * n, dtype=object)
+    pids[0::2] = pid
+    pids[1::2] = pid
+    names = np.empty(2 * n, dtype=object)
+    names[0::2], names[1::2] = _MEMORY_KEYS
+    return pids, np.repeat(dev, 2), names, np.repeat(us_to_ns(ts), 2), vals
+
+
+def _empty_samples() -> tuple[np.ndarray, ...]:
+    return (np.empty(0, dtype=object), np.zeros(0, np.int64), np.empty(0, dtype=object), np.zeros(0, np.int64),
+            np.zeros(0, np.float64))
+
+
+def concat_samples(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """The ``memory_samples`` tuples of several event slices, concatenated in order."""
+    if not parts:
+        return _empty_samples()
+    return tuple(np.concatenate(cols) for cols in zip(*parts))
 
 
 def counter_samples(counters: list[dict[str, Any]], skipped: Counter) -> list[tuple[Any, str, int, float]]:

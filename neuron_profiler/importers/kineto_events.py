@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 _NUM = (int, float)
-_MAX_US = 4e15  # ts + dur must fit int64 ns (with room for baseTimeNanoseconds): about year 2096
+MAX_US = 4e15  # ts + dur must fit int64 ns (with room for baseTimeNanoseconds): about year 2096
 
 #: Kineto categories of device-side work -> our instruction ``engine``
 DEVICE_CATEGORIES: dict[str, str] = {
@@ -66,6 +66,7 @@ class SplitEvents:
 
 
 _X_FIELDS = operator.itemgetter("cat", "name", "pid", "tid", "ts", "dur")
+_GET_PH = operator.methodcaller("get", "ph")
 
 
 def _fast_x(xs: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
@@ -78,19 +79,42 @@ def _fast_x(xs: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
     if not (set(map(type, ts)) <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
     t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
-    if not (((t >= 0) & (t <= _MAX_US)).all() and ((d >= 0) & (d <= _MAX_US)).all()):
+    if not (((t >= 0) & (t <= MAX_US)).all() and ((d >= 0) & (d <= MAX_US)).all()):
         return None
     return cat, name, pid, tid, ts, dur, [e.get("args") for e in xs]
 
 
+_FLOW_PH = frozenset({"s", "f", "t"})
+_INSTANT_PH = frozenset({"i", "I"})
+_META_PH, _COUNTER_PH = frozenset({"M"}), frozenset({"C"})
+_KNOWN_PH = frozenset({"X"}) | _META_PH | _COUNTER_PH | _FLOW_PH | _INSTANT_PH
+
+
 def split_events(events: list[Any]) -> SplitEvents:
-    """Group events by ``ph`` and drop those that cannot be read (counted in ``skipped`` by reason)."""
-    xs = [e for e in events if type(e) is dict and e.get("ph") == "X"]
-    cols = _fast_x(xs) if xs else None
-    if cols is None:
+    """Group events by ``ph`` and drop those that cannot be read (counted in ``skipped`` by reason).
+
+    Fast path: one pass reads every ``ph``, one count finds the phases present, and each is picked by a list
+    comprehension (none when the slice holds one phase); any oddity (an event that is not an object, an
+    unknown or unhashable ``ph``, a complete event needing checks) takes the per-event path, which gives the
+    same result."""
+    try:
+        phs = list(map(_GET_PH, events))
+        present = Counter(phs)
+    except (AttributeError, TypeError):
         return _split_slow(events)
-    out = _split_slow([e for e in events if type(e) is not dict or e.get("ph") != "X"])
-    out.x_cols = cols
+    if not present.keys() <= _KNOWN_PH:
+        return _split_slow(events)
+    out = SplitEvents()
+    single = len(present) == 1
+    for phases, attr in ((_FLOW_PH, "flows"), (_META_PH, "meta"), (_INSTANT_PH, "instants"),
+                         (_COUNTER_PH, "counters")):
+        if not phases.isdisjoint(present):
+            setattr(out, attr, events if single else [e for e, p in zip(events, phs) if p in phases])
+    if "X" in present:
+        cols = _fast_x(events if single else [e for e, p in zip(events, phs) if p == "X"])
+        if cols is None:
+            return _split_slow(events)
+        out.x_cols = cols
     return out
 
 
@@ -115,7 +139,7 @@ def _split_slow(events: list[Any]) -> SplitEvents:
                 skipped["negative dur"] += 1
             elif ts < 0:
                 skipped["negative ts"] += 1
-            elif not (ts <= _MAX_US and dur <= _MAX_US):  # also NaN (stdlib json accepts NaN/Infinity)
+            elif not (ts <= MAX_US and dur <= MAX_US):  # also NaN (stdlib json accepts NaN/Infinity)
                 skipped["ts or dur out of range"] += 1
             else:
                 c_cat(e.get("cat"))
@@ -139,8 +163,8 @@ def _split_slow(events: list[Any]) -> SplitEvents:
 
 
 def ok_ts(v: Any) -> bool:
-    """True for a usable microsecond timestamp (a finite int/float in [0, _MAX_US])."""
-    return type(v) in _NUM and 0 <= v <= _MAX_US
+    """True for a usable microsecond timestamp (a finite int/float in [0, MAX_US])."""
+    return type(v) in _NUM and 0 <= v <= MAX_US
 
 
 def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:
@@ -154,13 +178,16 @@ def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:
 
 
 def int_column(values: list[Any], default: int = -1) -> np.ndarray:
-    """Values that should be ints -> int64 array; None, wrong types and non-numeric strings -> ``default``."""
-    try:
-        arr = np.asarray(values)
-        if arr.dtype.kind in "iu":
-            return arr.astype(np.int64)
-    except (ValueError, OverflowError):
-        pass
+    """Values that should be ints -> int64 array; None, wrong types, non-numeric strings and magnitudes of
+    2**62 or more -> ``default`` (floats are truncated, numeric strings parsed)."""
+    if set(map(type, values)) <= _INT_OR_NONE:
+        try:
+            arr = np.array([default if v is None else v for v in values], dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            arr[(arr <= -2**62) | (arr >= 2**62)] = default
+            return arr
     out = np.full(len(values), default, dtype=np.int64)
     for i, v in enumerate(values):
         t = type(v)
@@ -177,51 +204,59 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
     return out
 
 
-def str_column(values: list[Any]) -> np.ndarray:
-    """Values that should be strings -> object array of str (None -> "", others str())."""
-    arr = np.empty(len(values), dtype=object)
-    if set(map(type, values)) <= {str}:
-        arr[:] = values
-    else:
-        arr[:] = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
-    return arr
+_INT_OR_NONE = frozenset({int, type(None)})
 
 
 def id_column(values: list[Any]) -> np.ndarray:
     """pid / tid values -> object array of int or str (anything else, e.g. a list, becomes its repr)."""
     if not set(map(type, values)) <= {int, str}:
         values = [v if type(v) is int or type(v) is str else repr(v) for v in values]
-    return np.asarray(values + [None], dtype=object)[:-1]
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
 
 
-def x_frame(split: SplitEvents) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """Complete events -> column arrays (cat, name, pid, tid, start_ts, duration_ns) and their args dicts.
-
-    ``pid``/``tid`` stay objects (Kineto uses strings such as "Spans"); non-dict args become {}."""
-    cat, name, pid, tid, ts, dur, args = split.x_cols
-    if not cat:
-        z = np.zeros(0, dtype=object)
-        return {"cat": z, "name": z, "pid": z, "tid": z, "start_ts": np.zeros(0, np.int64),
-                "duration_ns": np.zeros(0, np.int64)}, []
-    empty: dict[str, Any] = {}
-    if not set(map(type, args)) <= {dict}:
-        args = [a if type(a) is dict else empty for a in args]
-    cols = {
-        "cat": str_column(cat), "name": str_column(name), "pid": id_column(pid), "tid": id_column(tid),
-        "start_ts": us_to_ns(ts), "duration_ns": us_to_ns(dur),
-    }
-    return cols, args
+def _int_keys(values: np.ndarray) -> np.ndarray:
+    """Object ids -> int64 keys with the same equality pattern, when they are ints plus at most a few distinct
+    strings (Kineto names a span thread "PyTorch Profiler"): the strings get distinct keys below the
+    smallest int. Any other input is returned as is."""
+    types = np.fromiter(map(type, values), dtype=object, count=len(values))
+    is_int = types == int
+    try:
+        if is_int.all():
+            return values.astype(np.int64)
+        is_str = types == str
+        strs = values[is_str].tolist()
+        uniq = dict.fromkeys(strs)
+        if not (is_int | is_str).all() or len(uniq) > 64:
+            return values
+        ints = values[is_int].astype(np.int64)
+    except OverflowError:
+        return values
+    low = int(ints.min()) if len(ints) else 0
+    if low < -(2**62):
+        return values
+    out = np.empty(len(values), dtype=np.int64)
+    out[is_int] = ints
+    lookup = {v: low - 1 - k for k, v in enumerate(uniq)}
+    out[is_str] = [lookup[v] for v in strs]
+    return out
 
 
 def key_codes(*columns: np.ndarray) -> list[np.ndarray]:
-    """Factorize several object columns with one shared code book (so equal values get equal codes)."""
+    """Factorize several id columns (object, or int64 when all are ints) with one shared code book, so equal
+    values get equal codes; codes in order of first appearance."""
     lens = [len(c) for c in columns]
-    allv = np.concatenate([np.asarray(c, dtype=object) for c in columns]) if columns else np.zeros(0, object)
-    try:
-        codes, _ = pd.factorize(allv)
-    except TypeError:  # unhashable junk (lists...): repr makes it hashable
-        keyed = np.asarray([v if type(v) in (int, str) else repr(v) for v in allv] + [None], dtype=object)[:-1]
-        codes, _ = pd.factorize(keyed)
+    if columns and all(c.dtype == np.int64 for c in columns):
+        codes, _ = pd.factorize(np.concatenate(columns))
+    else:
+        allv = np.concatenate([np.asarray(c, dtype=object) for c in columns]) if columns else np.zeros(0, object)
+        allv = _int_keys(allv)
+        try:
+            codes, _ = pd.factorize(allv)
+        except TypeError:  # unhashable junk (lists...): repr makes it hashable
+            keyed = np.asarray([v if type(v) in (int, str) else repr(v) for v in allv] + [None], dtype=object)[:-1]
+            codes, _ = pd.factorize(keyed)
     out, pos = [], 0
     for n in lens:
         out.append(codes[pos:pos + n].astype(np.int64))
@@ -236,9 +271,3 @@ def map_values(values: np.ndarray, fn: Any) -> np.ndarray:
     if len(mapped) == 0:
         return np.empty(len(values), dtype=object)
     return mapped[codes]
-
-
-def in_set(values: np.ndarray, members: Any) -> np.ndarray:
-    """Boolean mask of the elements of an object array that belong to ``members`` (hash based, fast)."""
-    members = set(members)
-    return map_values(values, lambda v: v in members).astype(bool)

@@ -15,24 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.importers.kineto_events import FLOW_CATEGORIES, id_column, int_column, key_codes, ok_ts, us_to_ns
+from neuron_profiler.importers.kineto_events import key_codes
 
 _LAUNCH_FLOWS = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
-
-
-def flow_frame(flows: list[dict[str, Any]]) -> tuple[pd.DataFrame, int]:
-    """Flow halves -> DataFrame (ph, cat, id, pid, tid, ts); returns it and the count of unreadable halves."""
-    ok = [f for f in flows if ok_ts(f.get("ts")) and type(f.get("cat")) is str
-          and f["cat"] in FLOW_CATEGORIES and f.get("id") is not None]
-    df = pd.DataFrame({
-        "ph": [f["ph"] for f in ok],
-        "cat": [f["cat"] for f in ok],
-        "id": int_column([f["id"] for f in ok]),
-        "pid": id_column([f.get("pid") for f in ok]),
-        "tid": id_column([f.get("tid") for f in ok]),
-        "ts": us_to_ns([f["ts"] for f in ok]) if ok else np.zeros(0, np.int64),
-    })
-    return df, len(flows) - len(ok)
 
 
 def _bind(halves: pd.DataFrame, events: pd.DataFrame) -> pd.Series:
@@ -48,24 +33,25 @@ def _bind(halves: pd.DataFrame, events: pd.DataFrame) -> pd.Series:
     return out
 
 
-def resolve_links(host: pd.DataFrame, instr: pd.DataFrame, flows: pd.DataFrame,
+def resolve_links(host: dict[str, np.ndarray], instr: dict[str, np.ndarray], flows: pd.DataFrame,
                   runtime_mask: np.ndarray, op_prio: np.ndarray) -> dict[str, Any]:
     """Compute the links between final rows.
 
-    ``host``: host_ops in row order with columns pid, tid, start_ts, duration_ns, correlation_id,
-    external_id, sequence_number; ``instr``: instructions in row order with pid, tid (raw Kineto),
-    start_ts, correlation_id, external_id. ``runtime_mask`` marks runtime/driver host rows, ``op_prio``
-    ranks operator host rows as launch owners (0 cpu_op .. 2, 9 = not an operator).
+    ``host``: host_ops in row order, arrays pid, tid, start_ts, duration_ns, correlation_id,
+    external_id, sequence_number; ``instr``: instructions in row order, arrays pid, tid (raw Kineto),
+    start_ts, correlation_id, external_id; ``flows``: flow halves (ph, cat, id, pid, tid, ts); pid / tid
+    may be any hashable keys (the importer passes int64 codes). ``runtime_mask`` marks runtime/driver host
+    rows, ``op_prio`` ranks operator host rows as launch owners (0 cpu_op .. 2, 9 = not an operator).
 
     Returns launch (src host rows, dst instruction rows), fwdbwd (src, dst host rows), framework_op per
     instruction, and counts of unresolved flow halves."""
-    hp, ht, ip_, it, fp, ft = key_codes(host["pid"].to_numpy(), host["tid"].to_numpy(), instr["pid"].to_numpy(),
-                                        instr["tid"].to_numpy(), flows["pid"].to_numpy(), flows["tid"].to_numpy())
-    n_h, n_i = len(host), len(instr)
+    hp, ht, ip_, it, fp, ft = key_codes(host["pid"], host["tid"], instr["pid"], instr["tid"],
+                                        flows["pid"].to_numpy(), flows["tid"].to_numpy())
+    n_h, n_i = len(host["start_ts"]), len(instr["start_ts"])
     hrow = np.arange(n_h, dtype=np.int64)
     irow = np.arange(n_i, dtype=np.int64)
-    h_corr = host["correlation_id"].to_numpy()
-    i_corr = instr["correlation_id"].to_numpy()
+    h_corr = host["correlation_id"]
+    i_corr = instr["correlation_id"]
 
     # 1. runtime call -> device event by correlation id
     launch_src = np.full(n_i, -1, dtype=np.int64)
@@ -78,14 +64,14 @@ def resolve_links(host: pd.DataFrame, instr: pd.DataFrame, flows: pd.DataFrame,
 
     # 2. flow events bound by (pid, tid, ts)
     fl = flows.assign(pidc=fp, tidc=ft)
-    h_events = pd.DataFrame({"pidc": hp, "tidc": ht, "start_ts": host["start_ts"].to_numpy(), "row": hrow})
+    h_events = pd.DataFrame({"pidc": hp, "tidc": ht, "start_ts": host["start_ts"], "row": hrow})
     unresolved = {}
     launch_fl = fl[fl["cat"].isin(_LAUNCH_FLOWS)]
     if len(launch_fl) and n_i:
         s_half = launch_fl[launch_fl["ph"] == "s"]
         f_half = launch_fl[launch_fl["ph"] == "f"]
         s_ev = h_events.assign(prio=np.where(runtime_mask, 0, 1))
-        i_events = pd.DataFrame({"pidc": ip_, "tidc": it, "start_ts": instr["start_ts"].to_numpy(), "row": irow,
+        i_events = pd.DataFrame({"pidc": ip_, "tidc": it, "start_ts": instr["start_ts"], "row": irow,
                                  "prio": 0})
         src = _bind(s_half, s_ev)
         dst = _bind(f_half, i_events)
@@ -100,10 +86,10 @@ def resolve_links(host: pd.DataFrame, instr: pd.DataFrame, flows: pd.DataFrame,
     fwd = fl[fl["cat"] == "fwdbwd"]
     fwd_src = fwd_dst = np.zeros(0, dtype=np.int64)
     if len(fwd) and n_h:
-        seq = host["sequence_number"].to_numpy()
+        seq = host["sequence_number"]
         # prefer operators with an autograd sequence number, then the outermost (longest) one
         prio = np.where(op_prio < 9, 0, 2) + np.where(seq >= 0, 0, 1)
-        h_ev = h_events.assign(prio=prio * 10**12 - np.minimum(host["duration_ns"].to_numpy(), 10**12 - 1))
+        h_ev = h_events.assign(prio=prio * 10**12 - np.minimum(host["duration_ns"], 10**12 - 1))
         s_half, f_half = fwd[fwd["ph"] == "s"], fwd[fwd["ph"] == "f"]
         src, dst = _bind(s_half, h_ev), _bind(f_half, h_ev)
         pairs = pd.DataFrame({"id": s_half["id"].to_numpy(), "src": src.to_numpy()}).query("src >= 0") \
@@ -119,76 +105,63 @@ def resolve_links(host: pd.DataFrame, instr: pd.DataFrame, flows: pd.DataFrame,
             "framework_op": framework_op, "unresolved": unresolved}
 
 
-def _framework_ops(host: pd.DataFrame, instr: pd.DataFrame, launch_src: np.ndarray, op_prio: np.ndarray,
-                   hp: np.ndarray, ht: np.ndarray) -> np.ndarray:
+def _framework_ops(host: dict[str, np.ndarray], instr: dict[str, np.ndarray], launch_src: np.ndarray,
+                   op_prio: np.ndarray, hp: np.ndarray, ht: np.ndarray) -> np.ndarray:
     """Operator host row per instruction: same External id (cpu_op first), else the innermost operator
     on the launching thread that encloses the runtime call; -1 when neither exists."""
-    n_i = len(instr)
+    n_i = len(instr["start_ts"])
     out = np.full(n_i, -1, dtype=np.int64)
-    ext = host["external_id"].to_numpy()
-    ops = pd.DataFrame({"ext": ext, "row": np.arange(len(host)), "prio": op_prio})
+    ext = host["external_id"]
+    ops = pd.DataFrame({"ext": ext, "row": np.arange(len(ext)), "prio": op_prio})
     ops = ops[(ops["ext"] >= 0) & (ops["prio"] < 9)].sort_values(["prio", "row"], kind="stable") \
         .drop_duplicates("ext")
-    i_ext = instr["external_id"].to_numpy()
+    i_ext = instr["external_id"]
     if len(ops) and n_i:
         s = pd.Series(ops["row"].to_numpy(), index=ops["ext"].to_numpy())
         out = np.array(s.reindex(i_ext).fillna(-1), dtype=np.int64)
         out[i_ext < 0] = -1
     todo = np.flatnonzero((out < 0) & (launch_src >= 0))
     if len(todo):
-        enclosing = enclosing_operator(op_prio < 9, hp, ht, host["start_ts"].to_numpy(),
-                                       host["duration_ns"].to_numpy())
+        enclosing = enclosing_operator(op_prio < 9, hp, ht, host["start_ts"], host["duration_ns"])
         out[todo] = enclosing[launch_src[todo]]
-    return out
-    # innermost enclosing operator of the launching runtime call, per thread
-    is_op = op_prio < 9
-    start = host["start_ts"].to_numpy()
-    end = start + host["duration_ns"].to_numpy()
-    thread = hp * (int(ht.max()) + 1 if len(ht) else 1) + ht
-    op_rows = np.flatnonzero(is_op)
-    order = np.lexsort((start[op_rows], thread[op_rows]))
-    op_rows = op_rows[order]
-    op_key = thread[op_rows]
-    for i in todo:
-        r = launch_src[i]
-        k, t = thread[r], start[r]
-        lo = np.searchsorted(op_key, k, side="left")
-        hi = np.searchsorted(op_key, k, side="right")
-        j = lo + np.searchsorted(start[op_rows[lo:hi]], t, side="right") - 1
-        steps = 0
-        while j >= lo and steps < 256:  # walk back to the first op that still encloses t
-            cand = op_rows[j]
-            if end[cand] >= end[r]:
-                out[i] = cand
-                break
-            j -= 1
-            steps += 1
     return out
 
 
 def enclosing_operator(is_op: np.ndarray, hp: np.ndarray, ht: np.ndarray, start: np.ndarray,
                        dur: np.ndarray) -> np.ndarray:
-    """Per host row, the innermost operator row on the same thread that encloses it (-1 none); one
-    stack sweep over rows sorted by (thread, start, longest first)."""
+    """Per host row, the innermost operator row on the same thread that encloses it (-1 none).
+
+    Rows are visited by (thread, start, longest first); a row's parent is the nearest earlier row of its
+    thread that ends no earlier (what a stack sweep popping the rows that end before it yields), and its
+    operator is the first operator on its parent chain. Both are found by pointer jumping: each round
+    replaces a candidate that fails by that candidate's own candidate, which never skips a valid one."""
     n = len(start)
-    out = np.full(n, -1, dtype=np.int64)
     if n == 0:
-        return out
+        return np.full(0, -1, dtype=np.int64)
     thread = hp * (int(ht.max()) + 1) + ht
-    end = start + dur
     order = np.lexsort((-dur, start, thread))
-    th_l, end_l, op_l = thread.tolist(), end.tolist(), is_op.tolist()
-    res = [-1] * n
-    stack: list[tuple[int, int]] = []  # (end, innermost operator at this level)
-    cur = None
-    for r in order.tolist():
-        if th_l[r] != cur:
-            cur, stack = th_l[r], []
-        e = end_l[r]
-        while stack and stack[-1][0] < e:
-            stack.pop()
-        parent = stack[-1][1] if stack else -1
-        res[r] = parent
-        stack.append((e, r if op_l[r] else parent))
-    out[:] = res
-    return out
+    end = (start + dur)[order]
+    th = thread[order]
+    op = is_op[order]
+    idx = np.arange(n, dtype=np.int64)
+    parent = idx - 1
+    parent[0] = -1
+    parent[1:][th[1:] != th[:-1]] = -1
+    todo = np.flatnonzero(parent >= 0)
+    while len(todo):  # previous row of the thread with end >= own end
+        p = parent[todo]
+        bad = end[p] < end[todo]
+        todo = todo[bad]
+        parent[todo] = parent[p[bad]]
+        todo = todo[parent[todo] >= 0]
+    owner = parent.copy()
+    todo = np.flatnonzero(owner >= 0)
+    todo = todo[~op[owner[todo]]]
+    while len(todo):  # first operator up the parent chain
+        owner[todo] = owner[owner[todo]]
+        todo = todo[owner[todo] >= 0]
+        todo = todo[~op[owner[todo]]]
+    res = np.full(n, -1, dtype=np.int64)
+    has = owner >= 0
+    res[order[has]] = order[owner[has]]
+    return res

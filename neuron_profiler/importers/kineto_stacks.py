@@ -15,21 +15,21 @@ MAX_DEPTH = 128
 
 
 def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, start: np.ndarray,
-                    end: np.ndarray, names: np.ndarray, args: list[dict[str, Any]]) -> np.ndarray | None:
+                    end: np.ndarray, names: np.ndarray, frames: dict[int, tuple[Any, Any]]) -> np.ndarray | None:
     """Stack string per host row (object array, "" when unknown) or None when the trace has no frames.
 
     ``is_py`` marks python_function rows, ``is_op`` the rows that get a stack (cpu_op); ``thread`` is a
-    per-row thread key; rows are any order."""
+    per-row thread key; rows are any order. ``frames``: python_function row -> its args' (``Python id``,
+    ``Python parent id``) values as read."""
     py_rows = np.flatnonzero(is_py)
     if len(py_rows) == 0:
         return None
     by_id: dict[int, int] = {}
     parent_of: dict[int, int] = {}
     for r in py_rows.tolist():
-        pid_ = args[r].get("Python id")
+        pid_, par = frames.get(r, (None, None))
         if type(pid_) is int:
             by_id[pid_] = r
-            par = args[r].get("Python parent id")
             parent_of[r] = par if type(par) is int else -1
     cache: dict[int, str] = {}
 

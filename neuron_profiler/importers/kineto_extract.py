@@ -1,0 +1,352 @@
+"""Per-chunk extraction of Kineto events into flat columns, so that the event dicts of one chunk can be
+freed before the next chunk is parsed (peak memory) and every per-event Python step runs once.
+
+``EventColumns.add(events)`` takes any slice of ``traceEvents`` (in file order); ``finish()`` returns the
+columns of all complete events plus what the other phases yield (flows, metadata, memory and counter
+samples). Each per-event value goes through the same conversion as a whole-trace pass would (the helpers of
+``kineto_events`` work element by element), so the result does not depend on how the events were chunked.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from itertools import repeat
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_profiler.importers import kineto_counters as kc
+from neuron_profiler.importers.kineto_events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, FLOW_CATEGORIES,
+                                                     MAX_US, id_column, int_column, ok_ts, split_events,
+                                                     us_to_ns)
+
+try:
+    import orjson
+
+    _ORJSON_OPT = orjson.OPT_NON_STR_KEYS
+
+    def dumps(v: Any) -> str:
+        """Compact JSON text of ``v``."""
+        return orjson.dumps(v, option=_ORJSON_OPT).decode()
+except ImportError:  # pragma: no cover - orjson is optional
+    import json
+
+    def dumps(v: Any) -> str:
+        """Compact JSON text of ``v``."""
+        return json.dumps(v, separators=(",", ":"), default=str)
+
+
+def safe_dumps(v: Any) -> str:
+    """``dumps(v)``, or "" when ``v`` cannot be encoded."""
+    try:
+        return dumps(v)
+    except (TypeError, ValueError):
+        return ""
+
+
+#: row classes of complete events
+HOST, DEVICE, ANNOTATION, TRACE = 0, 1, 2, 3
+_CLASS = {**{c: DEVICE for c in DEVICE_CATEGORIES}, **{c: ANNOTATION for c in DEVICE_ANNOTATION_CATEGORIES},
+          "Trace": TRACE}
+MISSING_STREAM = -(2**62)  # args.stream absent (an explicit -1 is kept)
+
+#: args stored in their own columns, or Kineto-internal per-event ids ("Ev Idx" = position in Kineto's event
+#: list, "Record function id"): left out of the ``args`` JSON so that equal args give equal (interned) strings
+HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input Dims", "Input type", "flops",
+                       "Ev Idx", "Record function id"})
+INSTR_DROP = frozenset({"correlation", "Ev Idx"})
+_DROP = {HOST: HOST_DROP, ANNOTATION: HOST_DROP, DEVICE: INSTR_DROP}
+_EMPTY: dict[str, Any] = {}
+
+
+def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
+    """Values that should be strings (None -> "", others str()), equal strings shared through ``memo``."""
+    if not set(map(type, values)) <= {str}:
+        values = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
+    return [memo.setdefault(v, v) for v in values]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """Object array holding the very objects of ``values`` (no conversion to a numpy string dtype)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _json_or_empty(values: list[Any]) -> list[str]:
+    return ["" if v is None else safe_dumps(v) for v in values]
+
+
+#: int columns read from args: column -> (args key, default)
+_INT_ARGS = {"corr": ("correlation", -1), "ext": ("External id", -1), "seq": ("Sequence number", -1),
+             "flops": ("flops", 0), "bytes": ("bytes", 0), "device": ("device", -1),
+             "stream": ("stream", MISSING_STREAM)}
+#: JSON text columns read from args: column -> args key
+_JSON_ARGS = {"input_shapes": "Input Dims", "input_dtypes": "Input type"}
+
+
+def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[str]) -> list[str] | None:
+    """The args JSON of a group of events sharing the key tuple ``keys`` (None: all empty)."""
+    kept = tuple(k for k in keys if k not in drop)
+    if not kept:
+        return None
+    if len(kept) == 1:
+        vals = list(map(itemgetter(kept[0]), ga))
+        if set(map(type, vals)) <= {int, str}:  # not bool/float: 1 == True == 1.0 would share a text
+            enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
+            return [enc[v] for v in vals]
+        return [safe_dumps({kept[0]: v}) for v in vals]
+    if len(kept) == len(keys):
+        return [safe_dumps(a) for a in ga]
+    return [safe_dumps(dict(zip(kept, v))) for v in map(itemgetter(*kept), ga)]
+
+
+def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
+    """Columns read from the args dicts of complete events of row classes ``cls``: the ``_INT_ARGS`` int64
+    columns, the ``_JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
+    nothing is left) and ``coll`` (rows whose args hold collective metadata).
+
+    Events are grouped by key tuple, so a key is only looked up in the groups that have it, and a group
+    with one kept int/str key is encoded once per distinct value."""
+    n = len(args)
+    out: dict[str, Any] = {c: np.full(n, d, dtype=np.int64) for c, (_k, d) in _INT_ARGS.items()}
+    for c in (*_JSON_ARGS, "args"):
+        out[c] = np.full(n, "", dtype=object)
+    coll: list[np.ndarray] = []
+    groups: dict[tuple[str, ...], tuple[list[int], list[dict[str, Any]]]] = {}
+    for i, (keys, a) in enumerate(zip(map(tuple, args), args)):
+        g = groups.get(keys)
+        if g is None:
+            groups[keys] = ([i], [a])
+        else:
+            g[0].append(i)
+            g[1].append(a)
+    for keys, (row_list, ga) in groups.items():
+        if not keys:
+            continue
+        rows = np.asarray(row_list, dtype=np.int64)
+        present = set(keys)
+        for c, (k, d) in _INT_ARGS.items():
+            if k in present:
+                out[c][rows] = int_column(list(map(itemgetter(k), ga)), d)
+        for c, k in _JSON_ARGS.items():
+            if k in present:
+                out[c][rows] = _objects(_json_or_empty(list(map(itemgetter(k), ga))))
+        if "Collective name" in present:
+            coll.append(rows)
+        g_cls = cls[rows]
+        for c in np.unique(g_cls).tolist():
+            drop = _DROP.get(c)
+            if drop is None:
+                continue
+            sel = g_cls == c
+            texts = _args_text(ga if sel.all() else [a for a, s in zip(ga, sel.tolist()) if s], keys, drop)
+            if texts is not None:
+                out["args"][rows[sel]] = _objects(texts)
+    out["coll"] = np.sort(np.concatenate(coll)) if coll else np.zeros(0, np.int64)
+    return out
+
+
+_FLOW_FIELDS = itemgetter("ph", "cat", "id", "pid", "tid", "ts")
+
+
+def _fast_flows(flows: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
+    """Columns (ph, cat, id, pid, tid, ts) of flow halves when all are readable, else None (checked one by
+    one by the caller: a missing key, an unknown category, a null id, an unusable ts)."""
+    if not flows:
+        return None
+    try:
+        cols = tuple(map(list, zip(*map(_FLOW_FIELDS, flows))))
+        if not set(cols[1]) <= FLOW_CATEGORIES:
+            return None
+    except (KeyError, TypeError):
+        return None
+    ph, cat, fid, pid, tid, ts = cols
+    if None in fid or not set(map(type, ts)) <= {int, float}:
+        return None
+    t = np.asarray(ts, dtype=np.float64)
+    if not ((t >= 0) & (t <= MAX_US)).all():
+        return None
+    return cols
+
+
+_KEY_LIMIT = 2**62
+
+
+class IdKeys:
+    """Int64 keys for pid / tid values, equal exactly when their ``id_column`` values are equal: in-range
+    ints are their own key, any other value gets a key below -2**62 from a shared dict."""
+
+    def __init__(self) -> None:
+        self.other: dict[Any, int] = {}
+
+    def keys(self, values: list[Any]) -> np.ndarray:
+        """Keys of ``values`` (as read from the events)."""
+        if set(map(type, values)) <= {int}:
+            try:
+                arr = np.array(values, dtype=np.int64)
+            except OverflowError:
+                arr = None
+            if arr is not None and (not len(arr) or (arr.min() > -_KEY_LIMIT and arr.max() < _KEY_LIMIT)):
+                return arr
+        out = np.empty(len(values), dtype=np.int64)
+        other = self.other
+        for i, v in enumerate(values):
+            if type(v) is int and -_KEY_LIMIT < v < _KEY_LIMIT:
+                out[i] = v
+                continue
+            obj = v if type(v) is int or type(v) is str else repr(v)
+            k = other.get(obj)
+            if k is None:
+                k = other[obj] = -(2**63) + len(other)
+            out[i] = k
+        return out
+
+
+class IdColumn:
+    """The pid or tid of each complete event as read; indexing (a row or an array of rows) gives them with
+    ``id_column`` semantics (int or str objects), so only the rows that need objects are converted."""
+
+    def __init__(self, raw: list[Any]) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, rows: Any) -> Any:
+        if isinstance(rows, (int, np.integer)):
+            return id_column([self.raw[int(rows)]])[0]
+        return id_column([self.raw[i] for i in np.asarray(rows).tolist()])
+
+
+_FLOW_PHASES = ("s", "f", "t")
+_FLOW_CATS = tuple(sorted(FLOW_CATEGORIES))
+
+
+def _flow_codes(values: list[str], categories: tuple[str, ...]) -> np.ndarray:
+    """Codes of values known to be among ``categories`` (flow phases and categories)."""
+    index = {c: i for i, c in enumerate(categories)}
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int8, count=len(values))
+
+
+class EventColumns:
+    """Accumulates the columns of a trace's events chunk by chunk (see module doc)."""
+
+    def __init__(self) -> None:
+        self.n_events = 0
+        self.n_instants = self.n_counters = 0
+        self.skipped: Counter = Counter()          # unreadable events, by reason
+        self.skipped_memory: Counter = Counter()   # unreadable [memory] instants
+        self.skipped_counters: Counter = Counter()  # unreadable ph:"C" events
+        self._memo: dict[str, str] = {}
+        self._ids = IdKeys()
+        self._x: dict[str, list[Any]] = {k: [] for k in (
+            "cat", "name", "pid", "tid", "pid_key", "tid_key", "ts", "dur", "cls", *_INT_ARGS, *_JSON_ARGS,
+            "args")}
+        self.coll_args: dict[int, dict[str, Any]] = {}         # X row -> args with "Collective name"
+        self.py_frames: dict[int, tuple[Any, Any]] = {}        # python_function X row -> (Python id, parent id)
+        self._flows: dict[str, list[Any]] = {k: [] for k in ("ph", "cat", "id", "pid", "tid", "ts")}  # arrays
+        self.bad_flows = 0
+        self.meta: list[dict[str, Any]] = []
+        self._mem: list[tuple[np.ndarray, ...]] = []
+        self.ctr: list[tuple[Any, str, int, float]] = []
+
+    @property
+    def n_x(self) -> int:
+        """Readable complete events so far."""
+        return sum(map(len, self._x["ts"]))
+
+    def add(self, events: list[Any]) -> None:
+        """Extract one slice of ``traceEvents`` (the caller may free it afterwards)."""
+        self.n_events += len(events)
+        split = split_events(events)
+        self.skipped.update(split.skipped)
+        self.meta.extend(split.meta)
+        self.n_instants += len(split.instants)
+        self.n_counters += len(split.counters)
+        if split.instants:
+            self._mem.append(kc.memory_samples(split.instants, self.skipped_memory))
+        if split.counters:
+            self.ctr.extend(kc.counter_samples(split.counters, self.skipped_counters))
+        if split.flows:
+            self._add_flows(split.flows)
+        if split.n_x:
+            self._add_x(*split.x_cols)
+
+    def _add_flows(self, flows: list[dict[str, Any]]) -> None:
+        cols = _fast_flows(flows)
+        if cols is None:
+            ok = [f for f in flows if ok_ts(f.get("ts")) and type(f.get("cat")) is str
+                  and f["cat"] in FLOW_CATEGORIES and f.get("id") is not None]
+            cols = ([f["ph"] for f in ok], [f["cat"] for f in ok], [f["id"] for f in ok],
+                    [f.get("pid") for f in ok], [f.get("tid") for f in ok], [f["ts"] for f in ok])
+        self.bad_flows += len(flows) - len(cols[0])
+        if not cols[0]:
+            return
+        c = self._flows
+        ph, cat, fid, pid, tid, ts = cols
+        c["ph"].append(_flow_codes(ph, _FLOW_PHASES))
+        c["cat"].append(_flow_codes(cat, _FLOW_CATS))
+        c["id"].append(int_column(fid))
+        c["pid"].append(self._ids.keys(pid))
+        c["tid"].append(self._ids.keys(tid))
+        c["ts"].append(us_to_ns(ts))
+
+    def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any],
+               dur: list[Any], args: list[Any]) -> None:
+        first = self.n_x
+        x = self._x
+        if not set(map(type, args)) <= {dict}:
+            args = [a if type(a) is dict else _EMPTY for a in args]
+        cat = _str_list(cat, self._memo)
+        cls = np.fromiter(map(_CLASS.get, cat, repeat(HOST)), dtype=np.int8, count=len(cat))
+        x["cat"].extend(cat)
+        x["name"].extend(_str_list(name, self._memo))
+        x["pid"].extend(pid)
+        x["tid"].extend(tid)
+        x["pid_key"].append(self._ids.keys(pid))
+        x["tid_key"].append(self._ids.keys(tid))
+        x["ts"].append(us_to_ns(ts))
+        x["dur"].append(us_to_ns(dur))
+        x["cls"].append(cls)
+        cols = args_columns(args, cls)
+        for c in (*_INT_ARGS, *_JSON_ARGS, "args"):
+            x[c].append(cols[c])
+        for i in cols["coll"].tolist():
+            self.coll_args[first + i] = args[i]
+        if "python_function" in self._memo:
+            for i in [i for i, c in enumerate(cat) if c == "python_function"]:
+                self.py_frames[first + i] = (args[i].get("Python id"), args[i].get("Python parent id"))
+
+    def finish(self) -> dict[str, Any]:
+        """All columns as arrays: X columns (``cat``/``name`` object str, ``pid``/``tid`` as ``IdColumn`` and
+        ``pid_key``/``tid_key`` their int64 keys (one key space shared with the flows' pid/tid),
+        ``start_ts``/``duration_ns`` int64 ns without base time, ``cls``, args-derived int64 columns, JSON
+        text columns), ``flows`` (dict of arrays), ``mem`` (``memory_samples`` tuple)."""
+        x = self._x
+        out: dict[str, Any] = {}
+        for k in ("cat", "name"):
+            arr = np.empty(len(x[k]), dtype=object)
+            arr[:] = x[k]
+            out[k] = arr
+            x[k] = []
+        out["pid"], out["tid"] = IdColumn(x.pop("pid")), IdColumn(x.pop("tid"))
+        for k, col in (("ts", "start_ts"), ("dur", "duration_ns"), ("pid_key", "pid_key"), ("tid_key", "tid_key")):
+            out[col] = np.concatenate(x.pop(k)) if x[k] else np.zeros(0, np.int64)
+        for k in ("cls", *_INT_ARGS, *_JSON_ARGS, "args"):
+            parts = x.pop(k)
+            out[k] = np.concatenate(parts) if parts else np.zeros(0, dtype=object if k in _JSON_ARGS or k == "args"
+                                                                  else np.int8 if k == "cls" else np.int64)
+        for k in ("flops", "bytes"):
+            out[k][out[k] < 0] = 0
+        f = self._flows
+        fl = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int8 if k in ("ph", "cat") else np.int64)
+              for k, v in f.items()}
+        fl["ph"] = pd.Categorical.from_codes(fl["ph"], categories=list(_FLOW_PHASES))
+        fl["cat"] = pd.Categorical.from_codes(fl["cat"], categories=list(_FLOW_CATS))
+        out["flows"] = fl
+        self._flows = {}
+        out["mem"] = kc.concat_samples(self._mem)
+        self._mem = []
+        return out
