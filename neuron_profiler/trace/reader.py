@@ -143,6 +143,10 @@ class TraceFile:
         hi = (1 << 62) if end_ns is None else int(end_ns)
         decode_cols = list(dict.fromkeys(wanted + ([tcol] + ([dcol] if dcol else []) if windowed else [])))
         tid = TABLE_IDS[name]
+        if not windowed:
+            whole = self._whole_table(name, tid, wanted)
+            if whole is not None:
+                return whole
         parts: list[dict[str, np.ndarray]] = []
         spans: list[tuple[int, int]] = []  # (first row, rows) of each whole chunk read
         index: list[np.ndarray] = []  # row ids of each chunk after the window filter
@@ -179,6 +183,43 @@ class TraceFile:
             row_index = pd.Index(np.concatenate(index) if index else np.zeros(0, dtype=np.int64), name="row")
         # copy=False: the arrays are fresh, so pandas need not consolidate them into a copied block
         return pd.DataFrame(data, index=row_index, columns=pd.Index(wanted, dtype=object), copy=False)
+
+    def _whole_table(self, name: str, tid: int, wanted: list[str]) -> pd.DataFrame | None:
+        """Fast path for a whole table of a cleanly closed file: the footer gives every chunk's rows, so the
+        worker threads decode straight into preallocated columns (no concatenation on the caller's thread).
+        None when the fast path does not apply (no footer, lenient mode, or an index with gaps)."""
+        chunks = [c for c in self._chunks if c.table_id == tid]
+        if self.footer is None or not self.strict or any(c.rows < 0 for c in chunks):
+            return None
+        total = 0
+        for c in chunks:
+            if c.first_row != total:
+                return None
+            total += c.rows
+        spec = columns_of(name)
+        out = {col: np.empty(total, dtype=np.uint32 if spec[col].kind == "string" else
+                             (np.float64 if spec[col].kind == "float" else np.int64)) for col in wanted}
+
+        def decode_into(c: ChunkRef) -> None:
+            msg = self._parse_chunk(c, self._chunk_raw(c))
+            if msg.first_row != c.first_row or msg.rows != c.rows:
+                raise self._err(CorruptTraceError, c.offset, f"chunk holds rows {msg.first_row}+{msg.rows}, "
+                                f"the footer index says {c.first_row}+{c.rows}")
+            _, rows, cols = self._decode_chunk(c, msg, name, wanted)
+            for col, arr in cols.items():
+                out[col][c.first_row:c.first_row + rows] = arr
+
+        if len(chunks) < 2:
+            for c in chunks:
+                decode_into(c)
+        else:
+            with ThreadPoolExecutor(max_workers=_DECODE_THREADS) as pool:
+                for fut in [pool.submit(decode_into, c) for c in chunks]:
+                    fut.result()
+        data = {col: self._categorical(arr, f"{name}.{col}") if spec[col].kind == "string" else arr
+                for col, arr in out.items()}
+        return pd.DataFrame(data, index=pd.RangeIndex(total, name="row"), columns=pd.Index(wanted, dtype=object),
+                            copy=False)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, fully decoded."""
