@@ -181,8 +181,7 @@ class TraceFile:
             if not windowed:
                 index = [np.arange(f, f + r, dtype=np.int64) for f, r in spans]
             row_index = pd.Index(np.concatenate(index) if index else np.zeros(0, dtype=np.int64), name="row")
-        # copy=False: the arrays are fresh, so pandas need not consolidate them into a copied block
-        return pd.DataFrame(data, index=row_index, columns=pd.Index(wanted, dtype=object), copy=False)
+        return _frame(data, row_index)
 
     def _whole_table(self, name: str, tid: int, wanted: list[str]) -> pd.DataFrame | None:
         """Fast path for a whole table of a cleanly closed file: the footer gives every chunk's rows, so the
@@ -218,8 +217,7 @@ class TraceFile:
                     fut.result()
         data = {col: self._categorical(arr, f"{name}.{col}") if spec[col].kind == "string" else arr
                 for col, arr in out.items()}
-        return pd.DataFrame(data, index=pd.RangeIndex(total, name="row"), columns=pd.Index(wanted, dtype=object),
-                            copy=False)
+        return _frame(data, pd.RangeIndex(total, name="row"))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table, fully decoded."""
@@ -461,6 +459,14 @@ class TraceFile:
             return categorical_from_ids(ids, self._strings)
         except ValueError:  # duplicate strings among the used ones: the string table is corrupt
             raise self._err(CorruptTraceError, None, f"the string table holds duplicate strings ({where})") from None
+
+
+def _frame(data: dict[str, object], index: pd.Index) -> pd.DataFrame:
+    """DataFrame over fresh arrays without copies: copy=False skips the consolidation copy, and integer keys
+    skip pandas 3 inferring an Arrow string index for the column names (set afterwards, object dtype)."""
+    df = pd.DataFrame(dict(enumerate(data.values())), index=index, copy=False)
+    df.columns = pd.Index(list(data), dtype=object)
+    return df
 
 
 def read_trace(path: str | os.PathLike, *, strict: bool = True) -> TraceFile:
