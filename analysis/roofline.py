@@ -52,7 +52,15 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Seri
         return pd.Series(dtype=float)
     order = np.lexsort((start, key))
     k, s0, e0 = key[order], start[order], end[order]
-    reach = pd.Series(e0).groupby(k).cummax().to_numpy()
+    t0 = int(min(s0.min(), e0.min()))
+    span = int(e0.max()) - t0 + 1
+    kc = pd.factorize(k, sort=True)[0]  # dense 0..n-1, ascending like k
+    if span * (int(kc.max()) + 1) < (1 << 62):
+        # running max of end within each key: shift key i's times by i*span so one cumulative max works
+        shift = kc.astype(np.int64) * span
+        reach = np.maximum.accumulate(e0 - t0 + shift) - shift + t0
+    else:
+        reach = pd.Series(e0).groupby(k).cummax().to_numpy()
     prev = np.empty_like(reach)
     prev[1:] = reach[:-1]
     first = np.ones(len(k), dtype=bool)

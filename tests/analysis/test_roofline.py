@@ -74,3 +74,19 @@ def test_fp32_uses_fp32_peak_and_gpu_shapes():
     assert r.loc["aten::add", "bound"] == "memory"
     assert np.isfinite(r["time_saved_at_roof_ns"]).all()
     assert g.roofline(by="module").columns[0] == "module"
+
+
+def test_union_by_key_matches_brute_force():
+    from analysis.roofline import union_by_key
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    k = rng.integers(0, 40, n)
+    s = rng.integers(0, 10**6, n)
+    e = s + rng.integers(0, 10**4, n)
+    got = union_by_key(k, s, e)
+    for key in np.unique(k):
+        covered = np.zeros(10**6 + 10**4, dtype=bool)
+        for a, b in zip(s[k == key], e[k == key]):
+            covered[a:b] = True
+        assert got[key] == covered.sum()
