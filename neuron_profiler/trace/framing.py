@@ -33,13 +33,17 @@ def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, tabl
     return FRAME.pack(len(payload), record_type, codec, table_id, 0, zlib.crc32(payload)) + payload
 
 
+try:  # a core dependency; imported eagerly so the first chunk read does not pay for the import
+    import zstandard as _zstandard
+except ImportError:  # pragma: no cover
+    _zstandard = None
+
+
 def _zstd():
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - zstandard is a core dependency
+    if _zstandard is None:  # pragma: no cover
         raise ValueError("this chunk is zstd-compressed and the `zstandard` package is not installed "
-                         "(pip install zstandard)") from None
-    return zstandard
+                         "(pip install zstandard)")
+    return _zstandard
 
 
 def compress(data: bytes, codec: int, level: int | None = None) -> bytes:
