@@ -103,10 +103,15 @@ def test_generated_protobuf_code_is_fresh(tmp_path: Path) -> None:
             f"schemas/{p.name} is stale: run `python -m schemas.regenerate` and commit the result")
 
 
-def test_core_packages_import_without_torch() -> None:
+def test_core_install_works_without_torch() -> None:
+    """Trace I/O, import, analysis and the explorer run with torch unavailable (people open traces on laptops)."""
     code = ("import sys; sys.modules['torch'] = None\n"
             "import neuron_profiler, neuron_profiler.trace, neuron_profiler.cli, schemas\n"
-            "import neuron_profiler.exporters.chrome\n"
+            "import neuron_profiler.exporters.chrome, neuron_profiler.importers.kineto\n"
+            "import analysis, analysis.figures, explorer.app, explorer.cli\n"
+            "from neuron_profiler.runtime.simulated import SimulatedRuntime\n"
+            "t = analysis.load('sample_traces/gpt_train_step.nprof'); t.summary(); t.roofline()\n"
+            "explorer.app.create_app\n"
             "print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
