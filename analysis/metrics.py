@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuron_profiler.collectives import bus_factor, normalize_collective
+
 NS_PER_S = 1e9
 
 #: Neuron Explorer's "efficient DMA size": ``average_dma_size`` should be >= 32768 bytes (glossary).
@@ -97,29 +99,9 @@ def time_at_roof_ns(flops, hbm_bytes, peak_flops_per_s, bandwidth_bytes_per_s):
 
 
 #: NCCL-style bus-bandwidth factors (nccl-tests PERFORMANCE.md): busbw = algbw · factor(n).
-_BUSBW_FACTORS = {
-    "all_reduce": lambda n: 2.0 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: np.ones_like(n),
-    "reduce": lambda n: np.ones_like(n),
-    "send": lambda n: np.ones_like(n),
-    "recv": lambda n: np.ones_like(n),
-}
-
-
 def normalize_collective_name(name: str) -> str:
-    """'allreduce', 'AllReduce', 'all_reduce_coalesced', 'ncclKernel_AllReduce...' -> 'all_reduce' etc."""
-    s = str(name).lower().replace("-", "_")
-    flat = s.replace("_", "")
-    for key, canon in (("allreduce", "all_reduce"), ("allgather", "all_gather"),
-                       ("reducescatter", "reduce_scatter"), ("alltoall", "all_to_all"),
-                       ("broadcast", "broadcast"), ("sendrecv", "all_to_all"), ("barrier", "barrier"),
-                       ("send", "send"), ("recv", "recv"), ("reduce", "reduce")):
-        if key in flat:
-            return canon
-    return s
+    """Canonical collective name (the project's one convention, ``neuron_profiler.collectives``)."""
+    return normalize_collective(name)
 
 
 def algbw_bytes_per_s(size_bytes, duration_ns):
@@ -129,18 +111,13 @@ def algbw_bytes_per_s(size_bytes, duration_ns):
 
 
 def busbw_factor(operation, group_size):
-    """Bus-bandwidth factor per collective: all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all
-    (n−1)/n; broadcast, reduce, send, recv 1; unknown NaN. Vectorised over arrays of names and sizes."""
+    """Bus-bandwidth factor per collective (nccl-tests): all_reduce 2(n−1)/n; all_gather, reduce_scatter,
+    all_to_all (n−1)/n; broadcast, reduce, send, recv, send_recv, gather, scatter 1; barrier 0; unknown NaN.
+    Names in any spelling are normalised first. Vectorised over arrays of names and sizes."""
     ops = np.atleast_1d(np.asarray(operation, dtype=object))
-    n = np.atleast_1d(np.asarray(group_size, dtype=float))
-    n = np.broadcast_to(n, ops.shape).astype(float)
-    out = np.full(ops.shape, np.nan)
-    canon = np.array([normalize_collective_name(o) for o in ops], dtype=object) if ops.size else ops
-    for key, f in _BUSBW_FACTORS.items():
-        m = (canon == key) & (n > 0)
-        if m.any():
-            out[m] = f(n[m])
-    return out.item() if np.ndim(operation) == 0 and np.ndim(group_size) == 0 else out
+    canon = np.array([normalize_collective(o) for o in ops], dtype=object) if ops.size else ops
+    out = bus_factor(canon, group_size)
+    return float(np.asarray(out).reshape(-1)[0]) if np.ndim(operation) == 0 and np.ndim(group_size) == 0 else out
 
 
 def busbw_bytes_per_s(algbw, operation, group_size):

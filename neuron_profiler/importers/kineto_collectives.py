@@ -3,7 +3,8 @@
 
 Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = S / t`` with S the larger of input and
 output bytes (all_gather: total output; reduce_scatter: total input) and ``busbw = algbw * factor`` with
-factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather / reduce_scatter / all_to_all, 1 otherwise.
+factor from ``neuron_profiler.collectives.bus_factor`` (2(n-1)/n all_reduce, (n-1)/n all_gather /
+reduce_scatter / all_to_all, 1 for rooted and point-to-point ops, NaN unknown).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.collectives import bus_factor, normalize_collective
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
 
 _NCCL_KERNEL_OP = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
@@ -21,33 +23,14 @@ _ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|
 _DTYPE_SUFFIX = re.compile(r"_(float|half|bfloat16|double|int8_t|uint8_t|int32_t|uint32_t|int64_t|uint64_t|"
                            r"f32|f16|bf16|f64|i8|u8|i32|u32|i64|u64)\b", re.I)
 
-# squashed lower-case spelling prefix -> canonical operation
-_OPS = (
-    ("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
-    ("alltoall", "all_to_all"), ("sendrecv", "send_recv"), ("broadcast", "broadcast"), ("bcast", "broadcast"),
-    ("barrier", "barrier"), ("reduce", "reduce"), ("gather", "gather"), ("scatter", "scatter"),
-    ("send", "send"), ("recv", "recv"),
-)
 _NO_ARGS: dict[str, Any] = {}
-_NOT_COLLECTIVES = frozenset({"wait", "", "init", "finalize"})
-_BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
 _C_ALIASES = {"int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "uint32",
               "int64_t": "int64", "uint64_t": "uint64", "i8": "int8", "u8": "uint8", "i32": "int32",
               "u32": "uint32", "i64": "int64", "u64": "uint64", "f32": "float32", "f16": "float16",
               "bf16": "bfloat16", "f64": "float64"}
 
 
-def normalize_operation(name: str) -> str:
-    """Canonical collective name ("allreduce", "_allgather_base", "all_gather_into_tensor_coalesced",
-    "AllReduce" -> all_reduce / all_gather ...); "" for non-collectives such as "wait"."""
-    s = re.sub(r"[^a-z]", "", str(name).lower())
-    if s in _NOT_COLLECTIVES:
-        return ""
-    for prefix, op in _OPS:
-        if s.startswith(prefix):
-            return op
-    return s
+normalize_operation = normalize_collective  # the project's one canonical naming
 
 
 @functools.lru_cache(maxsize=4096)
@@ -148,15 +131,15 @@ def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any
                                              "process_group", "replica_group", "group_size", "sequence_number",
                                              "input_size", "output_size", "num_elements", "dtype",
                                              "framework_op", "instruction")}
-    algbw, busbw = [], []
+    algbw, ops, sizes = [], [], []
     for r in rows:
         size = max(r["input_size"], r["output_size"])
         t = r["duration_ns"] * 1e-9
-        bw = size / t if size and t > 0 else 0.0
-        n = r["group_size"] if r["group_size"] > 0 else world_size
-        f = _BUS_FACTOR.get(r["operation"])
-        algbw.append(bw)
-        busbw.append(bw * (f(n) if f and n >= 1 else 1.0) if r["operation"] != "barrier" else 0.0)
+        algbw.append(size / t if size and t > 0 else 0.0)
+        ops.append(r["operation"])
+        sizes.append(r["group_size"] if r["group_size"] > 0 else world_size)
+    busbw = list(np.asarray(algbw, dtype=float) * bus_factor(np.asarray(ops, dtype=object),
+                                                             np.asarray(sizes, dtype=float))) if rows else []
     cols["algorithm_bandwidth"] = algbw
     cols["bus_bandwidth"] = busbw
     return cols

@@ -17,48 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.collectives import bus_factor, normalize_collective
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
 
 __all__ = ["normalize_collective", "find_collectives", "ring_duration_ns", "bus_factor", "MIN_COLLECTIVE_NS"]
 
 MIN_COLLECTIVE_NS = 50
-# record_param_comms entries that are not data movement (work waits, coalescing markers)
-_NOT_COLLECTIVE = {"wait", "coalesced", "start_coalescing", "end_coalescing", ""}
-
-_OPS = {
-    "allreduce": "all_reduce", "all_reduce": "all_reduce", "allreduce_coalesced": "all_reduce",
-    "allgather": "all_gather", "all_gather": "all_gather", "_allgather_base": "all_gather",
-    "all_gather_into_tensor": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
-    "allgather_coalesced": "all_gather", "all_gather_into_tensor_coalesced": "all_gather",
-    "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
-    "broadcast": "broadcast", "reduce": "reduce", "all_to_all": "all_to_all", "alltoall": "all_to_all",
-    "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all", "send": "send", "recv": "recv",
-    "recv_any_source": "recv", "barrier": "barrier", "gather": "gather", "scatter": "scatter",
-}
-
-
-def normalize_collective(name: str) -> str:
-    """Canonical collective name (all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send,
-    recv, barrier, ...); unknown names are lower-cased as is."""
-    key = str(name or "").strip().lower()
-    for prefix in ("nccl:", "gloo:", "c10d::", "neuron:"):
-        if key.startswith(prefix):
-            key = key[len(prefix):]
-    key = key.rstrip("_")
-    return _OPS.get(key, key)
-
-
-def bus_factor(operation: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """busbw / algbw per NCCL tests."""
-    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    op = np.asarray(operation, dtype=object)
-    f = np.ones(len(n))
-    ar = op == "all_reduce"
-    ring = np.isin(op, ["all_gather", "reduce_scatter", "all_to_all"])
-    f[ar] = 2 * (n[ar] - 1) / n[ar]
-    f[ring] = (n[ring] - 1) / n[ring]
-    return f
 
 
 def ring_duration_ns(operation: np.ndarray, nbytes: np.ndarray, n: np.ndarray, link_bw: float,
@@ -125,7 +89,7 @@ def find_collectives(host_ops: pd.DataFrame, world_size: int = 1) -> pd.DataFram
         if not isinstance(a, dict):
             continue
         op = normalize_collective(a.get("Collective name", ""))
-        if op in _NOT_COLLECTIVE:
+        if not op:  # "wait" and coalescing markers move no data
             continue
         ranks = _ranks(a.get("Process Group Ranks"))
         n = _int(a.get("Group size"), len(ranks) or world_size)
