@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "gpt_train_step.nprof"
+from sample_traces import DEFAULT_SAMPLE as SAMPLE  # shipped as package data
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -29,7 +29,7 @@ REL_TOL = 0.005
 
 def _reference() -> dict:
     if not REF_PATH.is_file():
-        pytest.skip(f"{REF_PATH} is absent: run `/opt/hta-venv/bin/python bench/hta_reference.py` to create it")
+        pytest.fail(f"{REF_PATH} is missing: run `/opt/hta-venv/bin/python bench/hta_reference.py` to create it")
     return json.loads(REF_PATH.read_text())["traces"]
 
 
@@ -86,7 +86,7 @@ def _files(key: str, entry: dict) -> list[str]:
 def test_matches_hta(key):
     ref = _reference()
     if key not in ref:
-        pytest.skip(f"{key} not in {REF_PATH}")
+        pytest.fail(f"{key} not in {REF_PATH}")
     entry = ref[key]
     if "error" in entry:  # HTA failed to load under pandas 3; its numbers then come from the pandas 2 run
         if "fallback" not in entry:  # HTA gave nothing at all: ours must still import and give sane numbers
@@ -185,7 +185,7 @@ def test_exact_ns_equals_hta_on_integer_us_trace_without_step_filter():
     key = "HolisticTraceAnalysis/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
     ref = _reference().get(key)
     if ref is None or _result(ref, "temporal_breakdown") is None:
-        pytest.skip("no HTA temporal breakdown for alexnet in the reference file")
+        pytest.fail("no HTA temporal breakdown for alexnet in the reference file")
     rank, ins, _sel = _tables(key)
     t = temporal_breakdown(ins, rank=rank).iloc[0]
     row = _rows(ref["temporal_breakdown"])[0]
@@ -199,7 +199,7 @@ def test_step_filter_explains_the_difference_on_df_index_resolver():
     key = "HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz"
     ref = _reference().get(key)
     if ref is None or _result(ref, "temporal_breakdown") is None:
-        pytest.skip("no HTA temporal breakdown for df_index_resolver in the reference file")
+        pytest.fail("no HTA temporal breakdown for df_index_resolver in the reference file")
     rank, ins, sel = _tables(key)
     assert len(sel) < len(ins)
     full = temporal_breakdown(ins, rank=rank).iloc[0]

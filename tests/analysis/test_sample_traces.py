@@ -16,7 +16,7 @@ NAMES = ["gpt_train_step", "cnn_inference", "ddp_train_rank0", "ddp_train_rank1"
 def _sample(name: str):
     p = SAMPLES / f"{name}.nprof"
     if not p.is_file():
-        pytest.skip(f"captured sample trace {p} is absent (python sample_traces/regenerate.py)")
+        pytest.fail(f"captured sample trace {p} is missing (python sample_traces/regenerate.py)")
     return analysis.load(p)
 
 

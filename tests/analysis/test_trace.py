@@ -151,7 +151,7 @@ def test_sample_ddp_trace_breakdowns_count_dma_and_collectives():
 
     p = Path(__file__).resolve().parents[2] / "sample_traces" / "ddp_train_rank0.nprof"
     if not p.is_file():
-        pytest.skip(f"captured sample trace {p} is absent (python sample_traces/regenerate.py)")
+        pytest.fail(f"captured sample trace {p} is missing (python sample_traces/regenerate.py)")
     tr = analysis.load(p)
     assert not tr.is_kineto_import
     cc = tr.collectives[tr.collectives["instruction"] < 0]

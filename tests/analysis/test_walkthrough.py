@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_walkthrough_runs(tmp_path):
     captured = REPO / "sample_traces" / "gpt_train_step.nprof"
     if not captured.is_file():
-        pytest.skip(f"captured sample trace {captured} is absent (python sample_traces/regenerate.py)")
+        pytest.fail(f"captured sample trace {captured} is missing (python sample_traces/regenerate.py)")
     gpu = real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz")
     before = set(gpu.parent.iterdir())
     out = subprocess.run([sys.executable, str(REPO / "examples" / "walkthrough.py"), str(captured), str(gpu),

@@ -233,8 +233,7 @@ def test_gpu_trace_pages_in_browser(gpu_dir, chromium):
 def test_sample_traces_in_browser(chromium):
     """The bundled captures (a Neuron training step and a 2-rank DDP run): every page loads without
     console errors; the docs screenshots come from here."""
-    if not (SAMPLES / "gpt_train_step.nprof").is_file():
-        pytest.skip("bundled samples not generated yet (python sample_traces/regenerate.py)")
+    assert (SAMPLES / "gpt_train_step.nprof").is_file(), "bundled sample missing: python sample_traces/regenerate.py"
     app = create_app(SAMPLES)
     groups = [e.key for e in app._explorer_ctx.store.entries() if e.is_group]
     with serve(app) as url:

@@ -135,7 +135,7 @@ def test_bundled_sample_trace_pages():
 
     sample = Path(__file__).resolve().parents[2] / "sample_traces" / "gpt_train_step.nprof"
     if not sample.is_file():
-        pytest.skip(f"bundled sample {sample} not generated yet")
+        pytest.fail(f"bundled sample {sample} is missing (python sample_traces/regenerate.py)")
     ctx = Ctx(TraceStore(sample))
     idx = ctx.store.timeline("gpt_train_step.nprof")
     assert {"Tensor", "TensorMatrix", "Vector", "Scalar"} <= {i.label for i in idx.infos}
@@ -185,7 +185,7 @@ def test_recommendation_links_to_cited_event_on_sample():
 
     sample = Path(__file__).resolve().parents[2] / "sample_traces" / "gpt_train_step.nprof"
     if not sample.is_file():
-        pytest.skip(f"bundled sample {sample} not generated yet")
+        pytest.fail(f"bundled sample {sample} is missing (python sample_traces/regenerate.py)")
     ctx = Ctx(TraceStore(sample))
     rec = analysis.recommendations(ctx.store.trace("gpt_train_step.nprof"))
     cited = rec[[len(x) > 0 for x in rec["event_rows"]]]
