@@ -175,8 +175,9 @@ class TraceFile:
                 arr = np.zeros(0, dtype=np.uint32 if kind == "string" else
                                (np.float64 if kind == "float" else np.int64))
             data[col] = self._categorical(arr, f"{name}.{col}") if kind == "string" else arr
-        if not windowed and all(f == sum(r for _, r in spans[:i]) for i, (f, _) in enumerate(spans)):
-            row_index: pd.Index = pd.RangeIndex(sum(r for _, r in spans), name="row")  # no index array needed
+        starts = np.cumsum([0] + [r for _, r in spans])
+        if not windowed and all(f == starts[i] for i, (f, _) in enumerate(spans)):
+            row_index: pd.Index = pd.RangeIndex(int(starts[-1]), name="row")  # contiguous: no index array
         else:
             if not windowed:
                 index = [np.arange(f, f + r, dtype=np.int64) for f, r in spans]

@@ -5,13 +5,11 @@ import pytest
 from neuron_profiler.hardware import model_param, neuron_spec
 from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.collectives import normalize_collective
-from neuron_profiler.runtime.simulated.synthetic import comm, host_ops_builder, op
+from neuron_profiler.runtime.simulated.synthetic import comm, op, simulate
 
 
 def _simulate(rows, target="trn2", world_size=8):
-    b = host_ops_builder(rows, world_size=world_size)
-    SimulatedRuntime(target).emit(b, b.table("host_ops"))
-    return b
+    return simulate(rows, target, world_size=world_size)
 
 
 def _link():

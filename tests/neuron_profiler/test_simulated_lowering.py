@@ -6,17 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.lowering import classify, lower_signature
-from neuron_profiler.runtime.simulated.synthetic import host_ops_builder, op
+from neuron_profiler.runtime.simulated.synthetic import op, simulate
 
 BF = "c10::BFloat16"
 
 
-def _simulate(rows, target="trn2", **kw):
-    b = host_ops_builder(rows)
-    SimulatedRuntime(target, **kw).emit(b, b.table("host_ops"))
-    return b
 
 
 def _matmul_flops(b):
@@ -37,7 +32,7 @@ def _matmul_flops(b):
 def test_matmul_flops_formula(name, shapes, expected):
     dtypes = [BF] * len(shapes)
     assert lower_signature(name, str(shapes).replace(" ", ""), str(dtypes).replace("'", '"')).flops == expected
-    b = _simulate([op(name, 1000, 500, shapes, dtypes)])
+    b = simulate([op(name, 1000, 500, shapes, dtypes)])
     assert _matmul_flops(b) == {0: expected}
 
 
@@ -50,7 +45,7 @@ def test_conv_flops_formula():
     w = lower_signature("aten::convolution", "[[2,16,32,32],[64,4,3,3],[64],[],[],[],[],[],[]]",
                         '["float","float","float"]', concrete=concrete)
     assert w.flops == 2 * (2 * 64 * 16 * 16) * 4 * 3 * 3
-    b = _simulate([op("aten::convolution", 0, 10_000, [[2, 16, 32, 32], [64, 4, 3, 3], [64], [], [], [], [], [], []],
+    b = simulate([op("aten::convolution", 0, 10_000, [[2, 16, 32, 32], [64, 4, 3, 3], [64], [], [], [], [], [], []],
                       ["float"] * 3, args={"Concrete Inputs": concrete})])
     assert _matmul_flops(b) == {0: 2 * (2 * 64 * 16 * 16) * 4 * 3 * 3}
 
@@ -68,7 +63,7 @@ def test_attention_flops_and_flops_column_wins():
     w = lower_signature("aten::scaled_dot_product_attention", str([q, q, q]).replace(" ", ""),
                         f'["{BF}","{BF}","{BF}"]')
     assert w.flops == 4 * 2 * 8 * 128 * 128 * 64
-    b = _simulate([op("aten::mm", 0, 100, [[64, 64], [64, 64]], [BF, BF], flops=123_456_789)])
+    b = simulate([op("aten::mm", 0, 100, [[64, 64], [64, 64]], [BF, BF], flops=123_456_789)])
     assert _matmul_flops(b) == {0: 123_456_789}
 
 
@@ -96,7 +91,7 @@ def test_nested_ops_lowered_once():
         op("aten::addmm", 2_000, 30_000, [[512], shapes_x, [256, 512], [], []], [BF] * 3 + ["Scalar"] * 2),
         op("aten::relu", 60_000, 5_000, [[32, 512]], [BF]),
     ]
-    b = _simulate(rows)
+    b = simulate(rows)
     ins = b.table("instructions")
     assert set(ins.framework_op) == {4, 5}  # addmm and relu only
     assert _matmul_flops(b) == {4: 2 * 32 * 256 * 512}
@@ -112,7 +107,7 @@ def test_cpu_addmm_with_inner_copy_is_one_matmul():
             op("aten::expand", 200, 500, [[256], []], ["float", "ScalarList"]),
             op("aten::copy_", 1000, 2000, [[64, 256], [1, 256], []], ["float", "float", "Scalar"]),
             op("aten::copy_", 60_000, 2000, [[64, 256], [64, 256], []], ["float", "float", "Scalar"])]
-    b = _simulate(rows)
+    b = simulate(rows)
     assert set(b.table("instructions").framework_op) == {1, 4}
     assert _matmul_flops(b) == {1: 2 * 64 * 128 * 256}
 
@@ -121,13 +116,13 @@ def test_parent_with_only_noncompute_children_is_lowered():
     # aten::matmul whose recorded children are views only: the matmul itself is the leaf compute op
     rows = [op("aten::matmul", 0, 10_000, [[64, 64], [64, 64]], [BF, BF]),
             op("aten::view", 100, 100, [[64, 64], []], [BF, "ScalarList"])]
-    assert _matmul_flops(_simulate(rows)) == {0: 2 * 64 ** 3}
+    assert _matmul_flops(simulate(rows)) == {0: 2 * 64 ** 3}
 
 
 def test_nesting_is_per_track():
     rows = [op("aten::mm", 0, 10_000, [[64, 64], [64, 64]], [BF, BF], track="a"),
             op("aten::mm", 100, 1_000, [[32, 64], [64, 64]], [BF, BF], track="b")]
-    assert _matmul_flops(_simulate(rows)) == {0: 2 * 64 ** 3, 1: 2 * 32 * 64 * 64}
+    assert _matmul_flops(simulate(rows)) == {0: 2 * 64 ** 3, 1: 2 * 32 * 64 * 64}
 
 
 @pytest.mark.parametrize("shapes,dtypes", [
@@ -141,7 +136,7 @@ def test_garbage_shapes_do_not_crash(shapes, dtypes):
     rows = [op("aten::mm", 0, 1000, shapes, dtypes), op("aten::add", 2000, 1000, shapes, dtypes),
             op("aten::convolution", 4000, 1000, shapes, dtypes),
             op("aten::relu", 6000, 1000, [[8, 8]], ["float"])]
-    b = _simulate(rows)
+    b = simulate(rows)
     ins = b.table("instructions")
     assert 3 in set(ins.framework_op)  # the valid op still runs
     assert (ins.duration_ns > 0).all()
@@ -149,7 +144,7 @@ def test_garbage_shapes_do_not_crash(shapes, dtypes):
 
 
 def test_empty_host_ops():
-    b = _simulate([])
+    b = simulate([])
     assert b.rows("instructions") == 0 and b.header.simulated and len(b.header.devices) == 1
 
 
@@ -167,6 +162,6 @@ _json_shape = st.recursive(st.integers(-3, 300) | st.none() | st.text(max_size=3
 def test_lowering_never_crashes(name, shapes, dtypes):
     w = lower_signature(name, shapes, dtypes)
     assert w.flops >= 0 and w.out_bytes >= 0
-    b = _simulate([op(name, 0, 1000, shapes, dtypes), op("aten::relu", 5000, 100, [[4]], ["float"])])
+    b = simulate([op(name, 0, 1000, shapes, dtypes), op("aten::relu", 5000, 100, [[4]], ["float"])])
     ins = b.table("instructions")
     assert (ins.duration_ns > 0).all() and (ins.raw_flops >= 0).all()

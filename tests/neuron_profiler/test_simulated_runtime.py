@@ -6,17 +6,12 @@ from neuron_profiler.hardware import neuron_spec
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.counters import MAX_SAMPLES
-from neuron_profiler.runtime.simulated.synthetic import host_ops_builder, random_op_stream
+from neuron_profiler.runtime.simulated.synthetic import random_op_stream, simulate
 from neuron_profiler.trace import read_trace
 
 ENGINES = {"Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync"}
 
 
-def _simulate(rows, target="trn2", rank=0, **kw):
-    b = host_ops_builder(rows, rank=rank, world_size=max(rank + 1, 1))
-    rt = SimulatedRuntime(target, rank=rank, **kw)
-    rt.emit(b, b.table("host_ops"))
-    return b
 
 
 def test_interface_and_bad_arguments():
@@ -31,7 +26,7 @@ def test_interface_and_bad_arguments():
 
 
 def test_mixed_stream_uses_every_engine_and_track_tree(tmp_path):
-    b = _simulate(random_op_stream(64))
+    b = simulate(random_op_stream(64))
     ins, tracks = b.table("instructions"), b.table("tracks")
     assert set(ins.engine) == ENGINES
     assert set(ins[ins.engine == "Scalar"].opcode) == {"ACTIVATE"}
@@ -64,7 +59,7 @@ def test_mixed_stream_uses_every_engine_and_track_tree(tmp_path):
 
 
 def test_header_devices_clock_and_footer():
-    b = _simulate(random_op_stream(8))
+    b = simulate(random_op_stream(8))
     h = b.header
     assert h.simulated and len(h.devices) == 1
     dev = h.devices[0]
@@ -76,7 +71,7 @@ def test_header_devices_clock_and_footer():
 
 
 def test_flows_link_host_ops_to_every_device_event():
-    b = _simulate(random_op_stream(32))
+    b = simulate(random_op_stream(32))
     f = b.table("flows")
     ins, d = b.table("instructions"), b.table("dma")
     fi = f[f.dst_table == "instructions"]
@@ -88,7 +83,7 @@ def test_flows_link_host_ops_to_every_device_event():
 
 
 def test_counters_units_bounds_and_values():
-    b = _simulate(random_op_stream(3000, gap_ns=0))
+    b = simulate(random_op_stream(3000, gap_ns=0))
     tracks, c = b.table("tracks"), b.table("counters")
     ct = tracks[tracks.kind == "counter"]
     assert dict(zip(ct.name.astype(str), ct.unit.astype(str))) == {
@@ -112,35 +107,35 @@ def test_counters_units_bounds_and_values():
 
 
 def test_max_events_per_nc_keeps_first_events():
-    full = _simulate(random_op_stream(50))
+    full = simulate(random_op_stream(50))
     n_full = full.rows("instructions") + full.rows("dma")
-    b = _simulate(random_op_stream(50), max_events_per_nc=100)
+    b = simulate(random_op_stream(50), max_events_per_nc=100)
     kept = b.rows("instructions") + b.rows("dma")
     assert kept == 100 and b.dropped_events == {"nc0": n_full - 100}
     last_kept = max(b.table("instructions").start_ts.max(), b.table("dma").start_ts.max())
     all_starts = np.sort(np.concatenate([full.table("instructions").start_ts, full.table("dma").start_ts]))
     assert last_kept <= all_starts[100]
     assert b.rows("flows") == kept
-    assert _simulate(random_op_stream(5), max_events_per_nc=10**6).dropped_events == {}
+    assert simulate(random_op_stream(5), max_events_per_nc=10**6).dropped_events == {}
 
 
 def test_capture_enabled_for_nc():
-    b = _simulate(random_op_stream(16), rank=1, capture_enabled_for_nc={1, 3})
+    b = simulate(random_op_stream(16), rank=1, capture_enabled_for_nc={1, 3})
     tracks = b.table("tracks")
     assert list(tracks[tracks.kind == "core"].name.astype(str)) == ["nc1"] and b.rows("instructions") > 0
-    b = _simulate(random_op_stream(16), rank=0, capture_enabled_for_nc={1, 3})
+    b = simulate(random_op_stream(16), rank=0, capture_enabled_for_nc={1, 3})
     assert b.rows("instructions") == 0 and b.rows("dma") == 0 and b.rows("counters") == 0
     assert (b.table("tracks").kind != "core").all()
     assert len(b.header.devices) == 1  # the device is still described
 
 
 def test_rank_places_core_and_chip():
-    b = _simulate(random_op_stream(4), target="trn1", rank=3)  # trn1: 2 cores per chip -> chip 1, nc1
+    b = simulate(random_op_stream(4), target="trn1", rank=3)  # trn1: 2 cores per chip -> chip 1, nc1
     tracks = b.table("tracks")
     assert list(tracks[tracks.kind == "core"].name.astype(str)) == ["nc1"]
     assert list(tracks[tracks.kind == "device"].name.astype(str)) == ["Trainium 1"]
     assert b.header.devices[0].index == 1 and (tracks[tracks.kind == "engine"]["rank"] == 3).all()
-    b = _simulate(random_op_stream(4), target="trn2", rank=5, num_cores=4)  # LNC=2: 4 cores per chip
+    b = simulate(random_op_stream(4), target="trn2", rank=5, num_cores=4)  # LNC=2: 4 cores per chip
     tracks = b.table("tracks")
     assert list(tracks[tracks.kind == "core"].name.astype(str)) == ["nc1"]
     assert b.header.devices[0].index == 1 and b.header.devices[0].properties["simulated_num_cores"] == "4"
@@ -148,7 +143,7 @@ def test_rank_places_core_and_chip():
 
 @pytest.mark.parametrize("target", ["trn1", "inf2", "trn3"])
 def test_other_targets(target):
-    b = _simulate(random_op_stream(16), target=target)
+    b = simulate(random_op_stream(16), target=target)
     assert b.header.devices[0].kind == target and b.rows("instructions") > 0
 
 

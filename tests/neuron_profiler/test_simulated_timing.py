@@ -6,17 +6,12 @@ import numpy as np
 import pytest
 
 from neuron_profiler.hardware import engine_clock_hz, model_param, neuron_spec
-from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.engines import MAX_INSTR_PER_STEP, inorder_scan
-from neuron_profiler.runtime.simulated.synthetic import host_ops_builder, op, random_op_stream
+from neuron_profiler.runtime.simulated.synthetic import op, random_op_stream, simulate
 
 BF = "c10::BFloat16"
 
 
-def _simulate(rows, target="trn2", **kw):
-    b = host_ops_builder(rows)
-    SimulatedRuntime(target, **kw).emit(b, b.table("host_ops"))
-    return b
 
 
 def _throttle_ns(ins):
@@ -25,7 +20,7 @@ def _throttle_ns(ins):
 
 
 def _tensor_time(dtype, target="trn2", m=1024, k=1024, n=2048):
-    b = _simulate([op("aten::mm", 0, 100, [[m, k], [k, n]], [dtype, dtype])], target)
+    b = simulate([op("aten::mm", 0, 100, [[m, k], [k, n]], [dtype, dtype])], target)
     ins = b.table("instructions")
     mm = ins[ins.engine == "TensorMatrix"]
     return mm.duration_ns.sum() - _throttle_ns(mm), len(mm), 2 * m * k * n
@@ -46,14 +41,14 @@ def test_didt_throttling_cold_tensor_engine():
     # two matmuls dispatched together (the second starts warm), a third after 1 ms of idle (cold again)
     rows = [op("aten::mm", 0, 100, *big), op("aten::mm", 200, 100, *big), op("aten::mm", 10**6, 100, *big)]
     for target, expected in (("trn2", ramp * (1 - f0) / 2), ("trn1", 0)):
-        ins = _simulate(rows, target).table("instructions")
+        ins = simulate(rows, target).table("instructions")
         mm = ins[ins.engine == "TensorMatrix"]
         per_op = {o: _throttle_ns(g) for o, g in mm.groupby("framework_op")}
         assert per_op == {0: pytest.approx(expected, abs=1), 1: 0, 2: pytest.approx(expected, abs=1)}
         s = mm.sort_values("start_ts")  # stretched first MATMUL still does not overlap the next one
         assert ((s.start_ts + s.duration_ns).to_numpy()[:-1] <= s.start_ts.to_numpy()[1:]).all()
     # a tiny matmul finishes inside the ramp: w = f0 t + (1 - f0) t^2 / (2 R)
-    ins = _simulate([op("aten::mm", 0, 100, [[128, 128], [128, 512]], [BF, BF])], "trn2").table("instructions")
+    ins = simulate([op("aten::mm", 0, 100, [[128, 128], [128, 512]], [BF, BF])], "trn2").table("instructions")
     mm = ins[ins.engine == "TensorMatrix"]
     extra = _throttle_ns(mm)
     t = mm.duration_ns.sum()
@@ -70,7 +65,7 @@ def test_fp32_matmul_about_4x_slower():
 
 
 def test_load_stationary_precedes_matmul_and_is_faster():
-    b = _simulate([op("aten::mm", 0, 100, [[512, 512], [512, 2048]], [BF, BF])])
+    b = simulate([op("aten::mm", 0, 100, [[512, 512], [512, 2048]], [BF, BF])])
     ins = b.table("instructions")
     ls, mm = ins[ins.engine == "Tensor"], ins[ins.engine == "TensorMatrix"]
     assert (ls.opcode == "LoadStationary").all() and (mm.opcode == "MATMUL").all()
@@ -84,7 +79,7 @@ def test_load_stationary_precedes_matmul_and_is_faster():
 
 def test_elementwise_time_scales_with_bytes():
     def vec_time(n):
-        b = _simulate([op("aten::add", 0, 100, [[n], [n], []], ["float", "float", "Scalar"])])
+        b = simulate([op("aten::add", 0, 100, [[n], [n], []], ["float", "float", "Scalar"])])
         ins = b.table("instructions")
         return ins[ins.engine == "Vector"].duration_ns.sum()
     clock, lanes = engine_clock_hz("trn2", "Vector"), 128
@@ -96,7 +91,7 @@ def test_elementwise_time_scales_with_bytes():
 
 
 def test_activation_runs_on_scalar():
-    b = _simulate([op("aten::gelu", 0, 100, [[4096, 1024]], [BF])])
+    b = simulate([op("aten::gelu", 0, 100, [[4096, 1024]], [BF])])
     ins = b.table("instructions")
     act = ins[ins.engine == "Scalar"]
     assert (act.opcode == "ACTIVATE").all() and len(act) >= 1
@@ -105,7 +100,7 @@ def test_activation_runs_on_scalar():
 
 
 def test_dma_duration_is_latency_plus_bytes_over_bandwidth():
-    b = _simulate([op("aten::mm", 0, 100, [[2048, 4096], [4096, 4096]], [BF, BF]),
+    b = simulate([op("aten::mm", 0, 100, [[2048, 4096], [4096, 4096]], [BF, BF]),
                    op("aten::add", 10**6, 100, [[4], [4], []], ["float", "float", "Scalar"])])
     d = b.table("dma")
     bw = neuron_spec("trn2").dma_bandwidth_per_core_bytes_per_s
@@ -126,7 +121,7 @@ def test_dma_duration_is_latency_plus_bytes_over_bandwidth():
 
 
 def test_no_overlap_within_a_track():
-    b = _simulate(random_op_stream(300, gap_ns=0))
+    b = simulate(random_op_stream(300, gap_ns=0))
     for table in ("instructions", "dma"):
         t = b.table(table).sort_values(["track", "start_ts"])
         same = t.track.to_numpy()[1:] == t.track.to_numpy()[:-1]
@@ -135,7 +130,7 @@ def test_no_overlap_within_a_track():
 
 
 def test_dependencies_load_compute_store():
-    b = _simulate(random_op_stream(200, gap_ns=0))
+    b = simulate(random_op_stream(200, gap_ns=0))
     ins, d = b.table("instructions"), b.table("dma")
     host = b.table("host_ops")
     comp = ins[ins.engine != "Sync"].groupby("framework_op").agg(s=("start_ts", "min"))
@@ -156,13 +151,13 @@ def test_host_bound_gaps_and_device_bound_lag():
     mm = ([[2048, 2048], [2048, 2048]], [BF, BF])
     # host-bound: tiny ops 1 ms apart -> device idle between them, finishing soon after each dispatch
     sparse = [op("aten::add", i * 1_000_000, 1000, [[64], [64], []], ["float", "float", "Scalar"]) for i in range(5)]
-    ins = _simulate(sparse).table("instructions")
+    ins = simulate(sparse).table("instructions")
     ends = (ins.start_ts + ins.duration_ns).groupby(ins.framework_op).max().to_numpy()
     starts = ins.start_ts.groupby(ins.framework_op).min().to_numpy()
     assert (starts[1:] - ends[:-1] > 900_000).all()
     # device-bound: big matmuls dispatched every 1 us -> device lags the host more and more
     dense = [op("aten::mm", i * 1000, 500, *mm) for i in range(20)]
-    ins = _simulate(dense).table("instructions")
+    ins = simulate(dense).table("instructions")
     end = (ins.start_ts + ins.duration_ns).groupby(ins.framework_op).max().to_numpy()
     lag = end - np.arange(20) * 1000
     busy = 20 * 2 * 2048 ** 3 / neuron_spec("trn2").peak_flops_per_s["bfloat16"] * 1e9
