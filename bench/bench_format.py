@@ -145,7 +145,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         for n in args.sizes:
             cols = realistic_stream(n)
-            res = {"nprof": ours(cols, Path(d) / "t.nprof", "zstd"),  # the default codec
+            res = {"nprof": ours(cols, Path(d) / "t.nprof", "lz4"),  # the default codec
+                   "nprof+zstd": ours(cols, Path(d) / "s.nprof", "zstd"),
                    "nprof raw": ours(cols, Path(d) / "r.nprof", "none"),
                    "nprof+zlib": ours(cols, Path(d) / "z.nprof", "zlib")}
             res["parquet"] = parquet(cols, Path(d) / "t.parquet")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import normalize
 from neuron_profiler.trace.strings import categorical_from_values
@@ -82,7 +83,7 @@ class TraceBuilder:
                             columns=pd.Index(list(spec), dtype=object))
 
     def write(self, path: str | os.PathLike, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-              compression: str = "zstd") -> Path:
+              compression: str = framing.DEFAULT_COMPRESSION) -> Path:
         """Write the whole trace to ``path`` (parent directories are created)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +121,7 @@ def _default(c: Any, n: int) -> np.ndarray:
 
 def write_trace(path: str | os.PathLike, header: pb.Header, tables: Mapping[str, Mapping[str, Any] | pd.DataFrame],
                 *, dropped_events: Mapping[str, int] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                compression: str = "zstd") -> Path:
+                compression: str = framing.DEFAULT_COMPRESSION) -> Path:
     """One-shot: write ``tables`` (name -> DataFrame or column mapping) with ``header`` to ``path``."""
     b = TraceBuilder(header)
     for name, cols in tables.items():

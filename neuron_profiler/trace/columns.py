@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
 
 from schemas import pb
 
 #: Current format version written by this package; readers accept any minor of the same major.
-FORMAT_MAJOR = 1
+FORMAT_MAJOR = 2
 FORMAT_MINOR = 0
 FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 
@@ -29,6 +30,12 @@ class Column:
     unit: str
     ref_table: str
     int_default: int = 0
+    wire_dtype: type = np.int64  # numpy dtype of the packed field's elements
+
+    @property
+    def max_wire_value(self) -> int:
+        """Largest value the packed field holds (writers check against it)."""
+        return int(np.iinfo(self.wire_dtype).max)
 
     @property
     def default(self) -> int | float | str:
@@ -47,12 +54,20 @@ def _column(field: FieldDescriptor) -> Column:
         kind = "ref"
     elif field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
         kind = "float"
-    elif field.type in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_UINT32):
+    elif field.type in _UNSIGNED:
         kind = "uint"
     else:
         kind = "int"
+    if field.type not in _WIRE_DTYPES:
+        raise TypeError(f"column {field.full_name} has proto type {field.type}; columns must be fixed-width "
+                        "(fixed32, fixed64, sfixed64, double) so they parse at memory-copy speed")
     return Column(field.name, field.number, kind, opts.Extensions[pb.unit], opts.Extensions[pb.ref_table],
-                  opts.Extensions[pb.default_value])
+                  opts.Extensions[pb.default_value], _WIRE_DTYPES[field.type])
+
+
+_UNSIGNED = (FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_FIXED32)
+_WIRE_DTYPES = {FieldDescriptor.TYPE_FIXED32: np.uint32, FieldDescriptor.TYPE_FIXED64: np.uint64,
+                FieldDescriptor.TYPE_SFIXED64: np.int64, FieldDescriptor.TYPE_DOUBLE: np.float64}
 
 
 _ONEOF = pb.Chunk.DESCRIPTOR.oneofs_by_name["columns"]

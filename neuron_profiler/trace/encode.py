@@ -76,16 +76,21 @@ def time_bounds(table: str, cols: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def fill_message(msg: Any, spec: Mapping[str, Column], cols: Mapping[str, np.ndarray]) -> None:
-    """Write normalized, interned columns (string columns already uint32 ids) into a ``*Columns`` message."""
+    """Write normalized, interned columns (string columns already uint32 ids) into a ``*Columns`` message.
+
+    Raises ValueError naming the column when a value does not fit its fixed-width field."""
     for name, arr in cols.items():
-        kind = spec[name].kind
-        if kind == "delta":
+        col = spec[name]
+        if col.kind == "delta":
             arr = np.diff(arr, prepend=np.int64(0))
-        elif kind == "ref":
-            arr = (arr + 1).astype(np.uint64)
-        if kind != "delta" and _all_default(arr, spec[name]):
+        elif col.kind == "ref":
+            arr = arr + 1
+        if col.kind != "delta" and _all_default(arr, col):
             continue  # all defaults: leave the packed field empty
-        getattr(msg, name).extend(arr.tolist())
+        if col.kind != "float" and len(arr) and col.wire_dtype == np.uint32 and int(arr.max()) > col.max_wire_value:
+            raise ValueError(f"column {name!r} holds {int(arr.max())}, above the {col.max_wire_value} its "
+                             f"32-bit field can store")
+        getattr(msg, name).extend(arr.astype(col.wire_dtype, copy=False).tolist())
 
 
 def _all_default(arr: np.ndarray, col: Column) -> bool:
@@ -94,28 +99,40 @@ def _all_default(arr: np.ndarray, col: Column) -> bool:
     return bool((arr == col.default).all())
 
 
-def read_message(msg: Any, spec: Mapping[str, Column], rows: int, wanted: list[str]) -> dict[str, np.ndarray]:
+def read_message(msg: Any, spec: Mapping[str, Column], rows: int, wanted: list[str],
+                 out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Decode ``wanted`` columns of a ``*Columns`` message into numpy arrays of ``rows`` elements.
 
-    String columns come back as uint32 ids. Raises ValueError on a column of the wrong length."""
-    out: dict[str, np.ndarray] = {}
+    String columns come back as uint32 ids, other integers as int64, floats as float64. With ``out``,
+    each column is decoded straight into ``out[column]`` (an array of ``rows`` elements of that dtype).
+    Raises ValueError on a column of the wrong length."""
+    res: dict[str, np.ndarray] = {}
     for name in wanted:
         col = spec[name]
+        dst = None if out is None else out[name]
         field = getattr(msg, name)
         if len(field) == 0:
-            out[name] = np.full(rows, col.default if col.kind != "string" else 0,
-                                dtype=np.uint32 if col.kind == "string" else _NUMPY_KIND[col.kind])
+            fill = 0 if col.kind == "string" else col.default
+            if dst is None:
+                dst = np.empty(rows, dtype=column_dtype(col))
+            dst.fill(fill)
+            res[name] = dst
             continue
         if len(field) != rows:
             raise ValueError(f"column {name!r} has {len(field)} values for {rows} rows")
-        if col.kind == "string":
-            out[name] = np.array(field, dtype=np.uint32)
-        elif col.kind == "delta":
-            out[name] = np.cumsum(np.array(field, dtype=np.int64))
+        wire = np.array(field, dtype=col.wire_dtype)  # packed fixed-width: one memory copy
+        if col.kind == "delta":
+            res[name] = np.cumsum(wire, out=dst)
         elif col.kind == "ref":
-            out[name] = np.array(field, dtype=np.uint64).astype(np.int64) - 1
-        elif col.kind == "float":
-            out[name] = np.array(field, dtype=np.float64)
+            res[name] = np.subtract(wire, 1, out=dst, dtype=np.int64, casting="unsafe")
+        elif dst is not None:
+            dst[:] = wire
+            res[name] = dst
         else:
-            out[name] = np.array(field, dtype=np.int64)
-    return out
+            res[name] = wire.view(np.int64) if wire.dtype == np.uint64 else wire
+    return res
+
+
+def column_dtype(col: Column) -> type:
+    """The numpy dtype a column decodes to: uint32 string ids, float64, else int64."""
+    return np.uint32 if col.kind == "string" else (np.float64 if col.kind == "float" else np.int64)

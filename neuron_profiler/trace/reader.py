@@ -22,10 +22,11 @@ from google.protobuf.message import DecodeError
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLE_NAMES,
                                            TABLES, TIME_COLUMNS, columns_of)
-from neuron_profiler.trace.encode import read_message
+from neuron_profiler.trace.encode import column_dtype, read_message
 from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError,
                                           TruncatedTraceError, UnsupportedVersionError)
 from neuron_profiler.trace.strings import categorical_from_ids
+from neuron_profiler.trace.workers import submit
 from schemas import pb
 
 #: A chunk with no stored column may declare at most this many (all-default) rows.
@@ -172,8 +173,7 @@ class TraceFile:
             elif parts:
                 arr = np.concatenate([p[col] for p in parts])
             else:
-                arr = np.zeros(0, dtype=np.uint32 if kind == "string" else
-                               (np.float64 if kind == "float" else np.int64))
+                arr = np.zeros(0, dtype=column_dtype(spec[col]))
             data[col] = self._categorical(arr, f"{name}.{col}") if kind == "string" else arr
         starts = np.cumsum([0] + [r for _, r in spans])
         if not windowed and all(f == starts[i] for i, (f, _) in enumerate(spans)):
@@ -197,24 +197,21 @@ class TraceFile:
                 return None
             total += c.rows
         spec = columns_of(name)
-        out = {col: np.empty(total, dtype=np.uint32 if spec[col].kind == "string" else
-                             (np.float64 if spec[col].kind == "float" else np.int64)) for col in wanted}
+        out = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
 
         def decode_into(c: ChunkRef) -> None:
             msg = self._parse_chunk(c, self._chunk_raw(c))
             if msg.first_row != c.first_row or msg.rows != c.rows:
                 raise self._err(CorruptTraceError, c.offset, f"chunk holds rows {msg.first_row}+{msg.rows}, "
                                 f"the footer index says {c.first_row}+{c.rows}")
-            _, rows, cols = self._decode_chunk(c, msg, name, wanted)
-            for col, arr in cols.items():
-                out[col][c.first_row:c.first_row + rows] = arr
+            self._decode_chunk(c, msg, name, wanted, {k: v[c.first_row:c.first_row + c.rows] for k, v in out.items()})
 
         if len(chunks) < 2:
             for c in chunks:
                 decode_into(c)
         else:
             with ThreadPoolExecutor(max_workers=_DECODE_THREADS) as pool:
-                for fut in [pool.submit(decode_into, c) for c in chunks]:
+                for fut in [submit(pool, decode_into, c) for c in chunks]:
                     fut.result()
         data = {col: self._categorical(arr, f"{name}.{col}") if spec[col].kind == "string" else arr
                 for col, arr in out.items()}
@@ -292,6 +289,10 @@ class TraceFile:
                             f"(up to {FORMAT_MAJOR}.{FORMAT_MINOR}); upgrade neuron-profiler to read it")
         if h.format_major == 0:
             raise self._err(CorruptTraceError, pos, "header has format version 0.x, which was never written")
+        if h.format_major < FORMAT_MAJOR:
+            raise self._err(UnsupportedVersionError, None, f"file has format version "
+                            f"{h.format_major}.{h.format_minor}, a pre-release layout this reader no longer "
+                            f"reads (it supports {FORMAT_MAJOR}.x); re-import or re-capture the trace")
         return h, pos + framing.FRAME.size + length
 
     def _index(self, pos: int) -> list[ChunkRef]:
@@ -409,7 +410,7 @@ class TraceFile:
                 yield self._decode_one(c, table, cols)
             return
         with ThreadPoolExecutor(max_workers=_DECODE_THREADS) as pool:
-            futures = [pool.submit(self._decode_one, c, table, cols) for c in chunks]
+            futures = [submit(pool, self._decode_one, c, table, cols) for c in chunks]
             for fut in futures:
                 yield fut.result()
 
@@ -419,22 +420,23 @@ class TraceFile:
             c.rows = msg.rows if msg is not None else 0
             c.first_row = msg.first_row if msg is not None else 0
 
-    def _decode_chunk(self, c: ChunkRef, msg: pb.Chunk, table: str, cols: list[str]) -> tuple[int, int, dict]:
+    def _decode_chunk(self, c: ChunkRef, msg: pb.Chunk, table: str, cols: list[str],
+                      out: dict[str, np.ndarray] | None = None) -> tuple[int, int, dict]:
         rows = msg.rows
         body = getattr(msg, table)
         spec = columns_of(table)
         if not any(len(getattr(body, k)) for k in spec) and rows > _MAX_DEFAULT_ROWS:
             raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows but stores no column")
         try:
-            out = read_message(body, spec, rows, cols)
+            res = read_message(body, spec, rows, cols, out)
         except (ValueError, OverflowError) as e:
             raise self._err(CorruptTraceError, c.offset, f"table {table!r}: {e}") from None
         n_strings = len(self._strings)
-        for k, v in out.items():
+        for k, v in res.items():
             if spec[k].kind == "string" and len(v) and int(v.max()) >= n_strings:
                 raise self._err(CorruptTraceError, c.offset, f"column {table}.{k} refers to string id "
                                 f"{int(v.max())}, but the file has only {n_strings} strings")
-        return msg.first_row, rows, out
+        return msg.first_row, rows, res
 
     def _load_strings(self) -> np.ndarray:
         values: list[str] = []

@@ -6,8 +6,11 @@ complete chunk.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -18,10 +21,14 @@ from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_T
                                            columns_of)
 from neuron_profiler.trace.encode import fill_message, normalize, time_bounds
 from neuron_profiler.trace.strings import StringTable
+from neuron_profiler.trace.workers import submit
 from schemas import pb
 
 DEFAULT_CHUNK_ROWS = 65536
 MAX_CHUNK_ROWS = 1 << 22
+#: Chunks compressed on worker threads (lz4, zstd and zlib release the GIL) while the caller fills the next
+#: ones; also the most finished-but-unwritten chunks held in memory.
+_COMPRESS_THREADS = 2
 
 
 class TraceWriter:
@@ -35,7 +42,7 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | os.PathLike, header: pb.Header, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                 compression: str = "zstd", level: int | None = None) -> None:
+                 compression: str = framing.DEFAULT_COMPRESSION, level: int | None = None) -> None:
         if compression not in framing.CODECS:
             raise ValueError(f"unknown compression {compression!r}; valid: {', '.join(framing.CODECS)}")
         if not 1 <= chunk_rows <= MAX_CHUNK_ROWS:
@@ -53,6 +60,8 @@ class TraceWriter:
         self._footer = pb.Footer()
         self._min_ts: int | None = None
         self._max_ts: int | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: deque[tuple[Future, str, pb.Chunk, int, int]] = deque()
         header = _checked_header(header)
         self._f: BinaryIO | None = open(self.path, "wb")
         self._f.write(framing.MAGIC)
@@ -73,16 +82,18 @@ class TraceWriter:
             return first
         self._pending.setdefault(table, []).append(cols)
         self._pending_rows[table] = self._pending_rows.get(table, 0) + n
-        while self._pending_rows[table] >= self.chunk_rows:
-            self._flush_table(table, self.chunk_rows)
+        with self._pipeline(self._pending_rows[table] // self.chunk_rows):
+            while self._pending_rows[table] >= self.chunk_rows:
+                self._flush_table(table, self.chunk_rows)
         return first
 
     def flush(self) -> None:
         """Write every buffered row (possibly as short chunks)."""
-        for table in list(self._pending):
-            while self._pending_rows.get(table, 0):
-                self._flush_table(table, min(self.chunk_rows, self._pending_rows[table]))
-        self._flush_strings()
+        with self._pipeline(sum(-(-r // self.chunk_rows) for r in self._pending_rows.values())):
+            for table in list(self._pending):
+                while self._pending_rows.get(table, 0):
+                    self._flush_table(table, min(self.chunk_rows, self._pending_rows[table]))
+            self._flush_strings()
 
     def close(self) -> Path:
         """Flush, write the footer index and trailer, close the file. Idempotent."""
@@ -152,12 +163,44 @@ class TraceWriter:
             self._min_ts = lo if self._min_ts is None else min(self._min_ts, lo)
             self._max_ts = hi if self._max_ts is None else max(self._max_ts, hi)
 
+    @contextlib.contextmanager
+    def _pipeline(self, chunks: int) -> Iterator[None]:
+        """Around a batch of ``chunks`` chunk writes: with 2 or more, compress them on worker threads. Every
+        chunk is on disk, in order, when the batch ends (also when it raises), so the crash-safety promise
+        (complete chunks survive a killed process) holds at each return to the caller."""
+        if chunks < 2 or self._pool is not None:
+            yield
+            return
+        self._pool = ThreadPoolExecutor(max_workers=_COMPRESS_THREADS)
+        try:
+            yield
+        finally:
+            try:
+                while self._inflight:
+                    self._write_next()
+            finally:
+                self._pool.shutdown()
+                self._pool = None
+
     def _write_chunk(self, table: str, chunk: pb.Chunk, lo: int, hi: int) -> None:
         raw = chunk.SerializeToString()
+        if self._pool is None:
+            self._write_compressed(table, chunk, lo, hi, self._compress(raw))
+            return
+        self._inflight.append((submit(self._pool, self._compress, raw), table, chunk, lo, hi))
+        if len(self._inflight) > _COMPRESS_THREADS:
+            self._write_next()
+
+    def _write_next(self) -> None:
+        fut, table, chunk, lo, hi = self._inflight.popleft()
+        self._write_compressed(table, chunk, lo, hi, fut.result())
+
+    def _compress(self, raw: bytes) -> tuple[bytes, int]:
         payload = framing.compress(raw, self.codec, self.level)
-        codec = self.codec
-        if len(payload) >= len(raw):
-            payload, codec = raw, framing.CODEC_NONE
+        return (raw, framing.CODEC_NONE) if len(payload) >= len(raw) else (payload, self.codec)
+
+    def _write_compressed(self, table: str, chunk: pb.Chunk, lo: int, hi: int, packed: tuple[bytes, int]) -> None:
+        payload, codec = packed
         tid = TABLE_IDS[table]
         offset = self._write_record(framing.CHUNK, payload, codec, tid)
         self._footer.chunks.add(table_id=tid, offset=offset, length=framing.FRAME.size + len(payload),
@@ -175,6 +218,5 @@ def _checked_header(header: pb.Header) -> pb.Header:
         raise TypeError(f"header must be a schemas.pb.Header, got {type(header).__name__}")
     h = pb.Header()
     h.CopyFrom(header)
-    if h.format_major == 0:
-        h.format_major, h.format_minor = FORMAT_MAJOR, FORMAT_MINOR
+    h.format_major, h.format_minor = FORMAT_MAJOR, FORMAT_MINOR  # the layout this writer produces
     return h

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neuron_profiler.trace import (TABLES, CorruptTraceError, NotATraceError, TraceBuilder, TraceFormatError,
-                                   TraceWriter, TruncatedTraceError, UnsupportedVersionError, make_header,
-                                   read_trace)
+from neuron_profiler.trace import (FORMAT_MAJOR, FORMAT_MINOR, TABLES, CorruptTraceError, NotATraceError,
+                                   TraceBuilder, TraceFormatError, TraceWriter, TruncatedTraceError,
+                                   UnsupportedVersionError, make_header, read_trace, write_trace)
 from neuron_profiler.trace import framing
 from schemas import pb
 
@@ -58,7 +58,7 @@ def assert_frame_matches(df: pd.DataFrame, cols: dict[str, np.ndarray], rows: np
             np.testing.assert_array_equal(got.to_numpy(), exp, err_msg=name)
 
 
-@pytest.mark.parametrize("compression", ["zstd", "zlib", "none"])
+@pytest.mark.parametrize("compression", ["lz4", "zstd", "zlib", "none"])
 def test_round_trip_every_table(tmp_path: Path, compression: str) -> None:
     hdr, tables = build_all_tables()
     path = tmp_path / "t.nprof"
@@ -203,16 +203,31 @@ def _header_bytes(major: int, minor: int) -> bytes:
 def test_newer_major_is_refused_with_both_versions(tmp_path: Path) -> None:
     p = tmp_path / "v9.nprof"
     p.write_bytes(_header_bytes(9, 3))
-    with pytest.raises(UnsupportedVersionError, match=r"9\.3.*supports 1\.x"):
+    with pytest.raises(UnsupportedVersionError, match=rf"9\.3.*supports {FORMAT_MAJOR}\.x"):
         read_trace(p)
 
 
 def test_older_and_newer_minor_are_accepted(tmp_path: Path) -> None:
     for minor in (0, 7):
-        p = tmp_path / f"v1_{minor}.nprof"
-        p.write_bytes(_header_bytes(1, minor))
+        p = tmp_path / f"v{FORMAT_MAJOR}_{minor}.nprof"
+        p.write_bytes(_header_bytes(FORMAT_MAJOR, minor))
         tf = read_trace(p)
-        assert tf.format_version == f"1.{minor}" and tf.row_counts["instructions"] == 0
+        assert tf.format_version == f"{FORMAT_MAJOR}.{minor}" and tf.row_counts["instructions"] == 0
+
+
+def test_pre_release_major_is_refused_with_advice(tmp_path: Path) -> None:
+    """1.x stored varint columns; reading them as fixed-width would be garbage, so the reader refuses."""
+    p = tmp_path / "v1.nprof"
+    p.write_bytes(_header_bytes(FORMAT_MAJOR - 1, 0))
+    with pytest.raises(UnsupportedVersionError, match=rf"{FORMAT_MAJOR - 1}\.0, a pre-release.*re-import"):
+        read_trace(p)
+
+
+def test_writer_stamps_its_own_version_over_the_callers(tmp_path: Path) -> None:
+    h = make_header("tests")
+    h.format_major, h.format_minor = 1, 0  # e.g. a header copied from an older file
+    p = write_trace(tmp_path / "v.nprof", h, {"instructions": {"track": 0, "start_ts": np.arange(3)}})
+    assert read_trace(p).format_version == f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 
 
 @pytest.mark.parametrize("content,exc,msg", [
@@ -272,7 +287,7 @@ def test_corrupt_chunk_raises_or_is_skipped(tmp_path: Path, chunked_file: tuple[
 
 
 def _craft(tmp_path: Path, chunk: pb.Chunk, table_id: int, strings: list[str] | None = None) -> Path:
-    out = _header_bytes(1, 0)
+    out = _header_bytes(FORMAT_MAJOR, 0)
     if strings is not None:
         s = pb.Chunk(first_row=0, rows=len(strings))
         s.strings.value.extend(strings)
@@ -313,12 +328,12 @@ def test_table_mismatch_between_frame_and_payload(tmp_path: Path) -> None:
 
 
 def test_zlib_bomb_and_bad_stream(tmp_path: Path) -> None:
-    out = _header_bytes(1, 0) + framing.encode_frame(framing.CHUNK, b"not zlib at all", framing.CODEC_ZLIB, 13)
+    out = _header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, b"not zlib at all", framing.CODEC_ZLIB, 13)
     p = tmp_path / "z.nprof"
     p.write_bytes(out)
     with pytest.raises(CorruptTraceError, match="decompress"):
         read_trace(p).table("instructions")
-    out = _header_bytes(1, 0) + framing.encode_frame(framing.CHUNK, zlib.compress(b"x" * 100)[:-6],
+    out = _header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, zlib.compress(b"x" * 100)[:-6],
                                                      framing.CODEC_ZLIB, 13)
     p.write_bytes(out)
     with pytest.raises(CorruptTraceError):
@@ -351,14 +366,63 @@ def test_zstd_bomb_and_garbage(tmp_path: Path) -> None:
     import zstandard
 
     p = tmp_path / "zs.nprof"
-    p.write_bytes(_header_bytes(1, 0) + framing.encode_frame(framing.CHUNK, b"\x28\xb5\x2f\xfdgarbage",
+    p.write_bytes(_header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, b"\x28\xb5\x2f\xfdgarbage",
                                                              framing.CODEC_ZSTD, 13))
     with pytest.raises(CorruptTraceError, match="zstd"):
         read_trace(p).table("instructions")
     # a frame that declares 4 GiB of content is refused before any allocation
     big = zstandard.ZstdCompressor(write_content_size=False).compress(b"x" * 10)
-    p.write_bytes(_header_bytes(1, 0) + framing.encode_frame(framing.CHUNK, big, framing.CODEC_ZSTD, 13))
+    p.write_bytes(_header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, big, framing.CODEC_ZSTD, 13))
     with pytest.raises(CorruptTraceError, match="declares"):
         read_trace(p).table("instructions")
-    with pytest.raises(ValueError, match="valid: none, zlib, zstd"):
+    with pytest.raises(ValueError, match="valid: none, zlib, zstd, lz4"):
         TraceWriter(tmp_path / "c.nprof", make_header("tests"), compression="lz77")
+
+
+@pytest.mark.parametrize("payload,msg", [
+    (b"\x01", "shorter than its 4-byte size prefix"),
+    ((100).to_bytes(4, "little") + b"\xff" * 20, "lz4 block is invalid"),
+    ((1 << 30).to_bytes(4, "little") + b"\x00" * 20, "declares 1073741824 decompressed bytes"),
+])
+def test_lz4_bomb_and_garbage(tmp_path: Path, payload: bytes, msg: str) -> None:
+    p = tmp_path / "lz.nprof"
+    p.write_bytes(_header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, payload, framing.CODEC_LZ4, 13))
+    with pytest.raises(CorruptTraceError, match=msg):
+        read_trace(p).table("instructions")
+
+
+def test_default_codec_is_lz4(tmp_path: Path) -> None:
+    p = write_trace(tmp_path / "d.nprof", make_header("tests"),
+                    {"instructions": {"track": 0, "start_ts": np.arange(5000), "name": "op"}})
+    tf = read_trace(p)
+    codecs = {tf._frame_at(c.offset)[2] for c in tf._chunks if c.table_id == 13}  # tiny chunks stay raw
+    assert codecs == {framing.CODEC_LZ4}
+
+
+def test_value_beyond_a_32_bit_column_is_refused_by_name(tmp_path: Path) -> None:
+    with TraceWriter(tmp_path / "big.nprof", make_header("tests")) as w:
+        w.append("instructions", {"track": np.array([0, 1 << 32]), "start_ts": np.arange(2)})
+        with pytest.raises(ValueError, match="'track' holds 4294967297.*32-bit"):
+            w.flush()
+
+
+def test_multi_chunk_write_and_read_from_an_atexit_hook(tmp_path: Path) -> None:
+    """Thread pools refuse work at interpreter shutdown; the whole-program capture exports there."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "exit.nprof"
+    code = f"""
+import atexit, numpy as np
+from neuron_profiler.trace import TraceWriter, make_header, read_trace
+def export():
+    with TraceWriter({str(out)!r}, make_header("tests"), chunk_rows=100) as w:
+        w.append("instructions", {{"track": 0, "start_ts": np.arange(1000), "name": "op"}})
+    print(len(read_trace({str(out)!r}).table("instructions")))
+atexit.register(export)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1000"
+    assert len(read_trace(out).table("instructions")) == 1000
