@@ -264,7 +264,7 @@ class HostOpColumns(_message.Message):
     def __init__(self, track: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., category: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., input_shapes: _Optional[_Iterable[int]] = ..., input_dtypes: _Optional[_Iterable[int]] = ..., module: _Optional[_Iterable[int]] = ..., stack: _Optional[_Iterable[int]] = ..., sequence_number: _Optional[_Iterable[int]] = ..., correlation_id: _Optional[_Iterable[int]] = ..., external_id: _Optional[_Iterable[int]] = ..., flops: _Optional[_Iterable[int]] = ..., args: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class InstructionColumns(_message.Message):
-    __slots__ = ("track", "start_ts", "duration_ns", "engine", "opcode", "name", "framework_op", "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "dtype", "tensor_instruction_type", "args")
+    __slots__ = ("track", "start_ts", "duration_ns", "engine", "opcode", "name", "framework_op", "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "dtype", "tensor_instruction_type", "args", "external_id")
     TRACK_FIELD_NUMBER: _ClassVar[int]
     START_TS_FIELD_NUMBER: _ClassVar[int]
     DURATION_NS_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +283,7 @@ class InstructionColumns(_message.Message):
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     TENSOR_INSTRUCTION_TYPE_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_ID_FIELD_NUMBER: _ClassVar[int]
     track: _containers.RepeatedScalarFieldContainer[int]
     start_ts: _containers.RepeatedScalarFieldContainer[int]
     duration_ns: _containers.RepeatedScalarFieldContainer[int]
@@ -301,7 +302,8 @@ class InstructionColumns(_message.Message):
     dtype: _containers.RepeatedScalarFieldContainer[int]
     tensor_instruction_type: _containers.RepeatedScalarFieldContainer[int]
     args: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, track: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., engine: _Optional[_Iterable[int]] = ..., opcode: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., framework_op: _Optional[_Iterable[int]] = ..., correlation_id: _Optional[_Iterable[int]] = ..., raw_flops: _Optional[_Iterable[int]] = ..., hbm_read_bytes: _Optional[_Iterable[int]] = ..., hbm_write_bytes: _Optional[_Iterable[int]] = ..., sbuf_read_bytes: _Optional[_Iterable[int]] = ..., sbuf_write_bytes: _Optional[_Iterable[int]] = ..., psum_read_bytes: _Optional[_Iterable[int]] = ..., psum_write_bytes: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Iterable[int]] = ..., tensor_instruction_type: _Optional[_Iterable[int]] = ..., args: _Optional[_Iterable[int]] = ...) -> None: ...
+    external_id: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, track: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., engine: _Optional[_Iterable[int]] = ..., opcode: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., framework_op: _Optional[_Iterable[int]] = ..., correlation_id: _Optional[_Iterable[int]] = ..., raw_flops: _Optional[_Iterable[int]] = ..., hbm_read_bytes: _Optional[_Iterable[int]] = ..., hbm_write_bytes: _Optional[_Iterable[int]] = ..., sbuf_read_bytes: _Optional[_Iterable[int]] = ..., sbuf_write_bytes: _Optional[_Iterable[int]] = ..., psum_read_bytes: _Optional[_Iterable[int]] = ..., psum_write_bytes: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Iterable[int]] = ..., tensor_instruction_type: _Optional[_Iterable[int]] = ..., args: _Optional[_Iterable[int]] = ..., external_id: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DmaColumns(_message.Message):
     __slots__ = ("track", "start_ts", "duration_ns", "transfer_bytes", "source", "dest", "queue_type", "variable", "framework_op")

@@ -20,8 +20,9 @@ from neuron_profiler.trace import TraceFile, read_trace
 _EVENT_TABLES = {  # table -> (category, name column, extra arg columns)
     "host_ops": ("category", "name", ["input_shapes", "input_dtypes", "module", "sequence_number",
                                       "correlation_id", "external_id", "flops"]),
-    "instructions": (None, "name", ["engine", "opcode", "framework_op", "raw_flops", "hbm_read_bytes",
-                                    "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "dtype"]),
+    "instructions": (None, "name", ["engine", "opcode", "framework_op", "correlation_id", "external_id",
+                                    "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes",
+                                    "sbuf_write_bytes", "dtype"]),
     "dma": (None, "variable", ["transfer_bytes", "source", "dest", "queue_type", "framework_op"]),
     "collectives": (None, "operation", ["algorithm", "process_group", "replica_group", "sequence_number",
                                         "input_size", "output_size", "algorithm_bandwidth", "bus_bandwidth"]),
@@ -71,12 +72,15 @@ def iter_events(tf: TraceFile) -> Iterator[dict[str, Any]]:
         names = df[namecol].astype(str).to_numpy()
         cats = df[catcol].astype(str).to_numpy() if catcol else None
         extras = {c: df[c].to_numpy() if df[c].dtype.kind in "if" else df[c].astype(str).to_numpy() for c in extra}
+        raw_args = _parsed_args(df["args"]) if "args" in df else None
         for k, row_id in enumerate(df.index.to_numpy()):
             t = int(trk[k])
+            args = {"row": int(row_id), **{c: _jsonable(v[k]) for c, v in extras.items() if _nonempty(v[k])}}
+            if raw_args is not None:
+                args.update(raw_args[k])
             ev = {"ph": "X", "cat": cats[k] if cats is not None else _DEFAULT_CAT[table], "name": names[k],
                   "pid": int(pid[t]) if t >= 0 else 0, "tid": int(tid[t]) if t >= 0 else 0,
-                  "ts": round(float(ts_us[k]), 3), "dur": round(float(dur_us[k]), 3),
-                  "args": {"row": int(row_id), **{c: _jsonable(v[k]) for c, v in extras.items() if _nonempty(v[k])}}}
+                  "ts": round(float(ts_us[k]), 3), "dur": round(float(dur_us[k]), 3), "args": args}
             ends[(table, int(row_id))] = (ev["pid"], ev["tid"], ev["ts"])
             yield ev
     counters = tf.table("counters")
@@ -94,6 +98,21 @@ def iter_events(tf: TraceFile) -> Iterator[dict[str, Any]]:
                "ts": src[2]}
         yield {"ph": "f", "bp": "e", "id": fid, "cat": str(f.kind), "name": str(f.kind), "pid": dst[0],
                "tid": dst[1], "ts": dst[2]}
+
+
+def _parsed_args(col: pd.Series) -> list[dict[str, Any]]:
+    """Per row, the event's extra args (the ``args`` JSON object column, e.g. a kernel's grid and block), each
+    distinct text parsed once; text that is not a JSON object is kept under "args"."""
+    cat = col.astype("category").array
+    parsed = []
+    for text in cat.categories:
+        try:
+            obj = json.loads(text) if text else {}
+        except ValueError:
+            obj = None
+        parsed.append(obj if isinstance(obj, dict) else {"args": text})
+    parsed.append({})  # code -1 (missing)
+    return [parsed[c] for c in cat.codes]
 
 
 def _nonempty(v: Any) -> bool:

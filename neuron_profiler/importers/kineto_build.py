@@ -210,7 +210,7 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     i_cols = {
         "track": i_track, "start_ts": i_start, "duration_ns": i_dur, "engine": i_engine,
         "opcode": i_cat, "name": i_names, "framework_op": links["framework_op"],
-        "correlation_id": instr["correlation_id"],
+        "correlation_id": instr["correlation_id"], "external_id": instr["external_id"],
         "hbm_read_bytes": np.where(is_memcpy & ~htod, nbytes, 0),
         "hbm_write_bytes": np.where(is_memset | (is_memcpy & ~dtoh), nbytes, 0),
         "args": x["args"][i_rows],

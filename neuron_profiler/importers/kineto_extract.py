@@ -55,7 +55,7 @@ MISSING_STREAM = -(2**62)  # args.stream absent (an explicit -1 is kept)
 #: list, "Record function id"): left out of the ``args`` JSON so that equal args give equal (interned) strings
 HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input Dims", "Input type", "flops",
                        "Ev Idx", "Record function id"})
-INSTR_DROP = frozenset({"correlation", "Ev Idx"})
+INSTR_DROP = frozenset({"External id", "correlation", "Ev Idx"})
 _DROP = {HOST: HOST_DROP, ANNOTATION: HOST_DROP, DEVICE: INSTR_DROP}
 _EMPTY: dict[str, Any] = {}
 

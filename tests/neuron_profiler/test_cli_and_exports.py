@@ -151,3 +151,26 @@ def test_perfetto_export_nests_and_links(tmp_path: Path) -> None:
     assert counters == [1.0, 2.5]
     assert sum(len(p.track_event.flow_ids) for p in trace.packet) == 1
     assert sum(len(p.track_event.terminating_flow_ids) for p in trace.packet) == 1
+
+
+def test_chrome_export_of_an_imported_gpu_trace_keeps_kernel_args(tmp_path: Path) -> None:
+    """Kineto -> .nprof -> Chrome: a kernel keeps its grid/block args and its correlation / External id."""
+    from neuron_profiler.importers.kineto import import_kineto
+
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": 100, "dur": 50,
+           "args": {"External id": 7}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 110, "dur": 5,
+           "args": {"correlation": 11, "External id": 7}},
+          {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 120, "dur": 3,
+           "args": {"correlation": 11, "External id": 7, "device": 0, "stream": 7, "grid": [24, 1, 1],
+                    "block": [128, 1, 1], "registers per thread": 16}}]
+    src = tmp_path / "gpu.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    nprof = import_kineto(src, tmp_path / "gpu.nprof", progress=False)
+    assert read_trace(nprof).table("instructions")["external_id"].tolist() == [7]
+    out = tmp_path / "gpu_chrome.json"
+    assert main(["convert", str(nprof), "-o", str(out)]) == 0
+    k = next(e for e in json.loads(out.read_text())["traceEvents"] if e.get("name") == "add_kernel")
+    assert k["args"]["grid"] == [24, 1, 1] and k["args"]["block"] == [128, 1, 1]
+    assert k["args"]["registers per thread"] == 16
+    assert (k["args"]["correlation_id"], k["args"]["external_id"]) == (11, 7)

@@ -62,6 +62,9 @@ def test_real_trace_imports_with_json_counts(rel, tmp_path):
         base = doc.get("baseTimeNanoseconds", 0)
         assert int(ins["start_ts"].min()) == min(int(e["ts"] * 1000) for e in dev) + base
         assert int(ins["duration_ns"].sum()) == sum(int(e["dur"] * 1000) for e in dev)
+        # "External id" is a column, not part of the args text (which then interns: few distinct strings)
+        assert sorted(ins["external_id"].tolist()) == sorted(e.get("args", {}).get("External id", -1) for e in dev)
+        assert not ins["args"].astype(str).str.contains('"External id"').any()
     # only devices with events are in the header, and every stream track points at one of them
     tracks = tf.table("tracks")
     used = set(tracks.loc[ins["track"].unique(), "device"].tolist())
