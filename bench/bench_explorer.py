@@ -113,12 +113,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from explorer.store import TraceStore
-    from explorer.synthetic import write_synthetic
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
 
     with tempfile.TemporaryDirectory(prefix="bench-explorer-") as tmp:
         path = Path(tmp) / "big.nprof"
         t = time.perf_counter()
-        write_synthetic(path, args.events, cores=2, steps=4)
+        write_synthetic_trace(path, args.events, cores=2, steps=4)
         print(f"wrote {path.name}: {path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - t:.1f} s")
         store = TraceStore(tmp)
         t = time.perf_counter()

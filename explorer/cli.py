@@ -30,11 +30,11 @@ def resolve_path(arg: str | None) -> Path:
         return p
     if SAMPLE.is_file():
         return SAMPLE
-    from .synthetic import write_synthetic
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
 
     out = Path(tempfile.mkdtemp(prefix="neuron-explorer-")) / "synthetic_demo.nprof"
     print(f"bundled sample {SAMPLE} is missing; showing a synthetic demo trace {out}", file=sys.stderr)
-    return write_synthetic(out, 50_000)
+    return write_synthetic_trace(out, 50_000)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.synthetic import write_synthetic
+from neuron_profiler.synthetic_trace import write_synthetic_trace
 
 KINETO_GPU = "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
 
@@ -19,8 +19,8 @@ def served_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("served")
     (d / "run").mkdir()
     for r in range(2):
-        write_synthetic(d / "run" / f"rank{r:05d}_window000.nprof", 12_000, rank=r, world_size=2, seed=3)
-    write_synthetic(d / "single.nprof", 30_000, seed=7)
+        write_synthetic_trace(d / "run" / f"rank{r:05d}_window000.nprof", 12_000, rank=r, world_size=2, seed=3)
+    write_synthetic_trace(d / "single.nprof", 30_000, seed=7)
     from neuron_profiler.trace import TraceBuilder, make_header
 
     TraceBuilder(make_header("tests.explorer")).write(d / "empty.nprof")

@@ -195,10 +195,10 @@ def test_recommendation_links_to_cited_event_on_sample():
 
 
 def test_trace_names_cannot_inject_script(tmp_path):
-    from explorer.synthetic import write_synthetic
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
 
     (tmp_path / "<").mkdir()
-    write_synthetic(tmp_path / "<" / "script>x.nprof", 500)
+    write_synthetic_trace(tmp_path / "<" / "script>x.nprof", 500)
     app = create_app(tmp_path)
     assert app._explorer_ctx.store.default_key() == "</script>x.nprof"
     assert "</script>x" not in app.index()
