@@ -128,3 +128,20 @@ def write_trace(path: str | os.PathLike, header: pb.Header, tables: Mapping[str,
         b.add_rows(name, cols)
     b.dropped_events.update(dropped_events or {})
     return b.write(path, chunk_rows=chunk_rows, compression=compression)
+
+
+def rewrite_trace(src: str | os.PathLike, dst: str | os.PathLike, *, compression: str = framing.DEFAULT_COMPRESSION,
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Path:
+    """Copy trace ``src`` to ``dst`` with another codec (e.g. ``"zstd"`` for smaller archives): same header,
+    rows, row ids, dropped-event counts and footer metadata. One table is held in memory at a time."""
+    from neuron_profiler.trace.reader import read_trace
+
+    if Path(src).resolve() == Path(dst).resolve():
+        raise ValueError(f"{dst}: the output must differ from the input")
+    with read_trace(src) as tf, TraceWriter(dst, tf.header, chunk_rows=chunk_rows, compression=compression) as w:
+        for table, rows in tf.row_counts.items():
+            if rows:
+                w.append(table, tf.table(table))
+        w.dropped_events.update(tf.dropped_events)
+        w.footer_metadata.update(tf.footer_metadata)
+    return Path(dst)

@@ -31,7 +31,7 @@ from schemas import pb
 
 #: A chunk with no stored column may declare at most this many (all-default) rows.
 _MAX_DEFAULT_ROWS = 1 << 20
-#: Threads that checksum and decompress chunks while the caller's thread parses them.
+#: Threads that checksum, decompress and decode chunks (two: this project's machines have two cores).
 _DECODE_THREADS = 2
 
 
@@ -404,7 +404,8 @@ class TraceFile:
     def _decoded_chunks(self, chunks: list[ChunkRef], table: str,
                         cols: list[str]) -> Iterator[tuple[int, int, dict] | None]:
         """(first_row, rows, columns) of each chunk, in order. Chunks are checksummed, decompressed, parsed
-        and converted to numpy in worker threads (zstd, crc32 and upb's parser release the GIL)."""
+        and converted to numpy in worker threads: lz4/zstd/zlib and crc32 release the GIL; upb holds it while
+        parsing, which is why columns are fixed-width (their parse is a memory copy)."""
         if len(chunks) < 2:
             for c in chunks:
                 yield self._decode_one(c, table, cols)

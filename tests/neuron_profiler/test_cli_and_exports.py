@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from realdata import sample_trace
 
 from neuron_profiler.cli import main
 from neuron_profiler.trace import TraceBuilder, make_header, read_trace
@@ -174,3 +176,17 @@ def test_chrome_export_of_an_imported_gpu_trace_keeps_kernel_args(tmp_path: Path
     assert k["args"]["grid"] == [24, 1, 1] and k["args"]["block"] == [128, 1, 1]
     assert k["args"]["registers per thread"] == 16
     assert (k["args"]["correlation_id"], k["args"]["external_id"]) == (11, 7)
+
+
+def test_convert_to_nprof_recompresses_losslessly(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    src = sample_trace("gpt_train_step.nprof")
+    out = tmp_path / "gpt_zstd.nprof"
+    assert main(["convert", str(src), "--to", "nprof", "--compression", "zstd", "-o", str(out)]) == 0
+    a, b = read_trace(src), read_trace(out)
+    assert b.header == a.header and b.dropped_events == a.dropped_events and b.footer_metadata == a.footer_metadata
+    for t in a.row_counts:
+        pd.testing.assert_frame_equal(b.table(t), a.table(t), check_categorical=False)
+    assert {b._frame_at(c.offset)[2] for c in b._chunks if c.table_id == 13} == {2}  # zstd chunks
+    assert out.stat().st_size < src.stat().st_size
+    assert main(["convert", str(out), "--to", "nprof", "-o", str(out)]) == 2
+    assert "must differ" in capsys.readouterr().err
