@@ -47,27 +47,35 @@ def _bw(spec) -> float:
 
 
 def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
-    """Σ of the union of [start, end) intervals per key (ns), vectorised: a Series indexed by key."""
+    """Σ of the union of [start, end) intervals per key (ns), vectorised: an int64 Series indexed by key
+    (ascending)."""
     if not len(key):
         return pd.Series(dtype=float)
-    order = np.lexsort((start, key))
-    k, s0, e0 = key[order], start[order], end[order]
-    t0 = int(min(s0.min(), e0.min()))
-    span = int(e0.max()) - t0 + 1
-    kc = pd.factorize(k, sort=True)[0]  # dense 0..n-1, ascending like k
-    if span * (int(kc.max()) + 1) < (1 << 62):
-        # running max of end within each key: shift key i's times by i*span so one cumulative max works
-        shift = kc.astype(np.int64) * span
+    key = np.asarray(key, dtype=np.int64)
+    if int(key.min()) >= 0 and int(key.max()) < 4 * len(key) + 1024:
+        kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
+    else:
+        codes, uniques = pd.factorize(key)
+        kc = codes.astype(np.int64)
+    t0 = int(min(start.min(), end.min()))
+    span = int(end.max()) - t0 + 1
+    packed = span * (int(kc.max()) + 1) < (1 << 62)  # (key, time) fits one int64: one sort, one running max
+    order = np.argsort(kc * span + (start - t0)) if packed else np.lexsort((start, kc))
+    k, s0, e0 = kc[order], start[order], end[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    if packed:  # running max of end within each key: key i's times shifted by i*span
+        shift = k * span
         reach = np.maximum.accumulate(e0 - t0 + shift) - shift + t0
     else:
         reach = pd.Series(e0).groupby(k).cummax().to_numpy()
     prev = np.empty_like(reach)
     prev[1:] = reach[:-1]
-    first = np.ones(len(k), dtype=bool)
-    first[1:] = k[1:] != k[:-1]
     prev[first] = np.iinfo(np.int64).min
     covered = np.maximum(0, e0 - np.maximum(s0, prev))
-    return pd.Series(covered).groupby(k).sum()
+    heads = np.flatnonzero(first)
+    out = pd.Series(np.add.reduceat(covered, heads), index=k[heads] if uniques is None else uniques[k[heads]])
+    return out if uniques is None else out.sort_index()
 
 
 def _op_elapsed_ns(trace, w: pd.DataFrame) -> pd.Series:

@@ -76,17 +76,32 @@ def test_fp32_uses_fp32_peak_and_gpu_shapes():
     assert g.roofline(by="module").columns[0] == "module"
 
 
-def test_union_by_key_matches_brute_force():
+def _union_oracle(s: np.ndarray, e: np.ndarray) -> int:
+    total, reach = 0, None
+    for a, b in sorted(zip(s.tolist(), e.tolist())):
+        if reach is None or a >= reach:
+            total, reach = total + (b - a), b
+        elif b > reach:
+            total, reach = total + (b - reach), b
+    return total
+
+
+@pytest.mark.parametrize("keys,far", [
+    (lambda k: k, False),                    # row ids: their own dense codes
+    (lambda k: k * 10**9 + 5, False),        # sparse keys: factorized
+    (lambda k: k - 20, False),               # negative keys
+    (lambda k: k, True),                     # a time span too wide to pack (key, time) in one int64
+])
+def test_union_by_key_matches_brute_force(keys, far):
     from analysis.roofline import union_by_key
 
     rng = np.random.default_rng(3)
     n = 3000
-    k = rng.integers(0, 40, n)
-    s = rng.integers(0, 10**6, n)
+    k = keys(rng.integers(0, 40, n))
+    s = rng.integers(0, 10**6, n) + (np.where(k % 2 == 0, 2 * 10**17, 0) if far else 0)
     e = s + rng.integers(0, 10**4, n)
     got = union_by_key(k, s, e)
+    assert got.index.is_monotonic_increasing and got.dtype == np.int64
+    assert list(got.index) == sorted(set(k.tolist()))
     for key in np.unique(k):
-        covered = np.zeros(10**6 + 10**4, dtype=bool)
-        for a, b in zip(s[k == key], e[k == key]):
-            covered[a:b] = True
-        assert got[key] == covered.sum()
+        assert got[key] == _union_oracle(s[k == key], e[k == key])
