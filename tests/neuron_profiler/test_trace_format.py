@@ -175,6 +175,31 @@ def test_truncation_at_any_offset_keeps_complete_chunks(tmp_path: Path, chunked_
         assert recovered == sum(len(next(iter(c.values()))) for c in tables.values())
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(frac=st.floats(min_value=0.0, max_value=1.0), xor=st.integers(min_value=1, max_value=255))
+def test_a_corrupt_byte_anywhere_gives_an_error_or_the_true_rows(tmp_path: Path, chunked_file: tuple[bytes, dict],
+                                                                 frac: float, xor: int) -> None:
+    """Never silent garbage: strict reads raise TraceFormatError or return exactly the written rows; lenient
+    reads skip what is corrupt and every row they return is the one written under that row id."""
+    data, tables = chunked_file
+    pos = min(int(frac * len(data)), len(data) - 1)
+    bad = bytearray(data)
+    bad[pos] ^= xor
+    p = tmp_path / f"flip{pos}_{xor}.nprof"
+    p.write_bytes(bytes(bad))
+    for strict in (True, False):
+        try:
+            tf = read_trace(p, strict=strict)
+            frames = {t: tf.table(t) for t in tables}
+        except TraceFormatError:
+            continue
+        for t, cols in tables.items():
+            df = frames[t]
+            if strict:
+                assert len(df) == len(next(iter(cols.values()))), (t, pos)
+            assert_frame_matches(df, cols, df.index.to_numpy())
+
+
 def test_truncated_file_reports_lost_bytes(tmp_path: Path, chunked_file: tuple[bytes, dict]) -> None:
     data, _ = chunked_file
     p = tmp_path / "half.nprof"
