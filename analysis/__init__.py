@@ -13,7 +13,7 @@ columns and units, with a figure builder in :mod:`analysis.figures`; the ``Trace
   the analyses read), ``device_activity()``, ``devices``, ``steps()``, ``window()``, ``select_steps()``,
   ``whole()``), ``TraceSet`` (``traces``, ``ranks``, ``runs``, ``by_rank``, ``by_run``, ``collectives()``)
 - ``steps``, ``step_window``; ``summary``, ``summary_dict``; ``hot_ops``; ``roofline``, ``roofline_ceilings``
-- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``
+- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``; ``rank_balance``
 - ``dma_throughput``, ``dma_queues``, ``dma_sizes``; ``diff``; ``recommendations``
 - ``instruction_work`` (per-instruction op / FLOPs / bytes, the basis of the above), ``op_flops_and_bytes``
 - from :mod:`analysis.breakdown`: ``classify_kernels``, ``kernel_breakdown``, ``temporal_breakdown``,
@@ -26,34 +26,33 @@ Nothing here imports Dash or torch.
 """
 from __future__ import annotations
 
+from .breakdown import classify_kernels, comm_comp_overlap, idle_time_breakdown, kernel_breakdown, temporal_breakdown
 from .collectives import collective_skew_matrix, collectives, collectives_across_ranks, straggler_ranks
 from .diff import diff
 from .dma import dma_queues, dma_sizes, dma_throughput
 from .flops import op_flops_and_bytes, instruction_work
 from .hot_ops import hot_ops
+from .ranks import rank_balance
 from .recommend import recommendations
 from .roofline import roofline, roofline_ceilings, roofline_point_rows
 from .steps import step_window, steps
 from .summary import summary, summary_dict
 from .trace import Trace, TraceSet, load
 
-_BREAKDOWN = ("classify_kernels", "kernel_breakdown", "temporal_breakdown", "idle_time_breakdown",
-              "comm_comp_overlap")
 
 
 def __getattr__(name: str):
-    # breakdown.py is owned by another module author; import it lazily so this package stays importable.
-    import importlib
-
-    if name in _BREAKDOWN:
-        return getattr(importlib.import_module(".breakdown", __name__), name)
+    # analysis.figures imports plotly (~0.5 s): loaded on first use, so pure-pandas users never pay for it
     if name == "figures":
+        import importlib
+
         return importlib.import_module(".figures", __name__)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")
 
 
 __all__ = ["load", "Trace", "TraceSet", "steps", "step_window", "summary", "summary_dict", "hot_ops",
            "roofline", "roofline_ceilings", "roofline_point_rows", "collectives", "collectives_across_ranks",
-           "collective_skew_matrix", "straggler_ranks", "dma_throughput", "dma_queues", "dma_sizes", "diff",
+           "collective_skew_matrix", "straggler_ranks", "rank_balance", "dma_throughput", "dma_queues", "dma_sizes", "diff",
            "recommendations",
-           "instruction_work", "op_flops_and_bytes", *_BREAKDOWN]
+           "instruction_work", "op_flops_and_bytes", "classify_kernels", "kernel_breakdown", "temporal_breakdown",
+           "idle_time_breakdown", "comm_comp_overlap"]

@@ -22,7 +22,7 @@ def _traces(obj: Any) -> list:
     return list(getattr(obj, "traces", None) or [obj])
 
 
-def fig_kernel_breakdown(obj: Any, top: int = 15) -> go.Figure:
+def kernel_breakdown_figure(obj: Any, top: int = 15) -> go.Figure:
     """Pie of device time by kernel type and bar chart of the ``top`` kernels by total time.
 
     ``obj``: a ``Trace`` or the ``(by_type, by_name)`` tuple of ``kernel_breakdown``."""
@@ -49,7 +49,7 @@ def fig_kernel_breakdown(obj: Any, top: int = 15) -> go.Figure:
     return fig
 
 
-def fig_temporal_breakdown(obj: Any) -> go.Figure:
+def temporal_breakdown_figure(obj: Any) -> go.Figure:
     """Stacked bars per rank: idle / compute / non-compute share of the device span.
 
     ``obj``: a ``temporal_breakdown`` DataFrame (one row per rank), a ``Trace`` or a ``TraceSet``."""
@@ -68,7 +68,7 @@ def fig_temporal_breakdown(obj: Any) -> go.Figure:
     return fig
 
 
-def fig_idle_time(obj: Any, ratio: bool = True) -> go.Figure:
+def idle_time_figure(obj: Any, ratio: bool = True) -> go.Figure:
     """Idle time per stream split into host_wait / kernel_wait / other (``ratio``: shares, else ms).
 
     ``obj``: an ``idle_time_breakdown`` DataFrame or a ``Trace``."""
@@ -87,7 +87,7 @@ def fig_idle_time(obj: Any, ratio: bool = True) -> go.Figure:
     return fig
 
 
-def fig_comm_comp_overlap(obj: Any) -> go.Figure:
+def comm_comp_overlap_figure(obj: Any) -> go.Figure:
     """Bar per rank: % of communication time overlapped by computation."""
     df = obj if isinstance(obj, pd.DataFrame) else pd.concat([t.comm_comp_overlap() for t in _traces(obj)],
                                                              ignore_index=True)
@@ -101,11 +101,4 @@ def fig_comm_comp_overlap(obj: Any) -> go.Figure:
     return fig
 
 
-# names used by analysis.figures
-kernel_breakdown_figure = fig_kernel_breakdown
-temporal_breakdown_figure = fig_temporal_breakdown
-idle_time_figure = fig_idle_time
-comm_comp_overlap_figure = fig_comm_comp_overlap
-
-__all__ = ["fig_kernel_breakdown", "fig_temporal_breakdown", "fig_idle_time", "fig_comm_comp_overlap",
-           "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure", "comm_comp_overlap_figure"]
+__all__ = ["kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure", "comm_comp_overlap_figure"]

@@ -1,4 +1,5 @@
-"""Summary page: KPI cards (analysis.summary), steps (analysis.steps + steps_figure) and the temporal
+"""Summary page: KPI cards (analysis.summary), for a group of ranks their load balance (analysis.rank_balance +
+rank_balance_figure), steps (analysis.steps + steps_figure) and the temporal
 breakdown (analysis.figures.temporal_breakdown_figure), ranked recommendations with links that open the
 timeline at the cited time range."""
 from __future__ import annotations
@@ -62,6 +63,9 @@ def _layout(ctx: Ctx, state: ViewState):
     if getattr(trace, "simulated", False):
         parts.append(note("Device events in this trace come from the simulated Neuron runtime."))
     parts.append(section("Key figures", guarded(lambda: kpi_cards(analysis.summary(trace)))))
+    group = ctx.store.open(state.trace)
+    if len(getattr(group, "traces", ())) > 1:
+        parts.append(section(f"Ranks ({len(group.traces)} traces of this group)", guarded(_ranks, group, state)))
     parts.append(section("Steps", guarded(_steps, trace, state, origin)))
     parts.append(section("Recommendations", guarded(_recommendations, trace, state, origin)))
     entries = ctx.store.entries()
@@ -84,6 +88,14 @@ def _steps(trace, state: ViewState, origin: int):
     out.append(guarded(lambda: graph(figures.temporal_breakdown_figure(trace), id="step-breakdown-fig",
                                      height=320)))
     return html.Div(out)
+
+
+def _ranks(group, state: ViewState):
+    """Load balance across the group's ranks (analysis.rank_balance), each row linking to that rank."""
+    df = analysis.rank_balance(group)
+    df.insert(0, "open", [f"[rank {r}]({state.href(page='summary', rank=int(r))})" for r in df["rank"]])
+    return html.Div([graph(figures.rank_balance_figure(df), id="rank-balance-fig"),
+                     data_table(df, id="rank-balance-table", page_size=16, link_col="open")])
 
 
 def _recommendations(trace, state: ViewState, origin: int):

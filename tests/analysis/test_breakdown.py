@@ -162,8 +162,8 @@ def test_real_trace_exact_vs_hta_rounding_are_close():
 
 
 def test_figures_from_an_imported_trace():
-    from analysis.figures.breakdown import (fig_comm_comp_overlap, fig_idle_time, fig_kernel_breakdown,
-                                            fig_temporal_breakdown)
+    from analysis.figures.breakdown import (comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure,
+                                            temporal_breakdown_figure)
     from analysis.trace import Trace
     from neuron_profiler.importers.kineto import load_kineto_builder
 
@@ -171,14 +171,14 @@ def test_figures_from_an_imported_trace():
         warnings.simplefilter("ignore")
         b = load_kineto_builder(real_trace("HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz"))
     t = Trace.from_builder(b)
-    kb = fig_kernel_breakdown(t)
+    kb = kernel_breakdown_figure(t)
     assert {tr.type for tr in kb.data} == {"pie", "bar"}
     assert set(kb.data[0].labels) >= {"COMPUTATION", "COMMUNICATION"}
-    tb = fig_temporal_breakdown(t)
+    tb = temporal_breakdown_figure(t)
     assert len(tb.data) == 3 and sum(tr.y[0] for tr in tb.data) == pytest.approx(100, abs=0.05)
-    idle = fig_idle_time(t)
+    idle = idle_time_figure(t)
     assert sum(len(tr.x) for tr in idle.data) > 0
-    ov = fig_comm_comp_overlap(t)
+    ov = comm_comp_overlap_figure(t)
     assert 0 < ov.data[0].y[0] < 100
-    empty = fig_kernel_breakdown(kernel_breakdown(_ins([])))
+    empty = kernel_breakdown_figure(kernel_breakdown(_ins([])))
     assert not empty.data and "no device kernels" in empty.layout.annotations[0].text

@@ -143,6 +143,6 @@ def test_figures_without_device_rows(kind):
     figs = [F.summary_figure(t), F.steps_figure(t), F.hot_ops_figure(t), F.module_treemap_figure(t),
             F.roofline_figure(t), F.collectives_figure(t), F.skew_heatmap(analysis.collectives_across_ranks([t])),
             F.dma_throughput_figure(t), F.dma_queues_figure(t), F.dma_sizes_figure(t),
-            F.diff_figure(analysis.diff(t, t)), F.recommendations_figure(t), FB.fig_kernel_breakdown(t),
-            FB.fig_temporal_breakdown(t), FB.fig_idle_time(t), FB.fig_comm_comp_overlap(t)]
+            F.diff_figure(analysis.diff(t, t)), F.recommendations_figure(t), FB.kernel_breakdown_figure(t),
+            FB.temporal_breakdown_figure(t), FB.idle_time_figure(t), FB.comm_comp_overlap_figure(t)]
     assert all(isinstance(f, go.Figure) for f in figs)

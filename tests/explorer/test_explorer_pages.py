@@ -267,3 +267,17 @@ def test_timeline_rows_from_the_url(ctx):
     ticks = _find(page, "tl-graph").figure["layout"]["yaxis"]["ticktext"]
     first = [i.label for i in idx.infos if i.group == idx.groups[-1]]
     assert ticks[: len(first) + 1] == [f"<b>{idx.groups[-1]}</b>", *first]   # group header, then its rows
+
+
+def test_group_summary_shows_rank_balance_with_links_to_each_rank(ctx):
+    import analysis
+
+    out = summary.layout(ctx, ViewState(trace=GROUP))
+    s = _dump(out)
+    assert "rank-balance-fig" in s and "error-box" not in s
+    table = _find(out, "rank-balance-table")
+    expect = analysis.rank_balance(ctx.store.open(GROUP))
+    assert [r["rank"] for r in table.data] == expect["rank"].tolist() == [0, 1]
+    assert [r["compute_time_ns"] for r in table.data] == expect["compute_time_ns"].tolist()
+    assert table.data[1]["open"].startswith("[rank 1](/summary?") and table.data[1]["open"].endswith("&rank=1)")
+    assert "rank-balance-fig" not in _dump(summary.layout(ctx, ViewState(trace="single.nprof")))
