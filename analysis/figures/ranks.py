@@ -39,5 +39,6 @@ def rank_balance_figure(obj) -> go.Figure:
     fig.update_xaxes(title_text="ms", row=1, col=1)
     fig.update_xaxes(title_text="ms", row=1, col=2)
     fig.update_layout(title=title, barmode="stack", template="plotly_white",
-                      height=max(260, 34 * len(labels) + 140), yaxis={"autorange": "reversed"})
+                      height=max(300, 34 * len(labels) + 170), yaxis={"autorange": "reversed"},
+                      legend={"orientation": "h", "y": -0.25})
     return fig
