@@ -13,7 +13,7 @@ columns and units, with a figure builder in :mod:`analysis.figures`; the ``Trace
   the analyses read), ``device_activity()``, ``devices``, ``steps()``, ``window()``, ``select_steps()``,
   ``whole()``), ``TraceSet`` (``traces``, ``ranks``, ``runs``, ``by_rank``, ``by_run``, ``collectives()``)
 - ``steps``, ``step_window``; ``summary``, ``summary_dict``; ``hot_ops``; ``roofline``, ``roofline_ceilings``
-- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``; ``rank_balance``
+- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``; ``rank_balance``, ``rank_timeline``
 - ``dma_throughput``, ``dma_queues``, ``dma_sizes``; ``diff``; ``recommendations``
 - ``instruction_work`` (per-instruction op / FLOPs / bytes, the basis of the above), ``op_flops_and_bytes``
 - from :mod:`analysis.breakdown`: ``classify_kernels``, ``kernel_breakdown``, ``temporal_breakdown``,
@@ -32,7 +32,7 @@ from .diff import diff
 from .dma import dma_queues, dma_sizes, dma_throughput
 from .flops import op_flops_and_bytes, instruction_work
 from .hot_ops import hot_ops
-from .ranks import rank_balance
+from .ranks import rank_balance, rank_timeline
 from .recommend import recommendations
 from .roofline import roofline, roofline_ceilings, roofline_point_rows
 from .steps import step_window, steps
@@ -52,7 +52,7 @@ def __getattr__(name: str):
 
 __all__ = ["load", "Trace", "TraceSet", "steps", "step_window", "summary", "summary_dict", "hot_ops",
            "roofline", "roofline_ceilings", "roofline_point_rows", "collectives", "collectives_across_ranks",
-           "collective_skew_matrix", "straggler_ranks", "rank_balance", "dma_throughput", "dma_queues", "dma_sizes", "diff",
+           "collective_skew_matrix", "straggler_ranks", "rank_balance", "rank_timeline", "dma_throughput", "dma_queues", "dma_sizes", "diff",
            "recommendations",
            "instruction_work", "op_flops_and_bytes", "classify_kernels", "kernel_breakdown", "temporal_breakdown",
            "idle_time_breakdown", "comm_comp_overlap"]

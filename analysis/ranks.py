@@ -6,7 +6,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from .breakdown import COMMUNICATION, COMPUTATION, MEMORY, OTHER, merge_intervals
 from .collectives import collectives_across_ranks, straggler_ranks
+from .steps import steps
 from .summary import summary_dict
 
 RANK_BALANCE_COLUMNS = [
@@ -68,3 +70,64 @@ def rank_balance(traces: Iterable) -> pd.DataFrame:
         med = df[base].median() if len(df) else np.nan
         df[col] = df[base] / med if med and np.isfinite(med) else np.nan
     return df[RANK_BALANCE_COLUMNS].sort_values(["rank", "window"]).reset_index(drop=True)
+
+
+#: lanes of :func:`rank_timeline`, top to bottom within a rank, and the device kernel types each one holds
+RANK_LANES = {"steps": (), "compute": (COMPUTATION,), "communication": (COMMUNICATION,), "memory": (MEMORY, OTHER)}
+RANK_TIMELINE_COLUMNS = ["rank", "window", "lane", "start_ts", "end_ts", "busy_ns", "label"]
+
+
+def rank_timeline(traces: Iterable, *, max_intervals: int = 1000) -> pd.DataFrame:
+    """Every rank of a run on one time axis, coarse enough to draw hundreds of ranks: per trace (rank and
+    window), the lanes of ``RANK_LANES``: ``steps`` (one interval per ProfilerStep, label "step N") and the
+    device time by kernel type (``compute``, ``communication``, ``memory``: the union of the trace's device
+    activity of those types, as in :func:`analysis.temporal_breakdown`).
+
+    Device intervals closer than the resolution (the run's span / ``max_intervals``) are merged, so a lane
+    holds at most about ``max_intervals`` intervals. Columns: ``rank``, ``window``, ``lane``, ``start_ts``,
+    ``end_ts`` (ns; all ranks assumed on one clock, as on one host), ``busy_ns`` (ns of real activity inside
+    the interval: equal to its length when nothing was merged), ``label``."""
+    if max_intervals < 1:
+        raise ValueError(f"max_intervals must be >= 1, got {max_intervals}")
+    traces = list(traces)
+    spans = [t.time_range for t in traces]
+    spans = [s for s in spans if s is not None and s[1] > s[0]]
+    resolution = (max(s[1] for s in spans) - min(s[0] for s in spans)) / max_intervals if spans else 1.0
+    parts = []
+    for t in traces:
+        key = {"rank": int(t.rank), "window": int(t.header.window_index)}
+        st = steps(t)
+        if len(st):
+            parts.append(pd.DataFrame({**key, "lane": "steps", "start_ts": st["start_ts"].to_numpy(),
+                                       "end_ts": st["end_ts"].to_numpy(),
+                                       "busy_ns": (st["end_ts"] - st["start_ts"]).to_numpy(),
+                                       "label": [f"step {n}" for n in st["step"]]}))
+        act = t.device_activity()
+        kt = act["kernel_type"].to_numpy()
+        for lane, types in RANK_LANES.items():
+            if not types:
+                continue
+            m = np.isin(kt, types)
+            if not m.any():
+                continue
+            s, e, busy = _coarsen(*merge_intervals(act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m]),
+                                  resolution)
+            parts.append(pd.DataFrame({**key, "lane": lane, "start_ts": s, "end_ts": e, "busy_ns": busy,
+                                       "label": lane}))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("lane", "label") else "int64")
+                             for c in RANK_TIMELINE_COLUMNS})
+    df = pd.concat(parts, ignore_index=True)[RANK_TIMELINE_COLUMNS]
+    order = {lane: i for i, lane in enumerate(RANK_LANES)}
+    return df.sort_values(["rank", "window", "lane", "start_ts"], key=lambda c: c.map(order) if c.name == "lane"
+                          else c, kind="stable").reset_index(drop=True)
+
+
+def _coarsen(s: np.ndarray, e: np.ndarray, resolution: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted disjoint intervals merged across gaps shorter than ``resolution``: (start, end, busy ns)."""
+    if not len(s):
+        return s, e, np.zeros(0, np.int64)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = (s[1:] - e[:-1]) >= resolution
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first), np.add.reduceat(e - s, first)

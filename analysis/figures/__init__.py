@@ -8,7 +8,7 @@ from .collectives import collectives_figure, skew_heatmap
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
 from .hot_ops import hot_ops_figure, module_treemap_figure
-from .ranks import rank_balance_figure
+from .ranks import rank_balance_figure, rank_timeline_figure
 from .recommend import recommendations_figure
 from .roofline import roofline_figure
 from .summary import steps_figure, summary_figure
@@ -17,4 +17,5 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "collectives_figure",
            "skew_heatmap", "dma_throughput_figure", "dma_queues_figure", "dma_sizes_figure", "diff_figure",
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure",
-           "comm_comp_overlap_figure", "rank_balance_figure"]
+           "comm_comp_overlap_figure", "rank_balance_figure",
+           "rank_timeline_figure"]

@@ -1,6 +1,7 @@
 """Load balance across ranks: where each rank's device time goes, and which ranks make the others wait."""
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -40,5 +41,49 @@ def rank_balance_figure(obj) -> go.Figure:
     fig.update_xaxes(title_text="ms", row=1, col=2)
     fig.update_layout(title=title, barmode="stack", template="plotly_white",
                       height=max(300, 34 * len(labels) + 170), yaxis={"autorange": "reversed"},
-                      legend={"orientation": "h", "y": -0.25})
+                      legend={"orientation": "h", "y": -0.35}, margin={"b": 110})
+    return fig
+
+
+_LANE_COLORS = {"steps": "#9D9D9D", "compute": "#4C78A8", "communication": "#F58518", "memory": "#54A24B"}
+
+
+def rank_timeline_figure(obj, max_intervals: int = 1000) -> go.Figure:
+    """All ranks on one time axis (ms from the run's first event): per rank its steps and its device time by
+    kind (compute / communication / memory), one row each; paler where an interval merges short bursts with
+    gaps between them. Misaligned communication rows show who arrives late. ``obj``: a TraceSet, a list of
+    Traces or a :func:`analysis.rank_timeline` DataFrame."""
+    from ..ranks import RANK_LANES, rank_timeline
+
+    df = frame(obj, rank_timeline, max_intervals=max_intervals)
+    title = "Ranks over time"
+    if df.empty:
+        return empty_figure(title, "no steps or device activity in these traces")
+    t0 = int(df["start_ts"].min())
+    span = max(int(df["end_ts"].max()) - t0, 1)
+    multi_window = df["window"].nunique() > 1
+    rows = df[["rank", "window"]].drop_duplicates().itertuples(index=False)
+    order = [f"rank {r}" + (f" w{w}" if multi_window else "") + f" · {lane}" for r, w in rows for lane in RANK_LANES]
+    label = (("rank " + df["rank"].astype(str) + (" w" + df["window"].astype(str) if multi_window else "")
+              + " · " + df["lane"].astype(str)))
+    present = set(label)
+    order = [o for o in order if o in present]
+    fig = go.Figure()
+    for lane, color in _LANE_COLORS.items():
+        m = (df["lane"] == lane).to_numpy()
+        if not m.any():
+            continue
+        d = df[m]
+        length = (d["end_ts"] - d["start_ts"]).to_numpy()
+        fill = d["busy_ns"].to_numpy() / np.maximum(length, 1)
+        fig.add_trace(go.Bar(
+            y=label[m], base=(d["start_ts"] - t0) / 1e6, x=np.maximum(length, span / 2000) / 1e6, orientation="h",
+            name=lane, marker={"color": color, "opacity": np.clip(0.35 + 0.65 * fill, 0, 1), "line": {"width": 0}},
+            customdata=np.column_stack([d["label"], length / 1e6, d["busy_ns"] / 1e6]),
+            hovertemplate="%{y}<br>%{customdata[0]}: %{base:.3f} ms + %{customdata[1]:.3f} ms"
+                          "<br>busy %{customdata[2]:.3f} ms<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_white", barmode="overlay", bargap=0.15,
+                      height=max(300, 18 * len(order) + 140), xaxis_title="time (ms from the first event)",
+                      yaxis={"categoryorder": "array", "categoryarray": order[::-1]},
+                      legend={"orientation": "h", "y": -0.12})
     return fig

@@ -1,4 +1,5 @@
-"""Summary page: KPI cards (analysis.summary), for a group of ranks their load balance (analysis.rank_balance +
+"""Summary page: KPI cards (analysis.summary), for a group of ranks the ranks on one time axis
+(analysis.rank_timeline + rank_timeline_figure) and their load balance (analysis.rank_balance +
 rank_balance_figure), steps (analysis.steps + steps_figure) and the temporal
 breakdown (analysis.figures.temporal_breakdown_figure), ranked recommendations with links that open the
 timeline at the cited time range."""
@@ -94,7 +95,8 @@ def _ranks(group, state: ViewState):
     """Load balance across the group's ranks (analysis.rank_balance), each row linking to that rank."""
     df = analysis.rank_balance(group)
     df.insert(0, "open", [f"[rank {r}]({state.href(page='summary', rank=int(r))})" for r in df["rank"]])
-    return html.Div([graph(figures.rank_balance_figure(df), id="rank-balance-fig"),
+    return html.Div([graph(figures.rank_timeline_figure(analysis.rank_timeline(group)), id="rank-timeline-fig"),
+                     graph(figures.rank_balance_figure(df), id="rank-balance-fig"),
                      data_table(df, id="rank-balance-table", page_size=16, link_col="open")])
 
 

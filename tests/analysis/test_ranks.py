@@ -65,3 +65,41 @@ def test_ddp_sample_pair_and_figure():
     assert names == ["compute", "non-compute", "idle", "mean step time", "wait caused"]
     assert list(fig.data[0].y) == ["rank 0", "rank 1"]
     assert list(fig.data[4].x) == pytest.approx((df["total_wait_caused_ns"] / 1e6).tolist())
+
+
+def test_rank_timeline_lanes_union_and_coarsening():
+    ranks = [_rank(0, 10_000, 12_000, 20_000), _rank(1, 30_000, 31_000, 40_000)]
+    df = analysis.rank_timeline(ranks)
+    assert list(df.columns) == analysis.ranks.RANK_TIMELINE_COLUMNS
+    got = {(r.rank, r.lane): (r.start_ts, r.end_ts, r.busy_ns, r.label) for r in df.itertuples(index=False)}
+    assert got == {(0, "steps"): (0, 20_000, 20_000, "step 0"), (0, "compute"): (0, 10_000, 10_000, "compute"),
+                   (0, "communication"): (12_000, 13_000, 1000, "communication"),
+                   (1, "steps"): (0, 40_000, 40_000, "step 0"), (1, "compute"): (0, 30_000, 30_000, "compute"),
+                   (1, "communication"): (31_000, 32_000, 1000, "communication")}
+    # rows come rank by rank, lanes in RANK_LANES order
+    assert df[["rank", "lane"]].drop_duplicates().apply(tuple, axis=1).tolist() == [
+        (0, "steps"), (0, "compute"), (0, "communication"), (1, "steps"), (1, "compute"), (1, "communication")]
+    with pytest.raises(ValueError, match="max_intervals"):
+        analysis.rank_timeline(ranks, max_intervals=0)
+
+
+def test_rank_timeline_merges_bursts_closer_than_the_resolution():
+    b, t = neuron_builder(rank=0, world_size=1)
+    starts = np.arange(100) * 1000          # 100 instructions of 400 ns every µs over 100 µs
+    b.add_rows("instructions", {"track": t["Vector"], "start_ts": starts, "duration_ns": 400, "engine": "Vector",
+                                "opcode": "TensorTensor", "name": "add"})
+    tr = analysis.Trace.from_builder(b)
+    fine = analysis.rank_timeline([tr], max_intervals=1000)   # resolution 99.4 ns < the 600 ns gaps
+    coarse = analysis.rank_timeline([tr], max_intervals=10)   # resolution 9.94 µs > the gaps: one interval
+    assert len(fine) == 100 and (fine["busy_ns"] == 400).all()
+    assert coarse[["start_ts", "end_ts", "busy_ns"]].values.tolist() == [[0, 99_400, 40_000]]
+    fig = analysis.figures.rank_timeline_figure(coarse)
+    assert fig.data[0].name == "compute" and list(fig.data[0].y) == ["rank 0 · compute"]
+    assert fig.data[0].marker.opacity[0] == pytest.approx(0.35 + 0.65 * 40_000 / 99_400)
+
+
+def test_rank_timeline_of_traces_without_activity_is_empty():
+    b, _ = neuron_builder()
+    df = analysis.rank_timeline([analysis.Trace.from_builder(b)])
+    assert df.empty and list(df.columns) == analysis.ranks.RANK_TIMELINE_COLUMNS
+    assert not analysis.figures.rank_timeline_figure(df).data

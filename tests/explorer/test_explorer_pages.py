@@ -274,7 +274,9 @@ def test_group_summary_shows_rank_balance_with_links_to_each_rank(ctx):
 
     out = summary.layout(ctx, ViewState(trace=GROUP))
     s = _dump(out)
-    assert "rank-balance-fig" in s and "error-box" not in s
+    assert "rank-balance-fig" in s and "rank-timeline-fig" in s and "error-box" not in s
+    lanes = {d.name for d in _find(out, "rank-timeline-fig").figure.data}
+    assert lanes == {"steps", "compute", "communication", "memory"}
     table = _find(out, "rank-balance-table")
     expect = analysis.rank_balance(ctx.store.open(GROUP))
     assert [r["rank"] for r in table.data] == expect["rank"].tolist() == [0, 1]
