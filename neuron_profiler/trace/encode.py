@@ -128,8 +128,10 @@ def read_message(msg: Any, spec: Mapping[str, Column], rows: int, wanted: list[s
         elif dst is not None:
             dst[:] = wire
             res[name] = dst
-        else:
-            res[name] = wire.view(np.int64) if wire.dtype == np.uint64 else wire
+        elif col.kind in ("string", "float") or wire.dtype == np.int64:
+            res[name] = wire
+        else:  # unsigned wire: uint64 values are < 2**63 (the writer takes int64), narrower ones widen
+            res[name] = wire.view(np.int64) if wire.dtype == np.uint64 else wire.astype(np.int64)
     return res
 
 
