@@ -1,6 +1,6 @@
 """The app in headless Chromium: every page loads without console errors, a zoom triggers a finer level of
 detail, the roofline shows ceilings and points, clicking an event opens its details. Screenshots go to
-tests/explorer/artifacts/ (and two to docs/screenshots/ when EXPLORER_DOC_SCREENSHOTS=1)."""
+tests/explorer/artifacts/ (and three to docs/screenshots/ when EXPLORER_DOC_SCREENSHOTS=1)."""
 from __future__ import annotations
 
 import os
@@ -40,12 +40,16 @@ def site(served_dir, chromium):
 
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
-DOC_SHOTS = {"sample_timeline_zoomed": "timeline.png", "sample_roofline": "roofline.png"}
+DOC_SHOTS = {"sample_timeline_zoomed": "timeline.png", "sample_roofline": "roofline.png", "sample_ranks": "ranks.png"}
 
 
-def _shot(page, name: str) -> None:
+def _shot(target, name: str) -> None:
+    """Screenshot a whole page, or one element (a Playwright Locator)."""
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    if hasattr(target, "goto"):
+        target.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    else:
+        target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
     if os.environ.get("EXPLORER_DOC_SCREENSHOTS") == "1" and name in DOC_SHOTS:
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copy(ARTIFACTS / f"{name}.png", DOCS / DOC_SHOTS[name])
@@ -246,6 +250,12 @@ def test_sample_traces_in_browser(chromium):
                 assert page.locator(f"#{p.replace('_', '-')}-page").count() == 1, (key, p)
                 assert page.locator(".error-box").count() == 0, page.inner_text(".error-box")
                 _shot(page, f"sample_{p}" if key == "gpt_train_step.nprof" else f"sample_{p}_group")
+                if p == "summary" and key in groups:  # the ranks of the DDP run on one time axis, and their balance
+                    bars = page.evaluate("() => document.querySelector('#rank-timeline-fig .js-plotly-plot')"
+                                         ".data.map(t => t.name + ':' + t.y.length)")
+                    assert {b.split(":")[0] for b in bars} == {"steps", "compute", "communication", "memory"}, bars
+                    assert page.locator("#rank-balance-fig .js-plotly-plot").count() == 1
+                    _shot(page.locator("#rank-timeline-fig").locator("xpath=.."), "sample_ranks")
         page.goto(f"{url}/timeline?trace=gpt_train_step.nprof")
         wait_idle(page)
         before = timeline_shapes(page)
