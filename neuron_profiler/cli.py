@@ -41,6 +41,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"tables      {total:,} rows, {tf.size / max(total, 1):.1f} bytes/row")
     for t, n in counts.items():
         print(f"  {t:<13}{n:>12,}")
+    codecs = tf.codecs
+    print(f"chunks      {sum(codecs.values()):,} ({', '.join(f'{k} {v}' for k, v in sorted(codecs.items()))})")
     for k, v in tf.dropped_events.items():
         print(f"dropped     {k}: {v:,} events (max_events_per_nc)")
     for w in tf.warnings:

@@ -123,6 +123,17 @@ class TraceFile:
         return None if lo is None else (lo, hi)
 
     @property
+    def codecs(self) -> dict[str, int]:
+        """Chunk count per codec ("lz4", "zstd", "zlib", "none"; chunks that do not shrink are stored raw)."""
+        names = {v: k for k, v in framing.CODECS.items()}
+        out: dict[str, int] = {}
+        for c in self._chunks:
+            fr = self._frame_at(c.offset)
+            name = names.get(fr[2], f"codec {fr[2]}") if fr is not None else "unreadable"
+            out[name] = out.get(name, 0) + 1
+        return out
+
+    @property
     def strings(self) -> np.ndarray:
         return self._strings
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,9 @@ def test_info_prints_devices_tables_and_simulated(small_trace: Path, capsys: pyt
     assert "trn2 Trainium2 (simulated)" in out and "78.6 TFLOP/s" in out
     assert "rank        0 of 2" in out and "simulated   yes" in out
     assert "instructions" in out and "5.000 us" in out  # span 1000..6000 ns
+    m = re.search(r"^chunks\s+(\d+) \((.+)\)$", out, re.M)
+    assert m and int(m.group(1)) == sum(int(p.split()[1]) for p in m.group(2).split(", ")) > 0
+    assert {p.split()[0] for p in m.group(2).split(", ")} <= {"lz4", "none"}  # tiny chunks may stay raw
 
 
 def test_validate_ok_and_problems(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
