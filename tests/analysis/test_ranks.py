@@ -7,7 +7,7 @@ from _traces import neuron_builder
 
 import analysis
 from analysis.ranks import RANK_BALANCE_COLUMNS
-from realdata import sample_trace
+from realdata import real_trace, sample_trace
 
 
 def _rank(rank: int, compute_ns: int, cc_start: int, step_ns: int) -> analysis.Trace:
@@ -103,3 +103,21 @@ def test_rank_timeline_of_traces_without_activity_is_empty():
     df = analysis.rank_timeline([analysis.Trace.from_builder(b)])
     assert df.empty and list(df.columns) == analysis.ranks.RANK_TIMELINE_COLUMNS
     assert not analysis.figures.rank_timeline_figure(df).data
+
+
+def test_real_two_rank_gpu_run_names_the_straggler():
+    """HTA's 2-of-128-rank DLRM sample (NCCL SendRecv kernels): per-rank rows agree with the per-trace
+    analyses, and rank 1 is the one that arrives last at most collectives."""
+    ts = analysis.TraceSet([analysis.load(real_trace(f"HolisticTraceAnalysis/trace_filter/sampled_rank-{r}.json.gz"),
+                                          cache=False) for r in (0, 1)])
+    df = analysis.rank_balance(ts)
+    for t, (_, row) in zip(ts, df.iterrows()):
+        tb = t.temporal_breakdown().iloc[0]
+        assert (row["compute_time_ns"], row["idle_time_ns"], row["kernel_time_ns"]) == (
+            tb["compute_time_ns"], tb["idle_time_ns"], tb["kernel_time_ns"])
+        assert row["step_count"] == 2
+    strag = analysis.straggler_ranks(ts.collectives()).set_index("rank")
+    assert df.set_index("rank")["times_last"].to_dict() == strag["times_last"].to_dict()
+    assert df.loc[df["total_wait_caused_ns"].idxmax(), "rank"] == strag.index[0] == 1
+    lanes = analysis.rank_timeline(ts).groupby("rank")["lane"].unique()
+    assert all(set(v) == {"steps", "compute", "communication", "memory"} for v in lanes)
