@@ -75,12 +75,17 @@ def time_bounds(table: str, cols: Mapping[str, Any]) -> tuple[int, int]:
     return int(ts.min()), int(end.max())
 
 
-def fill_message(msg: Any, spec: Mapping[str, Column], cols: Mapping[str, np.ndarray]) -> None:
-    """Write normalized, interned columns (string columns already uint32 ids) into a ``*Columns`` message.
+def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str, Column],
+                 cols: Mapping[str, np.ndarray]) -> bytes:
+    """Serialized ``Chunk`` (first_row, rows and the table's ``*Columns`` message at oneof field
+    ``table_field``) from normalized, interned columns (string columns already uint32 ids).
 
-    Raises ValueError naming the column when a value does not fit its fixed-width field."""
-    for name, arr in cols.items():
-        col = spec[name]
+    Packed fixed-width fields are written as their little-endian bytes (protobuf's wire format for them), which
+    skips building a message element by element. Columns holding only defaults are left out. Raises
+    ValueError naming the column when a value does not fit its field."""
+    body = []
+    for name, col in sorted(((n, spec[n]) for n in cols), key=lambda nc: nc[1].number):
+        arr = cols[name]
         if col.kind == "delta":
             arr = np.diff(arr, prepend=np.int64(0))
         elif col.kind == "ref":
@@ -90,7 +95,20 @@ def fill_message(msg: Any, spec: Mapping[str, Column], cols: Mapping[str, np.nda
         if col.kind != "float" and len(arr) and col.wire_dtype == np.uint32 and int(arr.max()) > col.max_wire_value:
             raise ValueError(f"column {name!r} holds {int(arr.max())}, above the {col.max_wire_value} its "
                              f"32-bit field can store")
-        getattr(msg, name).extend(arr.astype(col.wire_dtype, copy=False).tolist())
+        raw = np.ascontiguousarray(arr, dtype=np.dtype(col.wire_dtype).newbyteorder("<")).tobytes()
+        body += [_varint(col.number << 3 | 2), _varint(len(raw)), raw]
+    payload = b"".join(body)
+    return b"".join([_varint(1 << 3), _varint(first_row), _varint(2 << 3), _varint(rows),
+                     _varint(table_field << 3 | 2), _varint(len(payload)), payload])
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
 
 
 def _all_default(arr: np.ndarray, col: Column) -> bool:

@@ -19,7 +19,7 @@ import numpy as np
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TIME_COLUMNS,
                                            columns_of)
-from neuron_profiler.trace.encode import fill_message, normalize, time_bounds
+from neuron_profiler.trace.encode import encode_chunk, normalize, time_bounds
 from neuron_profiler.trace.strings import StringTable
 from neuron_profiler.trace.workers import submit
 from schemas import pb
@@ -61,7 +61,7 @@ class TraceWriter:
         self._min_ts: int | None = None
         self._max_ts: int | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._inflight: deque[tuple[Future, str, pb.Chunk, int, int]] = deque()
+        self._inflight: deque[tuple[Future, str, int, int, int, int]] = deque()
         header = _checked_header(header)
         self._f: BinaryIO | None = open(self.path, "wb")
         self._f.write(framing.MAGIC)
@@ -136,7 +136,7 @@ class TraceWriter:
             first = len(self.strings.values) - len(new)
             chunk = pb.Chunk(first_row=first, rows=len(new))
             chunk.strings.value.extend(new)
-            self._write_chunk(STRINGS_TABLE, chunk, 0, 0)
+            self._write_chunk(STRINGS_TABLE, chunk.SerializeToString(), first, len(new), 0, 0)
 
     def _flush_table(self, table: str, n: int) -> None:
         batches = self._pending[table]
@@ -153,11 +153,10 @@ class TraceWriter:
         rest_rows = self._pending_rows[table] - n
         self._pending[table] = [{k: v[n:] for k, v in merged.items()}] if rest_rows else []
         self._pending_rows[table] = rest_rows
-        chunk = pb.Chunk(first_row=self.rows[table], rows=n)
-        fill_message(getattr(chunk, table), spec, head)
+        raw = encode_chunk(TABLE_IDS[table], self.rows[table], n, spec, head)
         lo, hi = time_bounds(table, head)
         self._flush_strings()  # strings first: a cut file never holds a chunk without its strings
-        self._write_chunk(table, chunk, lo, hi)
+        self._write_chunk(table, raw, self.rows[table], n, lo, hi)
         self.rows[table] += n
         if table in TIME_COLUMNS:
             self._min_ts = lo if self._min_ts is None else min(self._min_ts, lo)
@@ -182,29 +181,30 @@ class TraceWriter:
                 self._pool.shutdown()
                 self._pool = None
 
-    def _write_chunk(self, table: str, chunk: pb.Chunk, lo: int, hi: int) -> None:
-        raw = chunk.SerializeToString()
+    def _write_chunk(self, table: str, raw: bytes, first_row: int, rows: int, lo: int, hi: int) -> None:
+        """Compress and write one serialized chunk (on a worker thread inside a multi-chunk batch)."""
         if self._pool is None:
-            self._write_compressed(table, chunk, lo, hi, self._compress(raw))
+            self._write_compressed(table, first_row, rows, lo, hi, self._compress(raw))
             return
-        self._inflight.append((submit(self._pool, self._compress, raw), table, chunk, lo, hi))
+        self._inflight.append((submit(self._pool, self._compress, raw), table, first_row, rows, lo, hi))
         if len(self._inflight) > _COMPRESS_THREADS:
             self._write_next()
 
     def _write_next(self) -> None:
-        fut, table, chunk, lo, hi = self._inflight.popleft()
-        self._write_compressed(table, chunk, lo, hi, fut.result())
+        fut, *meta = self._inflight.popleft()
+        self._write_compressed(*meta, fut.result())
 
     def _compress(self, raw: bytes) -> tuple[bytes, int]:
         payload = framing.compress(raw, self.codec, self.level)
         return (raw, framing.CODEC_NONE) if len(payload) >= len(raw) else (payload, self.codec)
 
-    def _write_compressed(self, table: str, chunk: pb.Chunk, lo: int, hi: int, packed: tuple[bytes, int]) -> None:
+    def _write_compressed(self, table: str, first_row: int, rows: int, lo: int, hi: int,
+                          packed: tuple[bytes, int]) -> None:
         payload, codec = packed
         tid = TABLE_IDS[table]
         offset = self._write_record(framing.CHUNK, payload, codec, tid)
         self._footer.chunks.add(table_id=tid, offset=offset, length=framing.FRAME.size + len(payload),
-                                first_row=chunk.first_row, rows=chunk.rows, min_ts=lo, max_end_ts=hi)
+                                first_row=first_row, rows=rows, min_ts=lo, max_end_ts=hi)
 
 
 def _default_array(col: Any, n: int) -> np.ndarray:
