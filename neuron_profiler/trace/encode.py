@@ -1,7 +1,7 @@
 """Column arrays <-> packed proto fields. Only the reader and writer use this module."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -117,39 +117,39 @@ def _all_default(arr: np.ndarray, col: Column) -> bool:
     return bool((arr == col.default).all())
 
 
-def read_message(msg: Any, spec: Mapping[str, Column], rows: int, wanted: list[str],
-                 out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Decode ``wanted`` columns of a ``*Columns`` message into numpy arrays of ``rows`` elements.
+def read_columns(wire_of: Callable[[Column], np.ndarray | None], spec: Mapping[str, Column], rows: int,
+                 wanted: list[str], out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Decode ``wanted`` columns of one chunk into numpy arrays of ``rows`` elements.
 
-    String columns come back as uint32 ids, other integers as int64, floats as float64. With ``out``,
-    each column is decoded straight into ``out[column]`` (an array of ``rows`` elements of that dtype).
-    Raises ValueError on a column of the wrong length."""
+    ``wire_of(column)`` gives the column's stored elements in its wire dtype (empty: not stored, every row
+    has the default; None: unreadable). String columns come back as uint32 ids, other integers as int64,
+    floats as float64. With ``out``, each column is decoded straight into ``out[column]`` (an array of
+    ``rows`` elements of that dtype). Raises ValueError on a column of the wrong length."""
     res: dict[str, np.ndarray] = {}
     for name in wanted:
         col = spec[name]
         dst = None if out is None else out[name]
-        field = getattr(msg, name)
-        if len(field) == 0:
-            fill = 0 if col.kind == "string" else col.default
+        wire = wire_of(col)
+        if wire is None:
+            raise ValueError(f"column {name!r} is not a whole number of {np.dtype(col.wire_dtype).itemsize}-byte "
+                             f"values")
+        if len(wire) == 0:
             if dst is None:
                 dst = np.empty(rows, dtype=column_dtype(col))
-            dst.fill(fill)
+            dst.fill(0 if col.kind == "string" else col.default)
             res[name] = dst
             continue
-        if len(field) != rows:
-            raise ValueError(f"column {name!r} has {len(field)} values for {rows} rows")
-        wire = np.array(field, dtype=col.wire_dtype)  # packed fixed-width: one memory copy
+        if len(wire) != rows:
+            raise ValueError(f"column {name!r} has {len(wire)} values for {rows} rows")
         if col.kind == "delta":
-            res[name] = np.cumsum(wire, out=dst)
+            res[name] = np.cumsum(wire, out=dst, dtype=np.int64)
         elif col.kind == "ref":
             res[name] = np.subtract(wire, 1, out=dst, dtype=np.int64, casting="unsafe")
         elif dst is not None:
             dst[:] = wire
             res[name] = dst
-        elif col.kind in ("string", "float") or wire.dtype == np.int64:
-            res[name] = wire
-        else:  # unsigned wire: uint64 values are < 2**63 (the writer takes int64), narrower ones widen
-            res[name] = wire.view(np.int64) if wire.dtype == np.uint64 else wire.astype(np.int64)
+        else:  # a fresh native-order array (wire may be a read-only view of the chunk's bytes)
+            res[name] = wire.astype(column_dtype(col))
     return res
 
 

@@ -22,15 +22,18 @@ from google.protobuf.message import DecodeError
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLE_NAMES,
                                            TABLES, TIME_COLUMNS, columns_of)
-from neuron_profiler.trace.encode import column_dtype, read_message
+from neuron_profiler.trace.encode import column_dtype, read_columns
 from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError,
                                           TruncatedTraceError, UnsupportedVersionError)
 from neuron_profiler.trace.strings import categorical_from_ids
+from neuron_profiler.trace.wire import scan_chunk
 from neuron_profiler.trace.workers import submit
 from schemas import pb
 
 #: A chunk with no stored column may declare at most this many (all-default) rows.
 _MAX_DEFAULT_ROWS = 1 << 20
+#: Field numbers of each table's columns (what the wire view accepts in a chunk).
+_COLUMN_FIELDS = {t: frozenset(c.number for c in cols) for t, cols in TABLES.items()}
 #: Threads that checksum, decompress and decode chunks (two: this project's machines have two cores).
 _DECODE_THREADS = 2
 
@@ -211,11 +214,8 @@ class TraceFile:
         out = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
 
         def decode_into(c: ChunkRef) -> None:
-            msg = self._parse_chunk(c, self._chunk_raw(c))
-            if msg.first_row != c.first_row or msg.rows != c.rows:
-                raise self._err(CorruptTraceError, c.offset, f"chunk holds rows {msg.first_row}+{msg.rows}, "
-                                f"the footer index says {c.first_row}+{c.rows}")
-            self._decode_chunk(c, msg, name, wanted, {k: v[c.first_row:c.first_row + c.rows] for k, v in out.items()})
+            self._decode_chunk(c, self._chunk_raw(c), name, wanted,
+                               {k: v[c.first_row:c.first_row + c.rows] for k, v in out.items()})
 
         if len(chunks) < 2:
             for c in chunks:
@@ -406,17 +406,16 @@ class TraceFile:
 
     def _decode_one(self, c: ChunkRef, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
         try:
-            msg = self._parse_chunk(c, self._chunk_raw(c))
-            return self._decode_chunk(c, msg, table, cols)
+            return self._decode_chunk(c, self._chunk_raw(c), table, cols)
         except TraceFormatError as e:
             self._skip_or_raise(e)
             return None
 
     def _decoded_chunks(self, chunks: list[ChunkRef], table: str,
                         cols: list[str]) -> Iterator[tuple[int, int, dict] | None]:
-        """(first_row, rows, columns) of each chunk, in order. Chunks are checksummed, decompressed, parsed
-        and converted to numpy in worker threads: lz4/zstd/zlib and crc32 release the GIL; upb holds it while
-        parsing, which is why columns are fixed-width (their parse is a memory copy)."""
+        """(first_row, rows, columns) of each chunk, in order. Chunks are checksummed, decompressed and decoded
+        in worker threads: lz4/zstd/zlib, crc32 and numpy's copies release the GIL (upb's parser, used only
+        as the fallback of :mod:`neuron_profiler.trace.wire`, holds it)."""
         if len(chunks) < 2:
             for c in chunks:
                 yield self._decode_one(c, table, cols)
@@ -432,15 +431,37 @@ class TraceFile:
             c.rows = msg.rows if msg is not None else 0
             c.first_row = msg.first_row if msg is not None else 0
 
-    def _decode_chunk(self, c: ChunkRef, msg: pb.Chunk, table: str, cols: list[str],
+    def _decode_chunk(self, c: ChunkRef, raw: bytes, table: str, cols: list[str],
                       out: dict[str, np.ndarray] | None = None) -> tuple[int, int, dict]:
-        rows = msg.rows
-        body = getattr(msg, table)
+        """(first_row, rows, columns) of chunk ``c`` from its decompressed bytes: through the zero-copy wire
+        view when the chunk has the layout this package writes, else through the protobuf parser. With
+        ``out`` (slices sized by the footer index) the columns are decoded into it."""
         spec = columns_of(table)
-        if not any(len(getattr(body, k)) for k in spec) and rows > _MAX_DEFAULT_ROWS:
+        view = scan_chunk(raw, _COLUMN_FIELDS[table])
+        if view is not None:
+            if view.table_field != c.table_id:
+                raise self._err(CorruptTraceError, c.offset, f"chunk frame says table "
+                                f"{TABLE_NAMES.get(c.table_id, c.table_id)!r}, payload holds "
+                                f"{TABLE_NAMES.get(view.table_field, f'field {view.table_field}')!r}")
+            first, rows, stored = view.first_row, view.rows, bool(view.fields)
+
+            def wire_of(col):
+                return view.array(col.number, col.wire_dtype)
+        else:
+            msg = self._parse_chunk(c, raw)
+            body = getattr(msg, table)
+            first, rows = msg.first_row, msg.rows
+            stored = any(len(getattr(body, k)) for k in spec)
+
+            def wire_of(col):
+                return np.array(getattr(body, col.name), dtype=col.wire_dtype)
+        if not stored and rows > _MAX_DEFAULT_ROWS:
             raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows but stores no column")
+        if out is not None and (first != c.first_row or rows != c.rows):
+            raise self._err(CorruptTraceError, c.offset, f"chunk holds rows {first}+{rows}, "
+                            f"the footer index says {c.first_row}+{c.rows}")
         try:
-            res = read_message(body, spec, rows, cols, out)
+            res = read_columns(wire_of, spec, rows, cols, out)
         except (ValueError, OverflowError) as e:
             raise self._err(CorruptTraceError, c.offset, f"table {table!r}: {e}") from None
         n_strings = len(self._strings)
@@ -448,7 +469,7 @@ class TraceFile:
             if spec[k].kind == "string" and len(v) and int(v.max()) >= n_strings:
                 raise self._err(CorruptTraceError, c.offset, f"column {table}.{k} refers to string id "
                                 f"{int(v.max())}, but the file has only {n_strings} strings")
-        return msg.first_row, rows, res
+        return first, rows, res
 
     def _load_strings(self) -> np.ndarray:
         values: list[str] = []

@@ -1,0 +1,94 @@
+"""A zero-copy view of a table chunk's packed fixed-width columns, read straight from the protobuf wire bytes.
+
+A ``Chunk`` of an event table is ``first_row``, ``rows`` and one ``*Columns`` message whose fields are packed
+fixed-width arrays, i.e. little-endian bytes behind a length. Walking those few field headers and handing the
+bytes to ``np.frombuffer`` skips upb's parse, which copies every column while holding the GIL. Anything this
+walker does not expect (an unknown or repeated field, a non-packed encoding, a malformed header) returns None
+and the reader falls back to the full protobuf parser, so files from any conforming writer still read.
+Only the reader uses this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_LEN, _VARINT = 2, 0
+_CHUNK_FIRST_ROW, _CHUNK_ROWS = 1, 2
+
+
+@dataclass
+class ChunkView:
+    """Where each column of one chunk sits in ``buf``: ``fields`` maps field number -> (offset, length)."""
+
+    buf: bytes
+    first_row: int
+    rows: int
+    table_field: int
+    fields: dict[int, tuple[int, int]]
+
+    def array(self, number: int, dtype: type) -> np.ndarray | None:
+        """Column ``number`` as a read-only little-endian array over ``buf`` (no copy), empty when the chunk
+        does not store it; None when its byte length is not a whole number of elements (corruption)."""
+        if number not in self.fields:
+            return np.zeros(0, dtype=dtype)
+        off, n = self.fields[number]
+        dt = np.dtype(dtype).newbyteorder("<")
+        if n % dt.itemsize:
+            return None
+        return np.frombuffer(self.buf, dtype=dt, count=n // dt.itemsize, offset=off)
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while pos < end and shift < 64:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+    raise ValueError("truncated or overlong varint")
+
+
+def scan_chunk(buf: bytes, column_fields: frozenset[int]) -> ChunkView | None:
+    """The view of a serialized ``Chunk`` whose table message holds only the packed fields
+    ``column_fields``, each at most once; None when the full parser is needed."""
+    try:
+        first_row = rows = 0
+        table: tuple[int, int, int] | None = None
+        pos, end = 0, len(buf)
+        while pos < end:
+            key, pos = _varint(buf, pos, end)
+            number, wtype = key >> 3, key & 7
+            if wtype == _VARINT and number in (_CHUNK_FIRST_ROW, _CHUNK_ROWS):
+                value, pos = _varint(buf, pos, end)
+                if number == _CHUNK_FIRST_ROW:
+                    first_row = value
+                else:
+                    rows = value
+            elif wtype == _LEN and table is None and number not in (_CHUNK_FIRST_ROW, _CHUNK_ROWS):
+                n, pos = _varint(buf, pos, end)
+                if pos + n > end:
+                    return None
+                table = (number, pos, pos + n)
+                pos += n
+            else:
+                return None
+        if table is None:
+            return None
+        fields: dict[int, tuple[int, int]] = {}
+        number, pos, end = table
+        while pos < end:
+            key, pos = _varint(buf, pos, end)
+            field, wtype = key >> 3, key & 7
+            if wtype != _LEN or field not in column_fields or field in fields:
+                return None
+            n, pos = _varint(buf, pos, end)
+            if pos + n > end:
+                return None
+            fields[field] = (pos, n)
+            pos += n
+        return ChunkView(buf, first_row, rows, number, fields)
+    except (ValueError, IndexError):
+        return None
