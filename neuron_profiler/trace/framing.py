@@ -26,6 +26,8 @@ LZ4_LEVEL = 4
 
 #: No single record may be larger than this (a declared length above it is corruption, not a trace).
 MAX_RECORD_BYTES = 1 << 30
+#: No chunk holds more rows than this (writers split larger batches; readers treat more as corruption).
+MAX_CHUNK_ROWS = 1 << 22
 #: A decompressed chunk may not exceed this.
 MAX_DECOMPRESSED_BYTES = 1 << 31
 

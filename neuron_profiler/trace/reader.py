@@ -211,7 +211,12 @@ class TraceFile:
                 return None
             total += c.rows
         spec = columns_of(name)
-        out = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
+        try:
+            out = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
+        except MemoryError:
+            raise self._err(TraceFormatError, None, f"table {name!r} has {total:,} rows by the footer index, "
+                            f"too many to load at once here: read fewer columns or a time window "
+                            f"(start_ns/end_ns)") from None
 
         def decode_into(c: ChunkRef) -> None:
             self._decode_chunk(c, self._chunk_raw(c), name, wanted,
@@ -330,6 +335,10 @@ class TraceFile:
             return None
         chunks = []
         for e in ft.chunks:
+            if e.rows > framing.MAX_CHUNK_ROWS:
+                self.warnings.append(f"footer index declares a chunk of {e.rows} rows (at most "
+                                     f"{framing.MAX_CHUNK_ROWS}); the file was scanned")
+                return None
             if not data_start <= e.offset < off or e.offset + e.length > off:
                 self.warnings.append(f"footer index entry at byte {e.offset} is out of range; the file was scanned")
                 return None
@@ -455,6 +464,9 @@ class TraceFile:
 
             def wire_of(col):
                 return np.array(getattr(body, col.name), dtype=col.wire_dtype)
+        if rows > framing.MAX_CHUNK_ROWS:
+            raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows (at most "
+                            f"{framing.MAX_CHUNK_ROWS})")
         if not stored and rows > _MAX_DEFAULT_ROWS:
             raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows but stores no column")
         if out is not None and (first != c.first_row or rows != c.rows):

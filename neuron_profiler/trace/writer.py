@@ -25,7 +25,7 @@ from neuron_profiler.trace.workers import submit
 from schemas import pb
 
 DEFAULT_CHUNK_ROWS = 65536
-MAX_CHUNK_ROWS = 1 << 22
+MAX_CHUNK_ROWS = framing.MAX_CHUNK_ROWS
 #: Chunks compressed on worker threads (lz4, zstd and zlib release the GIL) while the caller fills the next
 #: ones; also the most finished-but-unwritten chunks held in memory.
 _COMPRESS_THREADS = 2

@@ -326,8 +326,30 @@ def _craft(tmp_path: Path, chunk: pb.Chunk, table_id: int, strings: list[str] | 
 def test_absurd_row_count_is_refused_without_allocating(tmp_path: Path) -> None:
     c = pb.Chunk(first_row=0, rows=(1 << 32) - 1)
     c.instructions.SetInParent()
+    with pytest.raises(CorruptTraceError, match=r"declares 4294967295 rows \(at most"):
+        read_trace(_craft(tmp_path, c, 13)).table("instructions")
+    c = pb.Chunk(first_row=0, rows=(1 << 21))
+    c.instructions.SetInParent()
     with pytest.raises(CorruptTraceError, match="stores no column"):
         read_trace(_craft(tmp_path, c, 13)).table("instructions")
+
+
+def test_footer_declaring_huge_chunks_is_not_trusted(tmp_path: Path) -> None:
+    """A footer index is only a hint: one that declares absurd row counts is ignored (the file is scanned),
+    so nothing is allocated from it."""
+    p = write_trace(tmp_path / "t.nprof", make_header("tests"),
+                    {"instructions": {"track": 0, "start_ts": np.arange(10)}})
+    data = bytearray(p.read_bytes())
+    off = struct.unpack_from("<Q", data, len(data) - framing.TRAILER.size)[0]
+    length, rtype, codec, tid, _, _ = framing.FRAME.unpack_from(data, off)
+    ft = pb.Footer.FromString(bytes(data[off + framing.FRAME.size: off + framing.FRAME.size + length]))
+    for e in ft.chunks:
+        e.rows = (1 << 32) - 1
+    bad = bytes(data[:off]) + framing.encode_frame(framing.FOOTER, ft.SerializeToString())
+    p.write_bytes(bad + framing.TRAILER.pack(off, framing.END_MAGIC))
+    tf = read_trace(p)
+    assert any("declares a chunk of" in w for w in tf.warnings) and not tf.complete
+    assert tf.table("instructions")["start_ts"].tolist() == list(range(10))
 
 
 def test_column_length_mismatch_and_bad_string_id(tmp_path: Path) -> None:
