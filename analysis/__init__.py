@@ -13,7 +13,8 @@ columns and units, with a figure builder in :mod:`analysis.figures`; the ``Trace
   the analyses read), ``device_activity()``, ``devices``, ``steps()``, ``window()``, ``select_steps()``,
   ``whole()``), ``TraceSet`` (``traces``, ``ranks``, ``runs``, ``by_rank``, ``by_run``, ``collectives()``)
 - ``steps``, ``step_window``; ``summary``, ``summary_dict``; ``hot_ops``; ``roofline``, ``roofline_ceilings``
-- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``; ``rank_balance``, ``rank_timeline``
+- ``collectives``, ``collectives_across_ranks``, ``collective_skew_matrix``, ``straggler_ranks``;
+  ``rank_balance``, ``rank_timeline`` (load balance of the ranks of a run)
 - ``dma_throughput``, ``dma_queues``, ``dma_sizes``; ``diff``; ``recommendations``
 - ``instruction_work`` (per-instruction op / FLOPs / bytes, the basis of the above), ``op_flops_and_bytes``
 - from :mod:`analysis.breakdown`: ``classify_kernels``, ``kernel_breakdown``, ``temporal_breakdown``,
@@ -40,7 +41,6 @@ from .summary import summary, summary_dict
 from .trace import Trace, TraceSet, load
 
 
-
 def __getattr__(name: str):
     # analysis.figures imports plotly (~0.5 s): loaded on first use, so pure-pandas users never pay for it
     if name == "figures":
@@ -52,7 +52,7 @@ def __getattr__(name: str):
 
 __all__ = ["load", "Trace", "TraceSet", "steps", "step_window", "summary", "summary_dict", "hot_ops",
            "roofline", "roofline_ceilings", "roofline_point_rows", "collectives", "collectives_across_ranks",
-           "collective_skew_matrix", "straggler_ranks", "rank_balance", "rank_timeline", "dma_throughput", "dma_queues", "dma_sizes", "diff",
-           "recommendations",
+           "collective_skew_matrix", "straggler_ranks", "rank_balance", "rank_timeline", "dma_throughput",
+           "dma_queues", "dma_sizes", "diff", "recommendations",
            "instruction_work", "op_flops_and_bytes", "classify_kernels", "kernel_breakdown", "temporal_breakdown",
            "idle_time_breakdown", "comm_comp_overlap"]

@@ -92,7 +92,8 @@ def _steps(trace, state: ViewState, origin: int):
 
 
 def _ranks(group, state: ViewState):
-    """Load balance across the group's ranks (analysis.rank_balance), each row linking to that rank."""
+    """The group's ranks on one time axis (analysis.rank_timeline) and their load balance
+    (analysis.rank_balance), each table row linking to that rank's summary."""
     df = analysis.rank_balance(group)
     df.insert(0, "open", [f"[rank {r}]({state.href(page='summary', rank=int(r))})" for r in df["rank"]])
     return html.Div([graph(figures.rank_timeline_figure(analysis.rank_timeline(group)), id="rank-timeline-fig"),
