@@ -4,8 +4,7 @@ Target (issue "analysis"): each returns within 2 s on this machine. The trace is
 ``neuron_profiler.synthetic_trace`` (streaming, bounded memory) into a temporary directory: ~4.5M instructions
 on 2 NeuronCores x 6 engines, ~0.5M DMA transfers, 20k host ops (aten ops with module paths and shapes,
 10 ProfilerSteps), plus 2,000 collectives. Each analysis is timed cold (derived caches cleared, tables already
-loaded), best of
-``--repeats``; the table load and the shared per-instruction work frame are printed separately.
+loaded), best of ``--repeats``; the table load and the shared per-instruction work frame are printed separately.
 
     python bench/bench_analysis.py [--events 5000000] [--repeats 3] [--keep PATH]
 """
