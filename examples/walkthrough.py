@@ -131,6 +131,11 @@ if isinstance(loaded, analysis.TraceSet) and len(loaded.ranks) > 1:
     across = loaded.collectives()
     show("collectives across ranks", across[["collective", "rank", "arrival_skew_ns", "wait_ns", "transfer_ns"]])
     save(figures.skew_heatmap(across), "skew")
+    balance = analysis.rank_balance(loaded)  # per rank: device time split, step time vs median, straggling
+    show("rank balance", balance[["rank", "compute_time_ns", "idle_time_ns", "step_time_vs_median",
+                                  "times_last", "total_wait_caused_ns"]])
+    save(figures.rank_balance_figure(balance), "rank_balance")
+    save(figures.rank_timeline_figure(loaded), "rank_timeline")
 save(figures.dma_throughput_figure(trn), "dma_throughput")
 
 # %% [markdown]
