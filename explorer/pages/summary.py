@@ -12,29 +12,14 @@ from dash import dcc, html
 
 import analysis
 from analysis import figures
+from analysis.units import format_value
 
 from ..state import SEL_TABLES, ViewState
 from .common import Ctx, data_table, graph, guarded, note, section
 from .common import trace_or_error, window_href
 
-KEY_METRICS = ("step_time_ns", "total_time_ns", "mfu_estimated_percent", "hfu_estimated_percent",
-               "mbu_estimated_percent")
-_SCALE = {"ns": (1e6, "ms"), "bytes": (2**20, "MiB"), "bytes/s": (1e9, "GB/s"), "FLOP/s": (1e12, "TFLOP/s"),
-          "FLOP": (1e9, "GFLOP")}
-
-
-def fmt_value(value, unit: str) -> str:
-    """Human form of a summary value (display only)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if unit in _SCALE and abs(float(value)) >= _SCALE[unit][0] / 1000:
-        div, u = _SCALE[unit]
-        return f"{float(value) / div:.4g} {u}"
-    if unit == "count":
-        return f"{float(value):,.0f}"
-    if unit in ("percent", "%"):
-        return f"{float(value):.3g} %"
-    return f"{float(value):.4g} {unit}".strip()
+KEY_METRICS = ("step_time_mean_ns", "total_time", "mfu_estimated_percent", "hfu_estimated_percent",
+               "mbu_estimated_percent", "device_active_percent")
 
 
 def kpi_cards(df: pd.DataFrame) -> html.Div:
@@ -46,7 +31,7 @@ def kpi_cards(df: pd.DataFrame) -> html.Div:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             continue
         cards.append(html.Div([html.Div(str(m), style={"fontSize": 11, "color": "#555"}),
-                               html.Div(fmt_value(v, str(u)), style={"fontSize": 20, "fontWeight": "bold"})],
+                               html.Div(format_value(v, str(u)), style={"fontSize": 20, "fontWeight": "bold"})],
                               title=str(d), className="kpi-card",
                               style={"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
                                      "minWidth": "150px", "background": "#fafafa"}))

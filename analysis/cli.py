@@ -1,0 +1,54 @@
+"""`neuron-analyze`: the analysis of a trace (or a run directory) as a terminal report, for machines
+without a browser (e.g. over SSH on a Trainium instance).
+
+    neuron-analyze profiles/my_run/            # load balance across ranks, then each rank
+    neuron-analyze rank0.pt.trace.json.gz      # a Kineto trace works too (imported on the fly)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neuron-analyze", description=__doc__.splitlines()[0])
+    p.add_argument("path", help="a .nprof or Kineto .json(.gz) trace, or a directory of traces (one run)")
+    p.add_argument("--top", type=int, default=10, help="hot ops and recommendations shown (default 10)")
+    p.add_argument("--rank", type=int, help="only this rank of a run directory")
+    p.add_argument("--all-metrics", action="store_true", help="every summary metric, not only the key ones")
+    p.add_argument("--no-cache", action="store_true",
+                   help="do not write the .nprof conversion of a Kineto trace next to it")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import analysis
+    from neuron_profiler.trace import TraceFormatError
+
+    from .report import text_report
+
+    path = Path(args.path)
+    try:
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or directory: {path}")
+        obj = analysis.load(path, cache=not args.no_cache)
+        if args.rank is not None:
+            traces = [t for t in getattr(obj, "traces", [obj]) if t.rank == args.rank]
+            if not traces:
+                raise ValueError(f"{path} holds no trace of rank {args.rank}")
+            obj = analysis.TraceSet(traces) if len(traces) > 1 else traces[0]
+        sys.stdout.write(text_report(obj, top=args.top, all_metrics=args.all_metrics))
+    except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
+        print(f"neuron-analyze: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""A plain-text report of a trace for the terminal (``neuron-analyze``): key figures, hot ops,
+recommendations and, for a run of several ranks, their load balance. A view: it only formats what the
+analysis functions return."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .hot_ops import hot_ops
+from .ranks import rank_balance
+from .recommend import recommendations
+from .summary import summary
+from .units import format_value
+
+#: summary metrics shown by default, in this order (``all_metrics=True`` shows every row)
+KEY_METRICS = ("total_time", "step_count", "step_time_mean_ns", "step_time_max_ns", "device_active_percent",
+               "mfu_estimated_percent", "hfu_estimated_percent", "mbu_estimated_percent", "hbm_total_bytes",
+               "dma_transfer_count", "small_dma_transfer_percent", "cc_op_count", "comm_comp_overlap_percent",
+               "idle_percent", "idle_host_wait_percent")
+
+
+def _section(title: str) -> list[str]:
+    return ["", title, "-" * len(title)]
+
+
+def _ms(ns) -> str:
+    return "n/a" if pd.isna(ns) else f"{float(ns) / 1e6:.3f}"
+
+
+def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
+    """The report of one ``Trace``."""
+    h = trace.header
+    dev = ", ".join(f"{d.kind} {d.name}" for d in h.devices) or "no device"
+    lines = [f"{trace.name}  (rank {trace.rank} of {h.world_size}; {dev}"
+             f"{'; device events simulated' if h.simulated else ''})"]
+    s = summary(trace)
+    if not all_metrics:
+        s = s[s["metric"].isin(KEY_METRICS)].set_index("metric").reindex(
+            [m for m in KEY_METRICS if m in set(s["metric"])]).reset_index()
+    lines += _section("Summary")
+    width = max((len(str(m)) for m in s["metric"]), default=0)
+    lines += [f"  {str(m):<{width}}  {format_value(v, str(u))}" for m, v, u in zip(s["metric"], s["value"], s["unit"])]
+    ho = hot_ops(trace)
+    lines += _section(f"Hot ops (top {min(top, len(ho))} of {len(ho)} by device time)")
+    if len(ho):
+        t = ho.head(top)
+        table = pd.DataFrame({"calls": t["calls"], "device ms": t["device_time_total_ns"].map(_ms),
+                              "share %": t["share_of_step_time_percent"].map(lambda v: f"{v:.2f}"),
+                              "TFLOP/s": (t["achieved_flops_per_s"] / 1e12).map(lambda v: f"{v:.2f}"),
+                              "GB/s": (t["achieved_bandwidth_bytes_per_s"] / 1e9).map(lambda v: f"{v:.1f}")},
+                             index=t.index)
+        lines += ["  " + ln for ln in table.to_string().splitlines()]
+    else:
+        lines.append("  no device work linked to ops in this trace")
+    rec = recommendations(trace)
+    lines += _section(f"Recommendations ({len(rec)})")
+    for i, r in enumerate(rec.head(top).itertuples(index=False), 1):
+        saved = "" if pd.isna(r.est_time_saved_ns) else f"  (est. saving {_ms(r.est_time_saved_ns)} ms)"
+        lines += [f"  {i}. [{r.severity}] {r.title}{saved}", f"     {r.evidence}", f"     Action: {r.action}"]
+    if not len(rec):
+        lines.append("  none fired")
+    return "\n".join(lines)
+
+
+def text_report(obj, *, top: int = 10, all_metrics: bool = False) -> str:
+    """The report of a ``Trace``, or of a ``TraceSet``: its load balance across ranks, then each trace."""
+    traces = list(getattr(obj, "traces", [obj]))
+    parts = []
+    if len(traces) > 1:
+        rb = rank_balance(traces)
+        table = pd.DataFrame({"rank": rb["rank"], "window": rb["window"], "step ms": rb["step_time_mean_ns"].map(_ms),
+                              "vs median": rb["step_time_vs_median"].map(lambda v: f"{v:.2f}"),
+                              "compute ms": rb["compute_time_ns"].map(_ms), "idle ms": rb["idle_time_ns"].map(_ms),
+                              "times last": rb["times_last"], "wait caused ms": rb["total_wait_caused_ns"].map(_ms)})
+        parts.append("\n".join([f"Run of {len(traces)} traces (ranks {sorted(set(rb['rank']))})",
+                                *_section("Load balance across ranks"),
+                                *("  " + ln for ln in table.to_string(index=False).splitlines())]))
+    parts += [trace_report(t, top=top, all_metrics=all_metrics) for t in traces]
+    return ("\n\n" + "=" * 100 + "\n").join(parts) + "\n"

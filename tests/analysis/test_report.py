@@ -1,0 +1,77 @@
+"""The terminal report (neuron-analyze) shows what the analyses return, formatted; and the shared formatter."""
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+from realdata import real_trace, sample_trace
+
+import analysis
+from analysis.cli import main
+from analysis.report import KEY_METRICS, text_report, trace_report
+from analysis.units import format_value
+
+
+@pytest.mark.parametrize("value,unit,text", [
+    (89_945_240.0, "ns", "89.95 ms"), (500.0, "ns", "500 ns"), (1_032_519_680.0, "bytes", "984.7 MiB"),
+    (4084.0, "count", "4,084"), (0.0923, "percent", "0.0923 %"), (7.864e13, "FLOP/s", "78.64 TFLOP/s"),
+    (7.25e11, "bytes/s", "725 GB/s"), (math.nan, "ns", "n/a"), (None, "count", "n/a"), (2.847, "FLOP/byte", "2.847 FLOP/byte"),
+])
+def test_format_value(value, unit, text):
+    assert format_value(value, unit) == text
+
+
+def test_trace_report_shows_the_analyses():
+    t = analysis.load(sample_trace("gpt_train_step.nprof"))
+    out = trace_report(t, top=4)
+    s = analysis.summary(t).set_index("metric")
+    for m in KEY_METRICS:
+        if m in s.index:
+            assert f"{m}  " in out and format_value(s.loc[m, "value"], s.loc[m, "unit"]) in out, m
+    ho = analysis.hot_ops(t)
+    lines = out.split("Hot ops")[1].split("Recommendations")[0].splitlines()
+    shown = [ln.split()[0] for ln in lines if ln.startswith("  aten::")]
+    assert shown == list(ho.index[:4])
+    rec = analysis.recommendations(t)
+    assert f"Recommendations ({len(rec)})" in out and all(title in out for title in rec["title"].head(4))
+    assert "device events simulated" in out.splitlines()[0]
+
+
+def test_run_report_starts_with_the_load_balance(tmp_path):
+    for r in (0, 1):
+        shutil.copy(sample_trace(f"ddp_train_rank{r}.nprof"), tmp_path)
+    ts = analysis.load(tmp_path)
+    out = text_report(ts, top=2)
+    assert out.startswith("Run of 2 traces") and out.count("(rank ") == 2
+    table = out.split("Load balance across ranks")[1].split("=" * 100)[0]
+    rows = [ln.split() for ln in table.splitlines() if ln.strip()[:1].isdigit()]
+    rb = analysis.rank_balance(ts)
+    assert [int(r[0]) for r in rows] == rb["rank"].tolist()
+    assert [int(r[6]) for r in rows] == rb["times_last"].tolist()
+
+
+def test_cli_exit_codes_and_rank_filter(tmp_path, capsys):
+    for r in (0, 1):
+        shutil.copy(sample_trace(f"ddp_train_rank{r}.nprof"), tmp_path)
+    assert main([str(tmp_path), "--rank", "1", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ddp_train_rank1" in out and "ddp_train_rank0" not in out and "Load balance" not in out
+    assert main([str(tmp_path), "--rank", "7"]) == 2
+    assert "no trace of rank 7" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.nprof")]) == 2
+    (tmp_path / "bad.nprof").write_bytes(b"not a trace")
+    assert main([str(tmp_path / "bad.nprof")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "not a Neuron trace" in err  # one line per failure
+
+
+def test_cli_on_a_kineto_trace_without_cache(tmp_path, capsys):
+    src = tmp_path / "bert.json.gz"
+    shutil.copy(real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"), src)
+    assert main([str(src), "--no-cache", "--all-metrics"]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H100" in out and "Hot ops" in out
+    assert len(analysis.summary(analysis.load(src, cache=False))) == sum(
+        1 for ln in out.split("Hot ops")[0].splitlines()[4:] if ln.startswith("  "))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bert.json.gz"]  # nothing cached beside it
