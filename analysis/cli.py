@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
+from neuron_profiler.cli import EXIT_BAD_INPUT
 
 
 def build_parser() -> argparse.ArgumentParser:

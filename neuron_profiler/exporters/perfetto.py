@@ -16,6 +16,7 @@ from typing import BinaryIO
 import numpy as np
 
 from neuron_profiler.trace import TraceFile, read_trace
+from neuron_profiler.trace.wire import encode_varint
 
 _SEQ_ID = 1
 _SLICE_BEGIN, _SLICE_END, _COUNTER = 1, 2, 4
@@ -23,26 +24,16 @@ _SEQ_CLEARED = 1
 _EVENT_TABLES = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation"}
 
 
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def _key(field: int, wire: int) -> bytes:
-    return _varint((field << 3) | wire)
+    return encode_varint((field << 3) | wire)
 
 
 def _f_varint(field: int, v: int) -> bytes:
-    return _key(field, 0) + _varint(v)
+    return _key(field, 0) + encode_varint(v)
 
 
 def _f_bytes(field: int, b: bytes) -> bytes:
-    return _key(field, 2) + _varint(len(b)) + b
+    return _key(field, 2) + encode_varint(len(b)) + b
 
 
 def _f_str(field: int, s: str) -> bytes:

@@ -12,6 +12,7 @@ import pandas as pd
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import normalize
+from neuron_profiler.trace.reader import read_trace
 from neuron_profiler.trace.strings import categorical_from_values
 from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
 from schemas import pb
@@ -134,8 +135,6 @@ def rewrite_trace(src: str | os.PathLike, dst: str | os.PathLike, *, compression
                   chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Path:
     """Copy trace ``src`` to ``dst`` with another codec (e.g. ``"zstd"`` for smaller archives): same header,
     rows, row ids, dropped-event counts and footer metadata. One table is held in memory at a time."""
-    from neuron_profiler.trace.reader import read_trace
-
     if Path(src).resolve() == Path(dst).resolve():
         raise ValueError(f"{dst}: the output must differ from the input")
     with read_trace(src) as tf, TraceWriter(dst, tf.header, chunk_rows=chunk_rows, compression=compression) as w:

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.trace.columns import TIME_COLUMNS, Column, columns_of
+from neuron_profiler.trace.wire import encode_varint
 
 _NUMPY_KIND = {"delta": np.int64, "ref": np.int64, "int": np.int64, "uint": np.int64, "float": np.float64}
 
@@ -96,19 +97,10 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
             raise ValueError(f"column {name!r} holds {int(arr.max())}, above the {col.max_wire_value} its "
                              f"32-bit field can store")
         raw = np.ascontiguousarray(arr, dtype=np.dtype(col.wire_dtype).newbyteorder("<")).tobytes()
-        body += [_varint(col.number << 3 | 2), _varint(len(raw)), raw]
+        body += [encode_varint(col.number << 3 | 2), encode_varint(len(raw)), raw]
     payload = b"".join(body)
-    return b"".join([_varint(1 << 3), _varint(first_row), _varint(2 << 3), _varint(rows),
-                     _varint(table_field << 3 | 2), _varint(len(payload)), payload])
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    head = [1 << 3, first_row, 2 << 3, rows, table_field << 3 | 2, len(payload)]  # field keys and values
+    return b"".join([*map(encode_varint, head), payload])
 
 
 def _all_default(arr: np.ndarray, col: Column) -> bool:

@@ -22,18 +22,14 @@ from google.protobuf.message import DecodeError
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLE_NAMES,
                                            TABLES, TIME_COLUMNS, columns_of)
-from neuron_profiler.trace.encode import column_dtype, read_columns
+from neuron_profiler.trace.decode import ChunkError, decode_chunk, parse_chunk
+from neuron_profiler.trace.encode import column_dtype
 from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError,
                                           TruncatedTraceError, UnsupportedVersionError)
 from neuron_profiler.trace.strings import categorical_from_ids
-from neuron_profiler.trace.wire import scan_chunk
 from neuron_profiler.trace.workers import submit
 from schemas import pb
 
-#: A chunk with no stored column may declare at most this many (all-default) rows.
-_MAX_DEFAULT_ROWS = 1 << 20
-#: Field numbers of each table's columns (what the wire view accepts in a chunk).
-_COLUMN_FIELDS = {t: frozenset(c.number for c in cols) for t, cols in TABLES.items()}
 #: Threads that checksum, decompress and decode chunks (two: this project's machines have two cores).
 _DECODE_THREADS = 2
 
@@ -388,16 +384,10 @@ class TraceFile:
             raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decompressed: {e}") from None
 
     def _parse_chunk(self, c: ChunkRef, raw: bytes) -> pb.Chunk:
-        msg = pb.Chunk()
         try:
-            msg.ParseFromString(raw)
-        except DecodeError as e:
-            raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decoded: {e}") from None
-        table = msg.WhichOneof("columns")
-        if table is None or TABLE_IDS[table] != c.table_id:
-            raise self._err(CorruptTraceError, c.offset, f"chunk frame says table "
-                            f"{TABLE_NAMES.get(c.table_id, c.table_id)!r}, payload holds {table!r}")
-        return msg
+            return parse_chunk(raw, c.table_id)
+        except ChunkError as e:
+            raise self._err(CorruptTraceError, c.offset, str(e)) from None
 
     def _skip_or_raise(self, e: TraceFormatError) -> None:
         if self.strict:
@@ -442,46 +432,13 @@ class TraceFile:
 
     def _decode_chunk(self, c: ChunkRef, raw: bytes, table: str, cols: list[str],
                       out: dict[str, np.ndarray] | None = None) -> tuple[int, int, dict]:
-        """(first_row, rows, columns) of chunk ``c`` from its decompressed bytes: through the zero-copy wire
-        view when the chunk has the layout this package writes, else through the protobuf parser. With
-        ``out`` (slices sized by the footer index) the columns are decoded into it."""
-        spec = columns_of(table)
-        view = scan_chunk(raw, _COLUMN_FIELDS[table])
-        if view is not None:
-            if view.table_field != c.table_id:
-                raise self._err(CorruptTraceError, c.offset, f"chunk frame says table "
-                                f"{TABLE_NAMES.get(c.table_id, c.table_id)!r}, payload holds "
-                                f"{TABLE_NAMES.get(view.table_field, f'field {view.table_field}')!r}")
-            first, rows, stored = view.first_row, view.rows, bool(view.fields)
-
-            def wire_of(col):
-                return view.array(col.number, col.wire_dtype)
-        else:
-            msg = self._parse_chunk(c, raw)
-            body = getattr(msg, table)
-            first, rows = msg.first_row, msg.rows
-            stored = any(len(getattr(body, k)) for k in spec)
-
-            def wire_of(col):
-                return np.array(getattr(body, col.name), dtype=col.wire_dtype)
-        if rows > framing.MAX_CHUNK_ROWS:
-            raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows (at most "
-                            f"{framing.MAX_CHUNK_ROWS})")
-        if not stored and rows > _MAX_DEFAULT_ROWS:
-            raise self._err(CorruptTraceError, c.offset, f"chunk declares {rows} rows but stores no column")
-        if out is not None and (first != c.first_row or rows != c.rows):
-            raise self._err(CorruptTraceError, c.offset, f"chunk holds rows {first}+{rows}, "
-                            f"the footer index says {c.first_row}+{c.rows}")
+        """:func:`neuron_profiler.trace.decode.decode_chunk` of chunk ``c``; with ``out`` (slices sized by the
+        footer index) the chunk must hold the rows the index says."""
         try:
-            res = read_columns(wire_of, spec, rows, cols, out)
-        except (ValueError, OverflowError) as e:
-            raise self._err(CorruptTraceError, c.offset, f"table {table!r}: {e}") from None
-        n_strings = len(self._strings)
-        for k, v in res.items():
-            if spec[k].kind == "string" and len(v) and int(v.max()) >= n_strings:
-                raise self._err(CorruptTraceError, c.offset, f"column {table}.{k} refers to string id "
-                                f"{int(v.max())}, but the file has only {n_strings} strings")
-        return first, rows, res
+            return decode_chunk(raw, table, cols, len(self._strings), out=out,
+                                expect=None if out is None else (c.first_row, c.rows))
+        except ChunkError as e:
+            raise self._err(CorruptTraceError, c.offset, str(e)) from None
 
     def _load_strings(self) -> np.ndarray:
         values: list[str] = []

@@ -1,11 +1,11 @@
-"""A zero-copy view of a table chunk's packed fixed-width columns, read straight from the protobuf wire bytes.
+"""Protobuf wire-format helpers: varints (written by the trace writer and the Perfetto exporter), and a
+zero-copy view of a table chunk's packed fixed-width columns, read straight from the wire bytes.
 
 A ``Chunk`` of an event table is ``first_row``, ``rows`` and one ``*Columns`` message whose fields are packed
 fixed-width arrays, i.e. little-endian bytes behind a length. Walking those few field headers and handing the
 bytes to ``np.frombuffer`` skips upb's parse, which copies every column while holding the GIL. Anything this
 walker does not expect (an unknown or repeated field, a non-packed encoding, a malformed header) returns None
 and the reader falls back to the full protobuf parser, so files from any conforming writer still read.
-Only the reader uses this module.
 """
 from __future__ import annotations
 
@@ -37,6 +37,17 @@ class ChunkView:
         if n % dt.itemsize:
             return None
         return np.frombuffer(self.buf, dtype=dt, count=n // dt.itemsize, offset=off)
+
+
+def encode_varint(v: int) -> bytes:
+    """``v`` as a protobuf varint (negative values as their 64-bit two's complement)."""
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
