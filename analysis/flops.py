@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.runtime.simulated.lowering import classify, lower_signature
+from neuron_profiler.opmodel import classify, lower_signature
 
 from .metrics import canonical_dtype, dtype_bytes
 

@@ -28,7 +28,7 @@ DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
 default_value: _descriptor.FieldDescriptor
 
 class Header(_message.Message):
-    __slots__ = ("format_major", "format_minor", "producer", "producer_version", "capture_config_json", "created_unix_ns", "source_format", "source_path", "instance_id", "process_id", "rank", "world_size", "run_id", "window_index", "simulated", "devices", "clock_domains", "sync_points", "metadata")
+    __slots__ = ("format_major", "format_minor", "producer", "producer_version", "capture_config_json", "created_unix_ns", "source_format", "source_path", "instance_id", "process_id", "rank", "world_size", "run_id", "window_index", "simulated", "devices", "clock_domains", "sync_points", "metadata", "simulation")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class Header(_message.Message):
     CLOCK_DOMAINS_FIELD_NUMBER: _ClassVar[int]
     SYNC_POINTS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    SIMULATION_FIELD_NUMBER: _ClassVar[int]
     format_major: int
     format_minor: int
     producer: str
@@ -74,7 +75,33 @@ class Header(_message.Message):
     clock_domains: _containers.RepeatedCompositeFieldContainer[ClockDomain]
     sync_points: _containers.RepeatedCompositeFieldContainer[ClockSync]
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, format_major: _Optional[int] = ..., format_minor: _Optional[int] = ..., producer: _Optional[str] = ..., producer_version: _Optional[str] = ..., capture_config_json: _Optional[str] = ..., created_unix_ns: _Optional[int] = ..., source_format: _Optional[str] = ..., source_path: _Optional[str] = ..., instance_id: _Optional[str] = ..., process_id: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., run_id: _Optional[str] = ..., window_index: _Optional[int] = ..., simulated: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., clock_domains: _Optional[_Iterable[_Union[ClockDomain, _Mapping]]] = ..., sync_points: _Optional[_Iterable[_Union[ClockSync, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    simulation: Simulation
+    def __init__(self, format_major: _Optional[int] = ..., format_minor: _Optional[int] = ..., producer: _Optional[str] = ..., producer_version: _Optional[str] = ..., capture_config_json: _Optional[str] = ..., created_unix_ns: _Optional[int] = ..., source_format: _Optional[str] = ..., source_path: _Optional[str] = ..., instance_id: _Optional[str] = ..., process_id: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., run_id: _Optional[str] = ..., window_index: _Optional[int] = ..., simulated: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., clock_domains: _Optional[_Iterable[_Union[ClockDomain, _Mapping]]] = ..., sync_points: _Optional[_Iterable[_Union[ClockSync, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., simulation: _Optional[_Union[Simulation, _Mapping]] = ...) -> None: ...
+
+class Simulation(_message.Message):
+    __slots__ = ("model", "target", "host_timeline", "documentation", "assumptions", "unpriced_ops", "source")
+    class AssumptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    HOST_TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTATION_FIELD_NUMBER: _ClassVar[int]
+    ASSUMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    UNPRICED_OPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    target: str
+    host_timeline: str
+    documentation: str
+    assumptions: _containers.ScalarMap[str, str]
+    unpriced_ops: _containers.RepeatedScalarFieldContainer[str]
+    source: str
+    def __init__(self, model: _Optional[str] = ..., target: _Optional[str] = ..., host_timeline: _Optional[str] = ..., documentation: _Optional[str] = ..., assumptions: _Optional[_Mapping[str, str]] = ..., unpriced_ops: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("index", "kind", "name", "simulated", "spec", "properties")
@@ -232,7 +259,7 @@ class TrackColumns(_message.Message):
     def __init__(self, parent: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., device: _Optional[_Iterable[int]] = ..., nc_idx: _Optional[_Iterable[int]] = ..., pid: _Optional[_Iterable[int]] = ..., tid: _Optional[_Iterable[int]] = ..., rank: _Optional[_Iterable[int]] = ..., sort_index: _Optional[_Iterable[int]] = ..., unit: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HostOpColumns(_message.Message):
-    __slots__ = ("track", "name", "category", "start_ts", "duration_ns", "input_shapes", "input_dtypes", "module", "stack", "sequence_number", "correlation_id", "external_id", "flops", "args")
+    __slots__ = ("track", "name", "category", "start_ts", "duration_ns", "input_shapes", "input_dtypes", "module", "stack", "sequence_number", "correlation_id", "external_id", "flops", "args", "measured_start_ts", "measured_duration_ns")
     TRACK_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
@@ -247,6 +274,8 @@ class HostOpColumns(_message.Message):
     EXTERNAL_ID_FIELD_NUMBER: _ClassVar[int]
     FLOPS_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_START_TS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_DURATION_NS_FIELD_NUMBER: _ClassVar[int]
     track: _containers.RepeatedScalarFieldContainer[int]
     name: _containers.RepeatedScalarFieldContainer[int]
     category: _containers.RepeatedScalarFieldContainer[int]
@@ -261,7 +290,9 @@ class HostOpColumns(_message.Message):
     external_id: _containers.RepeatedScalarFieldContainer[int]
     flops: _containers.RepeatedScalarFieldContainer[int]
     args: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, track: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., category: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., input_shapes: _Optional[_Iterable[int]] = ..., input_dtypes: _Optional[_Iterable[int]] = ..., module: _Optional[_Iterable[int]] = ..., stack: _Optional[_Iterable[int]] = ..., sequence_number: _Optional[_Iterable[int]] = ..., correlation_id: _Optional[_Iterable[int]] = ..., external_id: _Optional[_Iterable[int]] = ..., flops: _Optional[_Iterable[int]] = ..., args: _Optional[_Iterable[int]] = ...) -> None: ...
+    measured_start_ts: _containers.RepeatedScalarFieldContainer[int]
+    measured_duration_ns: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, track: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., category: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., input_shapes: _Optional[_Iterable[int]] = ..., input_dtypes: _Optional[_Iterable[int]] = ..., module: _Optional[_Iterable[int]] = ..., stack: _Optional[_Iterable[int]] = ..., sequence_number: _Optional[_Iterable[int]] = ..., correlation_id: _Optional[_Iterable[int]] = ..., external_id: _Optional[_Iterable[int]] = ..., flops: _Optional[_Iterable[int]] = ..., args: _Optional[_Iterable[int]] = ..., measured_start_ts: _Optional[_Iterable[int]] = ..., measured_duration_ns: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class InstructionColumns(_message.Message):
     __slots__ = ("track", "start_ts", "duration_ns", "engine", "opcode", "name", "framework_op", "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "dtype", "tensor_instruction_type", "args", "external_id")
@@ -306,7 +337,7 @@ class InstructionColumns(_message.Message):
     def __init__(self, track: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., engine: _Optional[_Iterable[int]] = ..., opcode: _Optional[_Iterable[int]] = ..., name: _Optional[_Iterable[int]] = ..., framework_op: _Optional[_Iterable[int]] = ..., correlation_id: _Optional[_Iterable[int]] = ..., raw_flops: _Optional[_Iterable[int]] = ..., hbm_read_bytes: _Optional[_Iterable[int]] = ..., hbm_write_bytes: _Optional[_Iterable[int]] = ..., sbuf_read_bytes: _Optional[_Iterable[int]] = ..., sbuf_write_bytes: _Optional[_Iterable[int]] = ..., psum_read_bytes: _Optional[_Iterable[int]] = ..., psum_write_bytes: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Iterable[int]] = ..., tensor_instruction_type: _Optional[_Iterable[int]] = ..., args: _Optional[_Iterable[int]] = ..., external_id: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DmaColumns(_message.Message):
-    __slots__ = ("track", "start_ts", "duration_ns", "transfer_bytes", "source", "dest", "queue_type", "variable", "framework_op")
+    __slots__ = ("track", "start_ts", "duration_ns", "transfer_bytes", "source", "dest", "queue_type", "variable", "framework_op", "descriptor_bytes", "dma_engine")
     TRACK_FIELD_NUMBER: _ClassVar[int]
     START_TS_FIELD_NUMBER: _ClassVar[int]
     DURATION_NS_FIELD_NUMBER: _ClassVar[int]
@@ -316,6 +347,8 @@ class DmaColumns(_message.Message):
     QUEUE_TYPE_FIELD_NUMBER: _ClassVar[int]
     VARIABLE_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_OP_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTOR_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DMA_ENGINE_FIELD_NUMBER: _ClassVar[int]
     track: _containers.RepeatedScalarFieldContainer[int]
     start_ts: _containers.RepeatedScalarFieldContainer[int]
     duration_ns: _containers.RepeatedScalarFieldContainer[int]
@@ -325,7 +358,9 @@ class DmaColumns(_message.Message):
     queue_type: _containers.RepeatedScalarFieldContainer[int]
     variable: _containers.RepeatedScalarFieldContainer[int]
     framework_op: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, track: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., transfer_bytes: _Optional[_Iterable[int]] = ..., source: _Optional[_Iterable[int]] = ..., dest: _Optional[_Iterable[int]] = ..., queue_type: _Optional[_Iterable[int]] = ..., variable: _Optional[_Iterable[int]] = ..., framework_op: _Optional[_Iterable[int]] = ...) -> None: ...
+    descriptor_bytes: _containers.RepeatedScalarFieldContainer[int]
+    dma_engine: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, track: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., transfer_bytes: _Optional[_Iterable[int]] = ..., source: _Optional[_Iterable[int]] = ..., dest: _Optional[_Iterable[int]] = ..., queue_type: _Optional[_Iterable[int]] = ..., variable: _Optional[_Iterable[int]] = ..., framework_op: _Optional[_Iterable[int]] = ..., descriptor_bytes: _Optional[_Iterable[int]] = ..., dma_engine: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CollectiveColumns(_message.Message):
     __slots__ = ("track", "start_ts", "duration_ns", "operation", "algorithm", "process_group", "replica_group", "group_size", "sequence_number", "input_size", "output_size", "num_elements", "dtype", "algorithm_bandwidth", "bus_bandwidth", "framework_op", "instruction")

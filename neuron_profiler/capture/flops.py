@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from neuron_profiler.runtime.simulated.lowering import lower_signature
+from neuron_profiler.opmodel import lower_signature
 
 COUNTED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::convolution"})
 

@@ -10,16 +10,19 @@ from neuron_profiler.hardware.table import (
     engine_clock_hz,
     gpu_spec,
     gpu_variant_name,
+    host_model_params,
     model_param,
     neuron_flag,
     neuron_device,
     neuron_spec,
     raw_table,
+    validate_host_model,
     target_display_name,
 )
 
 __all__ = [
     "TARGETS", "CANONICAL_DTYPES", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name",
     "device_kind_for_gpu", "adjusted_flops_multiplier", "normalize_dtype", "dtype_size_bytes",
-    "engine_clock_hz", "model_param", "neuron_flag", "target_display_name", "raw_table",
+    "engine_clock_hz", "model_param", "neuron_flag", "target_display_name", "raw_table", "host_model_params",
+    "validate_host_model",
 ]

@@ -17,6 +17,7 @@ from neuron_profiler.hardware.dtypes import normalize_dtype
 __all__ = [
     "TARGETS", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name", "device_kind_for_gpu",
     "adjusted_flops_multiplier", "model_param", "neuron_flag", "engine_clock_hz", "target_display_name", "raw_table",
+    "host_model_params", "validate_host_model",
 ]
 
 _TABLE_FILE = "hardware_table.json"
@@ -69,6 +70,36 @@ def model_param(name: str) -> float:
     if name not in model:
         raise ValueError(f"unknown model parameter {name!r}; valid: {', '.join(model)}")
     return float(_val(model[name]))
+
+
+def host_model_params() -> dict[str, tuple[float, str, str]]:
+    """The host dispatch model's constants: name -> (value, unit, source). All are modelling assumptions
+    (no public per-op figures for TorchNeuron exist); ``NeuronConfig(host_model=...)`` overrides them."""
+    section = raw_table()["host_model"]
+    return {k: (float(v["value"]), str(v.get("unit", "")), str(v["source"])) for k, v in section.items()
+            if isinstance(v, dict)}
+
+
+def validate_host_model(overrides: "dict[str, Any] | None") -> dict[str, float]:
+    """Check host-model overrides: known names, finite values >= 0. Returns them as floats; raises
+    ``ValueError`` naming the valid parameters otherwise."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise ValueError(f"host_model: expected a dict of parameter -> number, found {overrides!r}")
+    valid = host_model_params()
+    out: dict[str, float] = {}
+    for k, v in overrides.items():
+        if k not in valid:
+            raise ValueError(f"host_model: unknown parameter {k!r}; valid: {', '.join(valid)}")
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            f = float("nan")
+        if isinstance(v, bool) or not (f >= 0 and f != float("inf")):
+            raise ValueError(f"host_model: {k} must be a finite number >= 0, found {v!r}")
+        out[k] = f
+    return out
 
 
 @lru_cache(maxsize=None)

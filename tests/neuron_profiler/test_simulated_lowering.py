@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_profiler.runtime.simulated.lowering import classify, lower_signature
+from neuron_profiler.opmodel import classify, lower_signature
 from neuron_profiler.runtime.simulated.synthetic import op, simulate
 
 BF = "c10::BFloat16"

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from neuron_profiler.hardware import model_param, neuron_spec
-from neuron_profiler.runtime.simulated.lowering import OpWork
+from neuron_profiler.opmodel import OpWork
 
 __all__ = ["DmaModel", "DmaTemplate", "QUEUES"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_profiler.hardware import model_param, neuron_flag, neuron_spec
-from neuron_profiler.runtime.simulated.lowering import OpWork
+from neuron_profiler.opmodel import OpWork
 
 __all__ = ["EngineModel", "InstrTemplate", "ENGINES", "inorder_scan", "MAX_INSTR_PER_STEP"]
 

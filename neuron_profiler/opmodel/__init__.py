@@ -1,0 +1,15 @@
+"""The op model (torch-free): op classes and the device work of an op signature from its recorded shapes.
+
+One definition shared by capture (the ``flops`` column), the simulated runtime (what each op asks of a
+NeuronCore) and analysis (FLOPs and bytes of imported GPU ops)::
+
+    from neuron_profiler.opmodel import lower_signature
+    w = lower_signature("aten::mm", "[[256,512],[512,1024]]", '["c10::BFloat16","c10::BFloat16"]')
+    w.cls, w.flops, w.gemm      # "matmul", 268435456, (1, 256, 512, 1024)
+"""
+from .classes import COMPUTE_CLASSES, TENSOR_ENGINE_CLASSES, classify
+from .shapes import Tensor, parse_json_list, tensor_args
+from .work import OpWork, lower_signature
+
+__all__ = ["classify", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list", "tensor_args",
+           "OpWork", "lower_signature"]

@@ -1,0 +1,198 @@
+"""The op model: device work (FLOPs, bytes, GEMM geometry) of one framework op signature from its recorded
+shapes. The project's one model of work from shapes, shared by capture, the simulated runtime and analysis.
+Torch-free and pure Python; callers evaluate it once per distinct (name, shapes, dtypes) signature.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from neuron_profiler.hardware import dtype_size_bytes
+
+from .classes import classify
+from .shapes import Tensor, parse_json_list, tensor_args
+
+__all__ = ["OpWork", "lower_signature"]
+
+# sizes beyond these are corrupt records (they would overflow int64 ns timelines)
+_MAX_FLOPS = 2**62
+_MAX_BYTES = 2**45
+
+
+@dataclass
+class OpWork:
+    """Device work of one op signature (sizes in bytes, FLOPs with a MAC = 2)."""
+
+    cls: str
+    dtype: str = "float32"
+    flops: int = 0
+    inputs: list[Tensor] = field(default_factory=list)  # one entry per tensor argument (TensorList summed)
+    out_elems: int = 0
+    out_bytes: int = 0
+    # matmul geometry of the (im2col) GEMM: M x K @ K x N, times batch
+    gemm: tuple[int, int, int, int] = (0, 0, 0, 0)
+    elems: int = 0  # elements touched per elementwise step (max input / broadcast output)
+    backward: bool = False
+
+    @property
+    def in_bytes(self) -> int:
+        return sum(t.nbytes for t in self.inputs)
+
+
+def _mm_geometry(base: str, ts: list[Tensor | None]) -> tuple[int, int, int, int] | None:
+    t = [x for x in ts if x is not None]
+    if base in ("addmm", "addmv", "baddbmm", "addbmm", "_addmm_activation", "addr") and len(t) >= 3:
+        t = t[1:]
+    if len(t) < 2:
+        return None
+    a, b = t[0].shape, t[1].shape
+    if base == "linear":  # x[..., K] @ w[N, K]^T
+        if not a or len(b) not in (1, 2) or b[-1] != a[-1]:
+            return None
+        n = b[0] if len(b) == 2 else 1
+        return 1, math.prod(a[:-1]) if len(a) > 1 else 1, a[-1], n
+    if base in ("outer", "ger", "addr"):
+        return 1, (a[0] if a else 1), 1, (b[0] if b else 1)
+    if not a or not b:
+        return None
+    m = a[-2] if len(a) >= 2 else 1
+    k = a[-1]
+    n = b[-1] if len(b) >= 2 else 1
+    if (b[-2] if len(b) >= 2 else b[0]) != k:  # inner dimensions disagree: not a valid matmul record
+        return None
+    batch_a, batch_b = a[:-2], b[:-2]
+    nb = max(len(batch_a), len(batch_b))
+    batch = 1
+    for i in range(1, nb + 1):
+        da = batch_a[-i] if i <= len(batch_a) else 1
+        db = batch_b[-i] if i <= len(batch_b) else 1
+        batch *= max(da, db)
+    return batch, m, k, n
+
+
+# positions of (stride, padding, dilation) among a conv op's arguments (aten signatures)
+_CONV_ARG_POS = {
+    "mkldnn_convolution": (4, 3, 5), "cudnn_convolution": (3, 2, 4), "miopen_convolution": (3, 2, 4),
+    "cudnn_convolution_transpose": (4, 2, 5), "conv_transpose1d": (3, 4, 7), "conv_transpose2d": (3, 4, 7),
+    "conv_transpose3d": (3, 4, 7), "slow_conv2d_forward": (4, 5, 99), "_slow_conv2d_forward": (4, 5, 99),
+    "thnn_conv2d": (4, 5, 99),
+}
+
+
+def _conv_geometry(base: str, ts: list[Tensor | None], concrete: list | None) -> tuple[int, int, int, int] | None:
+    backward = base.endswith("_backward")
+    t = [x for x in ts if x is not None]
+    if backward:  # (grad_output, input, weight): output geometry is grad_output
+        if len(t) < 3:
+            return None
+        go, w = t[0].shape, t[2].shape
+        if len(go) < 3 or len(w) != len(go):
+            return None
+        return 1, go[0] * math.prod(go[2:]), math.prod(w[1:]), w[0]
+    if len(t) < 2:
+        return None
+    x, w = t[0].shape, t[1].shape
+    if len(x) < 3 or len(w) != len(x):
+        return None
+    nsp = len(x) - 2
+    transposed = "transpose" in base
+    stride, padding, dilation = [1] * nsp, [k // 2 for k in w[2:]], [1] * nsp
+    if concrete:  # Kineto "Concrete Inputs": positional values as strings
+        def vec(i: int, default: list[int]) -> list[int]:
+            try:
+                v = json.loads(concrete[i]) if i < len(concrete) and concrete[i] else None
+            except (ValueError, TypeError):
+                return default
+            if isinstance(v, int):
+                v = [v] * nsp
+            return [int(d) for d in v] if isinstance(v, list) and len(v) == nsp else default
+        ps, pp, pd_ = _CONV_ARG_POS.get(base, (3, 4, 5))
+        stride, padding, dilation = vec(ps, stride), vec(pp, padding), vec(pd_, dilation)
+        if base in ("convolution", "_convolution") and len(concrete) > 6 and concrete[6] in ("True", "1", "true"):
+            transposed = True
+    out_sp = []
+    for i in range(nsp):
+        k = w[2 + i]
+        if transposed:
+            o = (x[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k - 1) + 1
+        else:
+            o = (x[2 + i] + 2 * padding[i] - dilation[i] * (k - 1) - 1) // stride[i] + 1
+        out_sp.append(max(o, 1))
+    if transposed:  # weight [Cin, Cout/groups, k...]: GEMM K = Cin (per group) * k
+        return 1, x[0] * math.prod(out_sp), w[0] * math.prod(w[2:]) // max(1, x[1] // max(w[0], 1)), w[1]
+    return 1, x[0] * math.prod(out_sp), math.prod(w[1:]), w[0]
+
+
+def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
+                    concrete: list | None = None) -> OpWork:
+    """Device work of one op signature; ``cls == "none"`` when it produces none (non-compute op,
+    no tensor inputs, or unparsable shapes).
+
+    This is the project's one model of an op's FLOPs and bytes from its recorded shapes (Kineto
+    ``Input Dims`` / ``Input type`` as JSON; ``concrete``: Kineto's ``Concrete Inputs`` strings). Capture
+    (the ``flops`` column) and analysis (FLOPs of imported GPU ops) call it rather than re-deriving them."""
+    cls = classify(name)
+    if cls == "none":
+        return OpWork("none")
+    shapes = parse_json_list(shapes_s)
+    if shapes is None:
+        return OpWork("none")
+    dtypes = parse_json_list(dtypes_s) or []
+    try:
+        ts = tensor_args(shapes, dtypes)
+    except (TypeError, ValueError, OverflowError):
+        return OpWork("none")
+    inputs = [t for t in ts if t is not None]
+    if not inputs or sum(t.nbytes for t in inputs) <= 0:
+        return OpWork("none")
+    base = name.split("::", 1)[1].split(".", 1)[0].rstrip("_") if "::" in name else name
+    dtype = inputs[0].dtype
+    w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
+    size = dtype_size_bytes(dtype) or 4
+    if cls in ("matmul", "conv"):
+        geo = _mm_geometry(base, ts) if cls == "matmul" else _conv_geometry(base, ts, concrete)
+        if geo is None or min(geo) <= 0:
+            if flops_col <= 0:
+                return OpWork("none")
+            k = int(max(1, round((flops_col / 2) ** (1 / 3))))  # a cube GEMM with those FLOPs
+            geo = (1, k, k, k)
+        batch, m, k, n = geo
+        w.gemm = geo
+        w.flops = 2 * batch * m * k * n * (2 if cls == "conv" and w.backward else 1)
+        w.out_elems = batch * m * n
+    elif cls == "attention":
+        t4 = [t for t in inputs if len(t.shape) >= 3]
+        first = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
+        q = t4[first] if len(t4) > first else None
+        kk = t4[first + 1] if len(t4) > first + 1 else None
+        if q is None or kk is None:
+            return OpWork("none")
+        bh = math.prod(q.shape[:-2])
+        lq, d, s = q.shape[-2], q.shape[-1], kk.shape[-2]
+        w.gemm = (bh, lq, d, s)
+        w.flops = int(4 * bh * lq * s * d * (2.5 if w.backward else 1))
+        w.elems = bh * lq * s
+        w.out_elems = bh * lq * d
+    else:
+        first = inputs[0]
+        w.elems = max(t.numel for t in inputs)
+        if cls == "reduce":
+            last = first.shape[-1] if first.shape else 1
+            w.out_elems = max(1, first.numel // max(last, 1))
+        elif base.startswith("_foreach_") or base.startswith("_fused_"):
+            w.out_elems = first.numel
+            w.elems = sum(t.numel for t in inputs)
+        elif cls in ("gpsimd",) and base in ("embedding", "index_select", "gather", "take"):
+            idx = inputs[1] if len(inputs) > 1 else first
+            width = first.shape[-1] if base == "embedding" and first.shape else 1
+            w.out_elems = idx.numel * width
+            w.elems = w.out_elems
+        else:
+            w.out_elems = w.elems
+    if flops_col and flops_col > 0:
+        w.flops = int(flops_col)
+    w.out_bytes = int(w.out_elems * size)
+    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
+        return OpWork("none")
+    return w
