@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.hardware import (TARGETS, adjusted_flops_multiplier, model_param, neuron_device, neuron_spec,
-                                      target_display_name)
+                                      target_display_name, validate_host_model)
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated import counters as ctr
 from neuron_profiler.runtime.simulated.collectives import bus_factor, find_collectives, ring_duration_ns
@@ -40,14 +40,15 @@ class SimulatedRuntime(DeviceRuntime):
     ``max_events_per_nc``: keep the first N device events (instructions + DMA +
     collectives, by start time) per core and count the rest in ``builder.dropped_events["nc<i>"]``.
     ``capture_enabled_for_nc``: NeuronCore indices (on their device) that are captured; others get
-    no events. ``rank``: the process's rank (places its cores and labels tracks).
+    no events. ``rank``: the process's rank (places its cores and labels tracks). ``host_model``: overrides of
+    the host dispatch model's constants (``neuron_profiler.hardware.host_model_params()``).
     """
 
     simulated = True
 
     def __init__(self, target: str = "trn2", max_events_per_nc: int | None = None,
                  capture_enabled_for_nc: set[int] | None = None, num_cores: int | None = None,
-                 rank: int = 0) -> None:
+                 rank: int = 0, host_model: dict[str, float] | None = None) -> None:
         target = str(target).strip().lower()
         if target not in TARGETS:
             raise ValueError(f"unknown Neuron target {target!r}; valid targets: {', '.join(TARGETS)}")
@@ -64,6 +65,7 @@ class SimulatedRuntime(DeviceRuntime):
         self.spec = neuron_spec(target)
         self.num_cores = int(num_cores or self.spec.num_cores)
         self.rank = int(rank)
+        self.host_model = validate_host_model(host_model)
         self.engines = EngineModel(target)
         self.dma = DmaModel(target)
 
