@@ -439,59 +439,36 @@ class TraceSet:
         return f"TraceSet({len(self.traces)} traces, ranks={self.ranks})"
 
 
-_KINETO_SUFFIXES = (".json", ".json.gz")
-
-
-def _is_kineto(p: Path) -> bool:
-    return p.name.endswith(_KINETO_SUFFIXES)
-
-
 def _load_kineto(p: Path, cache: bool = True) -> Trace:
-    from neuron_profiler.importers import kineto
+    """One trace file or Explorer profile, opened through the importers' one entry point
+    (``neuron_profiler.importers.open_source``: detection by content, the import cache). The name is kept
+    for older callers; any source kind works."""
+    from neuron_profiler.importers import open_source
 
-    stem = p.name[: -len(".json.gz")] if p.name.endswith(".json.gz") else p.name[: -len(".json")]
-    cached = p.with_name(stem + ".nprof")
-    if not cache:
-        return Trace(kineto.load_kineto_builder(p), path=p)
-    if cached.exists() and cached.stat().st_mtime >= p.stat().st_mtime:
-        try:
-            return Trace.from_file(cached)
-        except Exception:  # stale or partial cache: re-import
-            pass
-    if kineto.dir_writable(p.parent):  # never write caches into read-only (e.g. shared) folders, even as root
-        try:
-            kineto.import_kineto(p, cached)
-            return Trace.from_file(cached)
-        except OSError:
-            pass
-    return Trace(kineto.load_kineto_builder(p), path=p)
+    opened = open_source(p, cache=cache)
+    return Trace(opened.source, path=p)
 
 
 def load(path_or_dir: str | os.PathLike, *, cache: bool = True) -> Trace | TraceSet:
-    """Open a trace.
+    """Open a trace. What a path holds is detected by content (``neuron_profiler.importers.detect_source``):
 
     - ``.nprof`` file -> :class:`Trace`;
-    - Kineto JSON (``.json`` / ``.json.gz``) -> :class:`Trace`, converted with
-      ``neuron_profiler.importers.kineto`` and cached next to the source as ``<stem>.nprof`` when the
-      folder is writable (else kept in memory);
-    - directory -> :class:`TraceSet` of every ``.nprof`` inside (recursively), or of the Kineto JSON files
-      when there is no ``.nprof``.
-    ``cache=False`` never writes the ``.nprof`` next to a Kineto file (e.g. for shared, read-only corpora).
-    Raises ``FileNotFoundError`` for a missing path, ``ValueError`` for an unknown file type.
+    - Kineto / torch.profiler JSON (``.json`` / ``.json.gz``), a Neuron Explorer JSON export, or a Neuron
+      Explorer Parquet profile directory -> :class:`Trace`, converted once and cached in the user's cache
+      directory (``neuron_profiler.importers.cache``: ``$NEURON_PROFILER_CACHE_DIR``, else the platform's
+      user cache folder), never next to the source;
+    - any other directory -> :class:`TraceSet` of every ``.nprof`` inside (recursively), or of its importable
+      sources when there is no ``.nprof``.
+    ``cache=False`` converts in memory and writes nothing. Raises ``FileNotFoundError`` for a missing path,
+    ``ValueError`` (``NotATraceError``) for a file that is not a trace.
     """
+    from neuron_profiler.importers import DIRECTORY, detect_source, list_sources
+
     p = Path(path_or_dir)
-    if not p.exists():
-        raise FileNotFoundError(f"no such trace file or directory: {p}")
-    if p.is_dir():
-        files = sorted(p.rglob("*.nprof"))
-        traces = [Trace.from_file(f) for f in files]
-        if not traces:
-            traces = [_load_kineto(f, cache) for f in sorted(p.rglob("*")) if f.is_file() and _is_kineto(f)]
-        if not traces:
-            raise ValueError(f"no .nprof or Kineto .json(.gz) traces under {p}")
-        return TraceSet(traces, path=p)
-    if p.suffix == ".nprof":
-        return Trace.from_file(p)
-    if _is_kineto(p):
+    kind = detect_source(p)
+    if kind != DIRECTORY:
         return _load_kineto(p, cache)
-    raise ValueError(f"unknown trace file type {p.name!r}; expected .nprof, .json or .json.gz")
+    traces = [_load_kineto(f, cache) for f in list_sources(p)]
+    if not traces:
+        raise ValueError(f"no .nprof, Kineto .json(.gz) or Neuron Explorer traces under {p}")
+    return TraceSet(traces, path=p)

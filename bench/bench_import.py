@@ -37,13 +37,25 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO.parent / "shared" / "realtraces"))
+#: every trace of ../shared/realtraces (SOURCES.md), by short name
 TRACES = {
     "df_index_resolver": "HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz",
     "nccl_data": "HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz",
+    "mtia_inference": "HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz",
+    "sampled_rank-0": "HolisticTraceAnalysis/trace_filter/sampled_rank-0.json.gz",
+    "sampled_rank-1": "HolisticTraceAnalysis/trace_filter/sampled_rank-1.json.gz",
+    "alexnet": "HolisticTraceAnalysis/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    "bert_h100": "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+    "torch_compile_triton": "TraceLens/torch_compile_triton/trace.json.gz",
+    "cpu_only": "HolisticTraceAnalysis/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "triton_example": "HolisticTraceAnalysis/triton_example/triton_example.json.gz",
+    "after_fix": "kineto/docs_traces/after_fix_trace.json",
+    "before_fix": "kineto/docs_traces/before_fix_trace.json",
 }
 TARGET_IMPORT_X = 5.0
 TARGET_REOPEN_X = 100.0
 DEFAULT_HTA_PYTHON = "/opt/hta-venv/bin/python"
+OURS_REPO = REPO  # --ours-repo: the checkout whose importer is measured
 
 
 def _peak_rss_mb() -> float:
@@ -59,13 +71,34 @@ def _rss_now_mb() -> float:
 
 
 # ---------------------------------------------------------------- workers (each runs in its own subprocess)
+def _ours(module: str) -> object:
+    """``neuron_profiler.importers.kineto.<module>`` (or the pre-2026-12 flat ``kineto_<module>``, so that
+    ``--ours-repo`` can measure an older checkout for before/after figures)."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"neuron_profiler.importers.kineto.{module}")
+    except ImportError:
+        return importlib.import_module(f"neuron_profiler.importers.kineto_{module}")
+
+
+def _warm_imports() -> None:
+    """Import what the importer loads lazily (hardware table, tqdm), so that only the import is timed (HTA's
+    modules are likewise all imported before its timer starts)."""
+    import neuron_profiler.hardware  # noqa: F401
+    import neuron_profiler.trace  # noqa: F401
+
+    neuron_profiler.hardware.gpu_spec("NVIDIA A100-SXM4-80GB")
+
+
 def worker_ours_import(src: str, out: str) -> dict:
     from neuron_profiler.importers.kineto import import_kineto
-    from neuron_profiler.importers.kineto_split import orjson
 
+    orjson = _ours("split").orjson
+    _warm_imports()
     base = _rss_now_mb()
     t0 = time.perf_counter()
-    import_kineto(src, out)
+    import_kineto(src, out, progress=False)
     dt = time.perf_counter() - t0
     return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
             "out_bytes": os.path.getsize(out), "parser": "json" if orjson is None else "orjson"}
@@ -125,8 +158,9 @@ def worker_json_floor(src: str) -> dict:
 def worker_slice_floor(src: str) -> dict:
     """The parse floor of our importer's approach: read + gunzip + parse slice by slice
     (``kineto_split``), each slice's events dropped at once (no extraction)."""
-    from neuron_profiler.importers.kineto_read import read_bytes
-    from neuron_profiler.importers.kineto_split import iter_slices, orjson, split_document
+    read_bytes = _ours("read").read_bytes
+    split = _ours("split")
+    iter_slices, orjson, split_document = split.iter_slices, split.orjson, split.split_document
 
     base = _rss_now_mb()
     t0 = time.perf_counter()
@@ -147,7 +181,8 @@ def run_worker(python: str, mode: str, *args: str) -> dict:
     """Run one measurement in a fresh interpreter; returns its JSON result or {"error": ...}."""
     env = dict(os.environ, KINETO_LOG_LEVEL="6")
     if mode.startswith("ours") or mode == "slice-floor":  # our package; the HTA venv gets nothing of ours
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(OURS_REPO), env.get("PYTHONPATH", "")) if p)
+        env["BENCH_OURS_REPO"] = str(OURS_REPO)
     cmd = [python, str(Path(__file__).resolve()), "--worker", mode, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -239,9 +274,18 @@ def main() -> int:
     ap.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
     ap.add_argument("--repeats", type=int, default=3, help="runs per measurement (median time, max peak RSS)")
     ap.add_argument("--json", type=Path, help="also write all measurements to this JSON file")
+    ap.add_argument("--ours-repo", type=Path, default=REPO,
+                    help="measure the importer of another checkout (e.g. an older commit, for before/after)")
     a = ap.parse_args()
+    global OURS_REPO
+    OURS_REPO = a.ours_repo.resolve()
 
     if a.worker:
+        repo = os.environ.get("BENCH_OURS_REPO")
+        if repo:  # an editable install's import hook would otherwise win over PYTHONPATH
+            sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")
+                                and "editable" not in getattr(f, "__name__", "")]
+            sys.path.insert(0, repo)
         print(json.dumps(WORKERS[a.worker](*a.args)))
         return 0
 

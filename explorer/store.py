@@ -48,7 +48,11 @@ class TraceEntry:
 
 
 def _is_trace_file(p: Path) -> bool:
-    return p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+    # what a path holds is decided by the importers (by content: Kineto / Explorer JSON, .nprof, Explorer
+    # Parquet profile directories), the one place that also opens it (analysis.load -> importers.open_source)
+    from neuron_profiler.importers import is_trace_source
+
+    return is_trace_source(p)
 
 
 def _stem(name: str) -> str:
@@ -64,7 +68,8 @@ class TraceStore:
 
     def __init__(self, root: str | Path, cache_size: int = 4, progress: bool = False):
         self.root = Path(root).resolve(strict=True)
-        self.base = self.root if self.root.is_dir() else self.root.parent
+        self._single = self.root.is_file() or _is_trace_file(self.root)  # one file or one Explorer profile
+        self.base = self.root.parent if self._single else self.root
         self.cache_size = max(1, int(cache_size))
         self.progress = progress
         self._lock = threading.RLock()
@@ -78,7 +83,7 @@ class TraceStore:
         with self._lock:
             if self._entries is not None and not refresh:
                 return self._entries
-            if self.root.is_file():
+            if self._single:
                 files = [self.root]
             else:
                 # symlinks that leave the root are not served
@@ -132,7 +137,7 @@ class TraceStore:
         if e.is_group:
             raise TraceAccessError(f"{key!r} is a group of ranks, not one file")
         p = (self.base / e.key).resolve()
-        if not p.is_relative_to(self.base) or (self.root.is_file() and p != self.root):
+        if not p.is_relative_to(self.base) or (self._single and p != self.root):
             raise TraceAccessError(f"trace {key!r} is outside the served path")
         return p
 

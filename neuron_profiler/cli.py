@@ -84,14 +84,28 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from neuron_profiler.importers import kineto
+    """``neuron-trace import SRC [-o OUT]``: SRC is detected by content (Kineto JSON, a directory of Kineto
+    ranks, a Neuron Explorer Parquet profile directory or JSON export). Without ``-o`` the result goes to the
+    import cache (printed; the same entry ``analysis.load`` and the explorer reuse), never beside SRC."""
+    from neuron_profiler.importers import import_source
+    from neuron_profiler.importers.output import OutputWriteError
 
-    src = Path(args.source)
-    if src.is_dir():
-        for p in kineto.import_directory(src, Path(args.output) if args.output else src):
-            print(p)
-    else:
-        print(kineto.import_kineto(src, Path(args.output) if args.output else None))
+    try:
+        written = import_source(Path(args.source), Path(args.output) if args.output else None)
+    except OutputWriteError as e:
+        print(f"neuron-trace: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (MemoryError, RecursionError) as e:  # pragma: no cover - the importer turns these into format errors
+        print(f"neuron-trace: error: {args.source}: too large or too deeply nested to import ({type(e).__name__})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        if isinstance(e, (FileNotFoundError, IsADirectoryError, PermissionError)):
+            raise
+        print(f"neuron-trace: error: {args.source}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for p in written:
+        print(p)
     return 0
 
 
@@ -113,9 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--compression", choices=["lz4", "zstd", "zlib", "none"], default="zstd",
                    help="codec for --to nprof (default zstd: ~1/3 smaller than lz4, ~1.5x slower to read)")
     s.set_defaults(func=cmd_convert)
-    s = sub.add_parser("import", help="convert torch.profiler (Kineto) JSON, or a directory of ranks, to .nprof")
+    s = sub.add_parser("import", help="convert torch.profiler (Kineto) JSON, a directory of ranks, or a Neuron "
+                                      "Explorer profile (Parquet directory or JSON export) to .nprof")
     s.add_argument("source")
-    s.add_argument("-o", "--output", help="output file (or directory for a directory source)")
+    s.add_argument("-o", "--output", help="output file (or directory for a directory source); default: the "
+                                          "import cache (printed), never beside the source")
     s.set_defaults(func=cmd_import)
     return p
 

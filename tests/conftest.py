@@ -19,3 +19,18 @@ def realtraces_dir() -> Path:
     return REALTRACES
 
 
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _import_cache_dir(tmp_path_factory):
+    """Imports (analysis.load, the explorer, neuron-trace import) cache into a folder of the test session,
+    not the user's cache directory."""
+    from neuron_profiler.importers import cache
+
+    old = os.environ.get(cache.ENV_VAR)
+    os.environ[cache.ENV_VAR] = str(tmp_path_factory.mktemp("import_cache"))
+    yield
+    if old is None:
+        os.environ.pop(cache.ENV_VAR, None)
+    else:
+        os.environ[cache.ENV_VAR] = old

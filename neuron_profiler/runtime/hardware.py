@@ -5,20 +5,18 @@ without them it raises ``RuntimeUnavailableError``. Capture is started with the 
 (``nrt_inspect_begin_with_options`` / ``nrt_inspect_stop`` in ``libnrt``) when the library exposes it, else
 with the ``NEURON_RT_INSPECT_*`` environment (which must be set before the runtime initialises).
 
-``convert_explorer_parquet`` maps Neuron Explorer's Parquet profile (schema 7.4.0: ``Instruction``,
-``DmaPacketAggregated`` or ``DmaPacket``, ``CcOp``, ``Metadata``) onto this project's tables.
+``convert_explorer_parquet`` (re-exported from ``neuron_profiler.importers.neuron_explorer``) maps Neuron
+Explorer's Parquet profile (schema 7.4.0) onto this project's tables.
 """
 from __future__ import annotations
 
 import ctypes
 import glob
 import importlib.util
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from neuron_profiler.runtime.base import DeviceRuntime, RuntimeUnavailableError
 
@@ -110,143 +108,6 @@ class HardwareRuntime(DeviceRuntime):
         convert_explorer_parquet(self.output_dir, builder)
 
 
-def read_explorer_table(profile_dir: "str | os.PathLike[str]", table: str) -> "pd.DataFrame | None":
-    """One Explorer table: ``<table>.parquet`` or its split parts ``<table>_0.parquet``...; None when absent."""
-    import pandas as pd
-    import pyarrow.parquet as pq
-    root = Path(profile_dir)
-    files = sorted(root.rglob(f"{table}.parquet"))
-    parts = sorted((p for p in root.rglob(f"{table}_*.parquet") if p.stem[len(table) + 1:].isdigit()),
-                   key=lambda p: int(p.stem[len(table) + 1:]))
-    files += parts
-    if not files:
-        return None
-    return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-
-
-def _col(df: "pd.DataFrame", name: str, default: Any, n: int) -> np.ndarray:
-    """Column ``name`` as str / float64 / int64 (by the type of ``default``); ``default`` where absent or null."""
-    import pandas as pd
-    if name not in df.columns:
-        return np.full(n, default, dtype=object if isinstance(default, str) else type(default))
-    s = df[name]
-    if isinstance(default, str):
-        return np.array([default if x is None or (isinstance(x, float) and np.isnan(x)) else str(x) for x in s], dtype=object)
-    if isinstance(default, float):
-        return pd.to_numeric(s, errors="coerce").fillna(default).to_numpy(np.float64)
-    if s.dtype.kind in "iub":  # exact: int64 ns timestamps do not survive a float64 round trip
-        return s.to_numpy(np.int64)
-    return pd.to_numeric(s, errors="coerce").fillna(default).to_numpy().astype(np.int64)
-
-
-def _durations(df: "pd.DataFrame") -> np.ndarray:
-    n = len(df)
-    if "duration_ns" in df.columns:
-        return _col(df, "duration_ns", 0, n).astype(np.int64)
-    if "end_ts" in df.columns:
-        return (_col(df, "end_ts", 0, n) - _col(df, "start_ts", 0, n)).astype(np.int64)
-    return np.zeros(n, dtype=np.int64)
-
-
-def _device_from_metadata(meta: "pd.DataFrame | None") -> Any:
-    from schemas import pb
-    if meta is None or meta.empty:
-        return pb.Device(index=0, kind="neuron", name="Neuron device", simulated=False), 0, False
-    row = meta.iloc[0]
-
-    def g(k: str, default: Any = 0) -> Any:
-        v = row.get(k, default)
-        return default if v is None or (isinstance(v, float) and np.isnan(v)) else v
-    instance = str(g("instance_type", ""))
-    kind = instance.split(".")[0] if instance else "neuron"
-    spec = pb.HardwareSpec(source="Neuron Explorer profile Metadata table", num_cores=int(g("num_physical_cores", 0)),
-                           tensor_engine_num_rows=int(g("tensor_engine_num_rows", 0)),
-                           tensor_engine_num_cols=int(g("tensor_engine_num_cols", 0)),
-                           dma_engines_per_core=int(g("num_dma_engines_per_neuroncore", 0)))
-    for eng, key, lanes in (("Tensor", "tensor_engine_clock_freq", None), ("Vector", "vector_engine_clock_freq", "vector_engine_num_channels"),
-                            ("Scalar", "scalar_engine_clock_freq", "scalar_engine_num_channels"),
-                            ("GpSimd", "gpsimd_engine_clock_freq", "gpsimd_engine_num_channels")):
-        if key in row.index:
-            spec.engines.append(pb.EngineSpec(name=eng, clock_hz=float(g(key, 0)), lanes=int(g(lanes, 0)) if lanes else 0))
-    simulated = bool(g("is_simulation", False))
-    dev = pb.Device(index=int(g("neuron_device_idx", 0)), kind=kind, name=instance or "Neuron device", simulated=simulated, spec=spec)
-    for k in meta.columns:
-        dev.properties[str(k)] = str(row[k])
-    return dev, int(g("neuroncore_idx", 0)), simulated
-
-
-def convert_explorer_parquet(profile_dir: "str | os.PathLike[str]", builder: "TraceBuilder | None" = None) -> "TraceBuilder":
-    """Add a Neuron Explorer Parquet profile's device events to ``builder`` (a new one when None); returns it.
-
-    Tables read: ``Metadata`` (device, core index, engine clocks), ``Instruction`` -> instructions on one track
-    per (core, engine), ``DmaPacketAggregated`` (else ``DmaPacket``) -> dma on one track per (core, queue),
-    ``CcOp`` -> collectives on one CC track per stream. Times stay int64 ns; sizes bytes.
-    Raises ``TraceFormatError`` when ``profile_dir`` holds no ``Instruction`` table.
-    """
-    from neuron_profiler.trace import TraceBuilder, TraceFormatError, make_header
-    meta = read_explorer_table(profile_dir, "Metadata")
-    instr = read_explorer_table(profile_dir, "Instruction")
-    if instr is None:
-        raise TraceFormatError(f"expected a Neuron Explorer Parquet profile (Instruction.parquet) under {profile_dir}; found none")
-    dev, nc_base, simulated = _device_from_metadata(meta)
-    if builder is None:
-        hdr = make_header("neuron_profiler.runtime.hardware", source_format="neuron-explorer-parquet",
-                          simulated=simulated, source_path=str(profile_dir),
-                          metadata={"profile_schema_version": str(meta.iloc[0].get("profile_schema_version", ""))
-                                    if meta is not None and len(meta) else ""})
-        builder = TraceBuilder(hdr)
-    dev_idx = len(builder.header.devices)
-    builder.header.devices.append(dev)
-    t_dev = builder.add_track("device", dev.name, device=dev_idx)
-    core_tracks: dict[int, int] = {}
-
-    def core_track(p: int) -> int:
-        if p not in core_tracks:
-            core_tracks[p] = builder.add_track("core", f"NC {nc_base + p}", parent=t_dev, device=dev_idx, nc_idx=nc_base + p)
-        return core_tracks[p]
-
-    def tracks_for(df: "pd.DataFrame", key: str, kind: str) -> np.ndarray:
-        n = len(df)
-        pcore = _col(df, "pcore_idx", 0, n).astype(np.int64)
-        names = _col(df, key, "", n)
-        cache: dict[tuple[int, str], int] = {}
-        out = np.empty(n, dtype=np.int64)
-        for i, (p, nm) in enumerate(zip(pcore, names)):
-            k = (int(p), nm or "unknown")
-            if k not in cache:
-                cache[k] = builder.add_track(kind, k[1], parent=core_track(k[0]), device=dev_idx, nc_idx=nc_base + k[0])
-            out[i] = cache[k]
-        return out
-
-    n = len(instr)
-    if n:
-        builder.add_rows("instructions", {
-            "track": tracks_for(instr, "engine", "engine"), "start_ts": _col(instr, "start_ts", 0, n).astype(np.int64),
-            "duration_ns": _durations(instr), "engine": _col(instr, "engine", "", n), "opcode": _col(instr, "opcode", "", n),
-            "name": _col(instr, "hlo_name", "", n), "raw_flops": _col(instr, "raw_flops", 0, n).astype(np.int64),
-            **{c: _col(instr, c, 0, n).astype(np.int64) for c in ("hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes",
-                                                                 "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes")},
-            "tensor_instruction_type": _col(instr, "tensor_instruction_type", "", n),
-            "args": [json.dumps({"operands": o}) if o else "" for o in _col(instr, "operands", "", n)]})
-    dma = read_explorer_table(profile_dir, "DmaPacketAggregated")
-    if dma is None:
-        dma = read_explorer_table(profile_dir, "DmaPacket")
-    if dma is not None and len(dma):
-        m = len(dma)
-        builder.add_rows("dma", {
-            "track": tracks_for(dma, "queue_name", "dma_queue"), "start_ts": _col(dma, "start_ts", 0, m).astype(np.int64),
-            "duration_ns": _durations(dma), "transfer_bytes": _col(dma, "transfer_bytes", 0, m).astype(np.int64),
-            "source": _col(dma, "source", "", m), "dest": _col(dma, "dest", "", m),
-            "queue_type": _col(dma, "queue_type", "unknown", m), "variable": _col(dma, "variable", "", m)})
-    cc = read_explorer_table(profile_dir, "CcOp")
-    if cc is not None and len(cc):
-        k = len(cc)
-        cc = cc.assign(_stream=["CC stream " + s for s in _col(cc, "stream_id", "0", k)])
-        builder.add_rows("collectives", {
-            "track": tracks_for(cc, "_stream", "cc_core"), "start_ts": _col(cc, "start_ts", 0, k).astype(np.int64),
-            "duration_ns": _durations(cc), "operation": _col(cc, "operation", "", k), "algorithm": _col(cc, "algorithm", "", k),
-            "process_group": _col(cc, "replica_group_id", "", k), "replica_group": _col(cc, "replica_group", "", k),
-            "num_elements": _col(cc, "num_elements", 0, k).astype(np.int64), "dtype": _col(cc, "dtype", "", k),
-            "input_size": _col(cc, "input_size", 0, k).astype(np.int64), "output_size": _col(cc, "output_size", 0, k).astype(np.int64),
-            "algorithm_bandwidth": _col(cc, "algorithm_bandwidth", 0.0, k), "bus_bandwidth": _col(cc, "bus_bandwidth", 0.0, k)})
-    return builder
+# The Neuron Explorer importer lives in neuron_profiler.importers.neuron_explorer; these names stay here
+# for the callers of this module (HardwareRuntime.emit above, older scripts).
+from neuron_profiler.importers.neuron_explorer import convert_explorer_parquet, read_explorer_table  # noqa: E402

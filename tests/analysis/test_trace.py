@@ -81,21 +81,25 @@ def test_load_errors(tmp_path):
         analysis.Trace.from_builder(two_matmul_trace()).table("kernels")
 
 
-def test_load_kineto_caches_nprof_next_to_source(tmp_path):
+def test_load_kineto_caches_in_the_cache_dir_not_next_to_source(tmp_path, capsys):
+    from neuron_profiler.importers import cache
+
     src = real_trace("kineto/docs_traces/after_fix_trace.json")
     local = tmp_path / "after_fix_trace.json"
     shutil.copy(src, local)
     t = analysis.load(local)
-    assert (tmp_path / "after_fix_trace.nprof").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after_fix_trace.json"]  # nothing beside the source
+    entry = cache.lookup(local)
+    assert entry is not None and entry.parent == cache.cache_dir()
+    assert t.path == local and t.name == "after_fix_trace"
     assert len(t.instructions) >= 1 and t.header.source_format == "kineto-json"
-    again = analysis.load(local)                  # served from the cache
-    assert again.path == tmp_path / "after_fix_trace.nprof"
-    assert len(again.instructions) == len(t.instructions)
+    again = analysis.load(local)                  # served from the cache entry
+    assert again._source.path == entry and len(again.instructions) == len(t.instructions)
 
 
-def test_load_kineto_read_only_dir_stays_in_memory(tmp_path):
-    """A folder without write bits (like the shared real-traces corpus) gets no .nprof cache, even for root,
-    for whom os.access(W_OK) is always true."""
+def test_load_kineto_read_only_dir_stays_untouched(tmp_path):
+    """A folder without write bits (like the shared real-traces corpus) gets nothing written into it, even for
+    root, for whom os.access(W_OK) is always true; cache=False writes nothing at all."""
     src = real_trace("kineto/docs_traces/before_fix_trace.json")
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -105,6 +109,8 @@ def test_load_kineto_read_only_dir_stays_in_memory(tmp_path):
         t = analysis.load(ro / "before_fix_trace.json")
         assert sorted(p.name for p in ro.iterdir()) == ["before_fix_trace.json"]
         assert t.path == ro / "before_fix_trace.json" and len(t.instructions) >= 1
+        mem = analysis.load(ro / "before_fix_trace.json", cache=False)
+        assert mem._source.__class__.__name__ == "TraceBuilder" and len(mem.instructions) == len(t.instructions)
     finally:
         ro.chmod(0o755)
 

@@ -227,19 +227,24 @@ def test_import_directory_multi_rank(tmp_path):
     assert sorted(p.name for p in out) == ["rank00000_sampled_rank-0.nprof", "rank00001_sampled_rank-1.nprof"]
 
 
-def test_default_output_beside_source_and_read_only_folder(tmp_path):
-    src = tmp_path / "t.json.gz"
-    shutil.copy(real_trace("HolisticTraceAnalysis/triton_example/triton_example.json.gz"), src)
-    assert import_kineto(src, progress=False) == tmp_path / "t.nprof"
+def test_default_output_goes_to_the_cache_never_beside_the_source(tmp_path):
+    """Without an output path the import lands in the import cache; a read-only source folder stays untouched
+    (also for root, who may write anywhere) and an output the user names is used as given."""
+    from neuron_profiler.importers import cache
+
     ro = tmp_path / "ro"
     ro.mkdir()
-    shutil.copy(src, ro / "t.json.gz")
+    src = ro / "t.json.gz"
+    shutil.copy(real_trace("HolisticTraceAnalysis/triton_example/triton_example.json.gz"), src)
     ro.chmod(0o555)
     try:
-        with pytest.raises(PermissionError, match="not writable"):
-            import_kineto(ro / "t.json.gz", progress=False)
-        assert import_kineto(ro / "t.json.gz", tmp_path / "o.nprof", progress=False).exists()
-        assert not (ro / "t.nprof").exists()
+        out = import_kineto(src, progress=False)
+        assert out.parent == cache.cache_dir() and out.name.startswith("t.") and out.suffix == ".nprof"
+        assert sorted(p.name for p in ro.iterdir()) == ["t.json.gz"]
+        assert read_trace(out).header.metadata[cache.KEY_METADATA] == cache.cache_key(src)
+        named = import_kineto(src, tmp_path / "o.nprof", progress=False)
+        assert named == tmp_path / "o.nprof" and read_trace(named).row_counts == read_trace(out).row_counts
+        assert import_kineto(src, tmp_path, progress=False) == tmp_path / "t.nprof"  # a directory: <stem>.nprof
     finally:
         ro.chmod(0o755)
 
@@ -306,8 +311,8 @@ def test_output_path_helpers():
 
 
 def test_fast_and_per_event_split_paths_agree():
-    from neuron_profiler.importers import kineto_events as ke
-    from neuron_profiler.importers.kineto_read import load_document
+    from neuron_profiler.importers.kineto import events as ke
+    from neuron_profiler.importers.kineto.read import load_document
 
     events = load_document(real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"))["traceEvents"]
     fast, slow = ke.split_events(events), ke._split_slow(events)

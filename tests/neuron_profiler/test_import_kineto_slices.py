@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neuron_profiler.importers import kineto_split as ks
+from neuron_profiler.importers.kineto import split as ks
 from neuron_profiler.importers.kineto import load_kineto_builder
-from neuron_profiler.importers.kineto_build import build_trace
-from neuron_profiler.importers.kineto_links import enclosing_operator
-from neuron_profiler.importers.kineto_read import load_document
+from neuron_profiler.importers.kineto.build import build_trace
+from neuron_profiler.importers.kineto.links import enclosing_operator
+from neuron_profiler.importers.kineto.read import load_document
 from neuron_profiler.trace import TABLES, NotATraceError
 from realdata import real_trace
 

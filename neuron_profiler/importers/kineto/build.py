@@ -17,15 +17,15 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.importers import kineto_counters as kc
-from neuron_profiler.importers.kineto_collectives import collective_rows
-from neuron_profiler.importers.kineto_events import (DEVICE_CATEGORIES, KNOWN_CATEGORIES, RUNTIME_CATEGORIES,
+from neuron_profiler.importers.kineto import counters as kc
+from neuron_profiler.importers.kineto.collectives import collective_rows
+from neuron_profiler.importers.kineto.events import (DEVICE_CATEGORIES, KNOWN_CATEGORIES, RUNTIME_CATEGORIES,
                                                      int_column, key_codes, map_values)
-from neuron_profiler.importers.kineto_extract import (MISSING_STREAM, ANNOTATION, DEVICE, HOST, TRACE, EventColumns,
+from neuron_profiler.importers.kineto.extract import (MISSING_STREAM, ANNOTATION, DEVICE, HOST, TRACE, EventColumns,
                                                       dumps, safe_dumps)
-from neuron_profiler.importers.kineto_links import resolve_links
-from neuron_profiler.importers.kineto_stacks import operator_stacks
-from neuron_profiler.importers.kineto_tracks import TrackTable, add_devices, read_meta
+from neuron_profiler.importers.kineto.links import resolve_links
+from neuron_profiler.importers.kineto.stacks import operator_stacks
+from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta
 from neuron_profiler.trace import TraceBuilder, make_header
 from neuron_profiler.trace.errors import TraceFormatError
 
@@ -116,8 +116,8 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     mem, ctr = x["mem"], ev.ctr
     skipped.update(ev.skipped_memory)
     skipped.update(ev.skipped_counters)
-    flows = pd.DataFrame(x.pop("flows"))
-    flows["ts"] += base_ns
+    flows = x.pop("flows")
+    flows["ts"] = flows["ts"] + base_ns
     skipped["unreadable flow event"] += ev.bad_flows
     used: dict[int, str] = {}
     for r, d in zip(dev_rows.tolist(), dev_id.tolist()):

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.importers import kineto_counters as kc
-from neuron_profiler.importers.kineto_events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, FLOW_CATEGORIES,
+from neuron_profiler.importers.kineto import counters as kc
+from neuron_profiler.importers.kineto.events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, FLOW_CATEGORIES,
                                                      MAX_US, id_column, int_column, ok_ts, split_events,
                                                      us_to_ns)
 
@@ -220,8 +220,9 @@ class IdColumn:
         return id_column([self.raw[i] for i in np.asarray(rows).tolist()])
 
 
-_FLOW_PHASES = ("s", "f", "t")
-_FLOW_CATS = tuple(sorted(FLOW_CATEGORIES))
+FLOW_PHASES = ("s", "f", "t")  # flows["ph"] codes index these
+FLOW_CATS = tuple(sorted(FLOW_CATEGORIES))  # flows["cat"] codes index these
+_FLOW_PHASES, _FLOW_CATS = FLOW_PHASES, FLOW_CATS
 
 
 def _flow_codes(values: list[str], categories: tuple[str, ...]) -> np.ndarray:
@@ -343,9 +344,7 @@ class EventColumns:
         f = self._flows
         fl = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int8 if k in ("ph", "cat") else np.int64)
               for k, v in f.items()}
-        fl["ph"] = pd.Categorical.from_codes(fl["ph"], categories=list(_FLOW_PHASES))
-        fl["cat"] = pd.Categorical.from_codes(fl["cat"], categories=list(_FLOW_CATS))
-        out["flows"] = fl
+        out["flows"] = fl  # ph / cat as int8 codes into FLOW_PHASES / FLOW_CATS
         self._flows = {}
         out["mem"] = kc.concat_samples(self._mem)
         self._mem = []

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_profiler.importers.kineto_events import MAX_US, ok_ts, us_to_ns
+from neuron_profiler.importers.kineto.events import MAX_US, ok_ts, us_to_ns
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
 _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU

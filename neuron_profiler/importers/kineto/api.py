@@ -34,10 +34,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from neuron_profiler.importers.kineto_build import build_from_columns
-from neuron_profiler.importers.kineto_extract import EventColumns
-from neuron_profiler.importers.kineto_read import decode_text, parse_json, read_bytes
-from neuron_profiler.importers.kineto_split import SliceError, iter_slices, split_document
+from neuron_profiler.importers.kineto.build import build_from_columns
+from neuron_profiler.importers.kineto.extract import EventColumns
+from neuron_profiler.importers.kineto.read import decode_text, parse_json, read_bytes
+from neuron_profiler.importers.kineto.split import SliceError, iter_slices, split_document
+from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
 from neuron_profiler.trace.errors import TraceFormatError
 
@@ -54,7 +55,8 @@ def is_kineto_file(path: str | Path) -> bool:
 
 
 def default_output_path(src: str | Path) -> Path:
-    """``<src without .json[.gz]>.nprof`` beside the source."""
+    """``<src without .json[.gz]>.nprof`` beside the source: the name an import gets in a directory the user
+    names (``import_kineto(src, out_dir)``); nothing is ever written there unasked."""
     src = Path(src)
     name = src.name
     for suf in _SUFFIXES + (".gz",):
@@ -152,24 +154,26 @@ def import_kineto(src: str | Path, out: str | Path | None = None, *, progress: b
                   run_id: str = "") -> Path:
     """Convert one Kineto JSON(.gz) trace to ``.nprof``; returns the written path.
 
-    ``out`` defaults to ``default_output_path(src)``; when that directory is not writable a
-    ``PermissionError`` says so (pass ``out``). A tqdm progress bar is shown when ``progress`` and stderr
-    is a terminal."""
+    ``out`` is a file, or a directory that receives ``default_output_path(src).name``. Without ``out`` the
+    trace goes to the import cache (``neuron_profiler.importers.cache``: the entry ``analysis.load`` and the
+    explorer reuse), never beside the source. The file is written to a temporary name and renamed when
+    complete (``OutputWriteError`` when it cannot be written, e.g. a full disk). A tqdm progress bar is shown
+    when ``progress`` and stderr is a terminal."""
+    from neuron_profiler.importers import cache as import_cache
+
     src = Path(src)
-    if out is None:
-        out = default_output_path(src)
-        if not dir_writable(out.parent):
-            raise PermissionError(f"cannot write the converted trace beside the source: {out.parent} is not "
-                                  f"writable; pass an output path (out=... / neuron-trace import SRC -o OUT)")
-    out = Path(out)
-    if out.is_dir():
-        out = out / default_output_path(src).name
+    if out is not None:
+        out = Path(out)
+        if out.is_dir():
+            out = out / default_output_path(src).name
     stage, close = _stages(progress, src.name)
     try:
         b = load_kineto_builder(src, run_id=run_id, stage=stage)
         stage("write")
         with _gc_paused():
-            return b.write(out)
+            if out is None:
+                return import_cache.store(b, src)
+            return write_atomically(out, b.write)
     finally:
         close()
 
@@ -183,15 +187,18 @@ def import_directory(src_dir: str | Path, out_dir: str | Path | None = None, *,
     """Convert every Kineto trace (``*.json``, ``*.json.gz``) in ``src_dir`` (one file per rank) to
     ``out_dir/rank<NNNNN>_<stem>.nprof``; all files get the same ``run_id`` and keep their rank/world_size.
 
-    ``out_dir`` defaults to ``src_dir``. Raises ``TraceFormatError`` when the directory holds no trace or
-    two files claim the same rank."""
+    ``out_dir`` defaults to a folder of the import cache (never ``src_dir``). Raises ``TraceFormatError``
+    when the directory holds no trace or two files claim the same rank. Each file is written to a temporary
+    name and renamed when complete."""
+    from neuron_profiler.importers import cache as import_cache
+
     src_dir = Path(src_dir)
     if not src_dir.is_dir():
         raise NotADirectoryError(f"not a directory: {src_dir}")
     files = sorted(p for p in src_dir.iterdir() if p.is_file() and is_kineto_file(p))
     if not files:
         raise TraceFormatError(f"{src_dir}: no Kineto trace files (*.json, *.json.gz) found")
-    out_dir = Path(out_dir) if out_dir is not None else src_dir
+    out_dir = Path(out_dir) if out_dir is not None else import_cache.cache_path(src_dir).with_suffix("")
     out_dir.mkdir(parents=True, exist_ok=True)
     if not dir_writable(out_dir):
         raise PermissionError(f"output directory {out_dir} is not writable; pass another out_dir")
@@ -209,7 +216,7 @@ def import_directory(src_dir: str | Path, out_dir: str | Path | None = None, *,
             seen[r] = f
             stage("write")
             stem = default_output_path(f).stem
-            written.append(b.write(out_dir / f"rank{r:05d}_{stem}{TRACE_SUFFIX}"))
+            written.append(write_atomically(out_dir / f"rank{r:05d}_{stem}{TRACE_SUFFIX}", b.write))
         finally:
             close()
     return written

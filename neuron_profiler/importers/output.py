@@ -1,0 +1,83 @@
+"""Writing imported traces: to a temporary name beside the target, renamed only once complete.
+
+A Ctrl-C, a kill or a full disk during an import therefore never leaves a file under the final name that
+reads as complete (the temporary file is removed on any exception; one left by SIGKILL has a name no reader
+lists: ``.<final name>.<random>.tmp``). Write failures (full disk, read-only folder) become one
+``OutputWriteError`` naming the file and the cause.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["OutputWriteError", "atomic_output", "write_atomically"]
+
+TMP_SUFFIX = ".tmp"
+
+
+class OutputWriteError(OSError):
+    """An imported trace could not be written (nothing was left under the output name)."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_output(final: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in ``final``'s folder; on success it is renamed to ``final`` (replacing it),
+    on any exception (including ``KeyboardInterrupt``) it is deleted and ``final`` is left untouched."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=TMP_SUFFIX, dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; the output gets the usual permissions
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_atomically(final: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """``write(tmp)`` then rename to ``final``; ``OSError`` while writing becomes ``OutputWriteError``
+    ("cannot write <final>: No space left on device; nothing was written")."""
+    final = Path(final)
+    try:
+        with atomic_output(final) as tmp:
+            write(tmp)
+    except OutputWriteError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            reason = "no space left on device"
+        err = OutputWriteError(f"cannot write {final}: {reason}; nothing was written (the source is untouched)")
+        err.errno = exc.errno
+        raise err from exc
+    return final
+
+
+def stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> list[Path]:
+    """Temporary files of interrupted writes (a SIGKILL leaves them behind) older than ``older_than_s``."""
+    import time
+
+    now = time.time()
+    out = []
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            if p.name.startswith(".") and p.name.endswith(TMP_SUFFIX):
+                with contextlib.suppress(OSError):
+                    if now - p.stat().st_mtime > older_than_s:
+                        out.append(p)
+    return out
