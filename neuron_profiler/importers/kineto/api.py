@@ -37,7 +37,8 @@ from typing import Any, Callable
 from neuron_profiler.importers.kineto.build import build_from_columns
 from neuron_profiler.importers.kineto.extract import EventColumns
 from neuron_profiler.importers.kineto.read import decode_text, parse_json, read_bytes
-from neuron_profiler.importers.kineto.split import SliceError, iter_slices, split_document
+from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
+from neuron_profiler.importers.kineto.split import SliceError, iter_slice_texts, split_document
 from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
 from neuron_profiler.trace.errors import TraceFormatError
@@ -131,8 +132,8 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
         doc, ranges = split
         ev = EventColumns()
         try:
-            for events in iter_slices(raw, ranges):
-                ev.add(events)
+            for events, a, b in iter_slice_texts(raw, ranges):
+                ev.add(events, raw, (a, b))
                 del events
         except SliceError:
             pass
@@ -141,11 +142,14 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
             doc.pop("traceEvents")
             return doc, ev
     doc = parse_json(decode_text(raw, src), str(src))
-    del raw
     events = doc.pop("traceEvents")
     ev = EventColumns()
+    ns = False
+    if needs_exact(events):  # exact ns from the text (see ``exact``)
+        ns = apply_exact(events, raw)
+    del raw
     while events:  # extract and free the parsed events a slice at a time
-        ev.add(events[:_LIST_SLICE])
+        ev.add(events[:_LIST_SLICE], ns=ns)
         del events[:_LIST_SLICE]
     return doc, ev
 

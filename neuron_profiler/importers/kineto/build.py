@@ -119,6 +119,10 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     flows = x.pop("flows")
     flows["ts"] = flows["ts"] + base_ns
     skipped["unreadable flow event"] += ev.bad_flows
+    if ev.inexact_ts:
+        b.footer_metadata["inexact_timestamps"] = (
+            f"{ev.inexact_ts} events in batches whose epoch-microsecond ts could not be re-read exactly from the "
+            f"JSON text: float64 precision (up to 125 ns off)")
     used: dict[int, str] = {}
     for r, d in zip(dev_rows.tolist(), dev_id.tolist()):
         if d not in used:

@@ -9,20 +9,20 @@ from typing import Any
 
 import numpy as np
 
-from neuron_profiler.importers.kineto.events import MAX_US, ok_ts, us_to_ns
+from neuron_profiler.importers.kineto.events import MAX_NS, MAX_US, ok_ts, ts_to_ns
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
 _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU
 
 
-def memory_samples(instants: list[dict[str, Any]], skipped: Counter) -> tuple[np.ndarray, ...]:
+def memory_samples(instants: list[dict[str, Any]], skipped: Counter, ns: bool = False) -> tuple[np.ndarray, ...]:
     """``[memory]`` events -> column arrays (pid, device id or -1 for host memory, counter name, ts_ns, bytes),
     one sample per event and counter (Total Allocated, Total Reserved), in event order."""
     mem = [e for e in instants if e.get("name") == "[memory]"]
-    fast = _fast_memory(mem)
+    fast = _fast_memory(mem, ns)
     if fast is not None:
         return fast
-    good = [e for e in mem if ok_ts(e.get("ts")) and isinstance(e.get("args"), dict)]
+    good = [e for e in mem if ok_ts(e.get("ts"), ns) and isinstance(e.get("args"), dict)]
     skipped["[memory] event without ts or args"] += len(mem) - len(good)
     if not good:
         return _empty_samples()
@@ -32,7 +32,7 @@ def memory_samples(instants: list[dict[str, Any]], skipped: Counter) -> tuple[np
     dev = np.asarray([d if type(d) is int and d >= 0 and type(t) is int and t != _CPU_DEVICE_TYPE else -1
                       for d, t in zip(did, dtype)], dtype=np.int64)
     pid = [p if type(p) in (int, str) else repr(p) for p in (e.get("pid") for e in good)]
-    t = us_to_ns([e["ts"] for e in good])
+    t = ts_to_ns([e["ts"] for e in good], ns)
     n = len(good)
     # interleave the samples per event (Allocated, then Reserved), keeping only numeric values
     vals = np.zeros(2 * n, dtype=np.float64)
@@ -54,7 +54,7 @@ _MEM_EVENT = itemgetter("ts", "args", "pid")
 _MEM_ARGS = itemgetter("Device Type", "Device Id", *_MEMORY_KEYS)
 
 
-def _fast_memory(mem: list[dict[str, Any]]) -> tuple[np.ndarray, ...] | None:
+def _fast_memory(mem: list[dict[str, Any]], ns: bool = False) -> tuple[np.ndarray, ...] | None:
     """``memory_samples`` of well-formed events (int device fields, numeric byte counts, int/str pid), in
     C-speed passes; None when any event needs the per-event checks."""
     if not mem:
@@ -71,7 +71,7 @@ def _fast_memory(mem: list[dict[str, Any]]) -> tuple[np.ndarray, ...] | None:
             and set(map(type, alloc)) <= {int, float} and set(map(type, res)) <= {int, float}):
         return None
     t = np.asarray(ts, dtype=np.float64)
-    if not ((t >= 0) & (t <= MAX_US)).all():
+    if not ((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all():
         return None
     n = len(mem)
     vals = np.empty(2 * n, dtype=np.float64)
@@ -86,7 +86,7 @@ def _fast_memory(mem: list[dict[str, Any]]) -> tuple[np.ndarray, ...] | None:
     pids[1::2] = pid
     names = np.empty(2 * n, dtype=object)
     names[0::2], names[1::2] = _MEMORY_KEYS
-    return pids, np.repeat(dev, 2), names, np.repeat(us_to_ns(ts), 2), vals
+    return pids, np.repeat(dev, 2), names, np.repeat(ts_to_ns(ts, ns), 2), vals
 
 
 def _empty_samples() -> tuple[np.ndarray, ...]:
@@ -101,15 +101,16 @@ def concat_samples(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...
     return tuple(np.concatenate(cols) for cols in zip(*parts))
 
 
-def counter_samples(counters: list[dict[str, Any]], skipped: Counter) -> list[tuple[Any, str, int, float]]:
+def counter_samples(counters: list[dict[str, Any]], skipped: Counter,
+                    ns: bool = False) -> list[tuple[Any, str, int, float]]:
     """``ph:"C"`` events -> (pid, track name, ts_ns, value); one track per numeric arg."""
     out: list[tuple[Any, str, int, float]] = []
     for e in counters:
         a, ts = e.get("args"), e.get("ts")
-        if not isinstance(a, dict) or not ok_ts(ts):
+        if not isinstance(a, dict) or not ok_ts(ts, ns):
             skipped["counter event without ts or args"] += 1
             continue
-        t = int(us_to_ns([ts])[0])
+        t = int(ts_to_ns([ts], ns)[0])
         name = str(e.get("name", "counter"))
         for k, v in a.items():
             if type(v) in (int, float):

@@ -16,6 +16,7 @@ import pandas as pd
 
 _NUM = (int, float)
 MAX_US = 4e15  # ts + dur must fit int64 ns (with room for baseTimeNanoseconds): about year 2096
+MAX_NS = MAX_US * 1000  # the same bound for ts already converted to ns (``exact``)
 
 #: Kineto categories of device-side work -> our instruction ``engine``
 DEVICE_CATEGORIES: dict[str, str] = {
@@ -69,9 +70,10 @@ _X_FIELDS = operator.itemgetter("cat", "name", "pid", "tid", "ts", "dur")
 _GET_PH = operator.methodcaller("get", "ph")
 
 
-def _fast_x(xs: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
+def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any], ...] | None:
     """Columns of well-formed complete events in C-speed passes, or None when any event needs the
-    per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or dur)."""
+    per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or dur). ``ns``: the
+    events' ``ts`` are int ns (``exact``), not microseconds."""
     try:
         cat, name, pid, tid, ts, dur = (list(c) for c in zip(*map(_X_FIELDS, xs)))
     except KeyError:
@@ -79,7 +81,7 @@ def _fast_x(xs: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
     if not (set(map(type, ts)) <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
     t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
-    if not (((t >= 0) & (t <= MAX_US)).all() and ((d >= 0) & (d <= MAX_US)).all()):
+    if not (((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all() and ((d >= 0) & (d <= MAX_US)).all()):
         return None
     return cat, name, pid, tid, ts, dur, [e.get("args") for e in xs]
 
@@ -90,7 +92,7 @@ _META_PH, _COUNTER_PH = frozenset({"M"}), frozenset({"C"})
 _KNOWN_PH = frozenset({"X"}) | _META_PH | _COUNTER_PH | _FLOW_PH | _INSTANT_PH
 
 
-def split_events(events: list[Any]) -> SplitEvents:
+def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
     """Group events by ``ph`` and drop those that cannot be read (counted in ``skipped`` by reason).
 
     Fast path: one pass reads every ``ph``, one count finds the phases present, and each is picked by a list
@@ -101,9 +103,9 @@ def split_events(events: list[Any]) -> SplitEvents:
         phs = list(map(_GET_PH, events))
         present = Counter(phs)
     except (AttributeError, TypeError):
-        return _split_slow(events)
+        return _split_slow(events, ns)
     if not present.keys() <= _KNOWN_PH:
-        return _split_slow(events)
+        return _split_slow(events, ns)
     out = SplitEvents()
     single = len(present) == 1
     for phases, attr in ((_FLOW_PH, "flows"), (_META_PH, "meta"), (_INSTANT_PH, "instants"),
@@ -111,16 +113,17 @@ def split_events(events: list[Any]) -> SplitEvents:
         if not phases.isdisjoint(present):
             setattr(out, attr, events if single else [e for e, p in zip(events, phs) if p in phases])
     if "X" in present:
-        cols = _fast_x(events if single else [e for e, p in zip(events, phs) if p == "X"])
+        cols = _fast_x(events if single else [e for e, p in zip(events, phs) if p == "X"], ns)
         if cols is None:
-            return _split_slow(events)
+            return _split_slow(events, ns)
         out.x_cols = cols
     return out
 
 
-def _split_slow(events: list[Any]) -> SplitEvents:
+def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     """The per-event path of ``split_events`` (validates every complete event)."""
     out = SplitEvents()
+    max_ts = MAX_NS if ns else MAX_US
     c_cat, c_name, c_pid, c_tid, c_ts, c_dur, c_args = (lst.append for lst in out.x_cols)
     skipped = out.skipped
     flows_append = out.flows.append
@@ -139,7 +142,7 @@ def _split_slow(events: list[Any]) -> SplitEvents:
                 skipped["negative dur"] += 1
             elif ts < 0:
                 skipped["negative ts"] += 1
-            elif not (ts <= MAX_US and dur <= MAX_US):  # also NaN (stdlib json accepts NaN/Infinity)
+            elif not (ts <= max_ts and dur <= MAX_US):  # also NaN (stdlib json accepts NaN/Infinity)
                 skipped["ts or dur out of range"] += 1
             else:
                 c_cat(e.get("cat"))
@@ -162,9 +165,16 @@ def _split_slow(events: list[Any]) -> SplitEvents:
     return out
 
 
-def ok_ts(v: Any) -> bool:
-    """True for a usable microsecond timestamp (a finite int/float in [0, MAX_US])."""
-    return type(v) in _NUM and 0 <= v <= MAX_US
+def ok_ts(v: Any, ns: bool = False) -> bool:
+    """True for a usable timestamp: a finite int/float in [0, MAX_US] microseconds (``ns``: [0, MAX_NS] ns)."""
+    return type(v) in _NUM and 0 <= v <= (MAX_NS if ns else MAX_US)
+
+
+def ts_to_ns(values: list[Any] | np.ndarray, ns: bool = False) -> np.ndarray:
+    """``us_to_ns(values)``, or (``ns``: already exact ns ints, ``exact``) the values as int64."""
+    if ns:
+        return np.asarray(values, dtype=np.int64)
+    return us_to_ns(values)
 
 
 def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:

@@ -18,8 +18,9 @@ import pandas as pd
 
 from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, FLOW_CATEGORIES,
-                                                     MAX_US, id_column, int_column, ok_ts, split_events,
-                                                     us_to_ns)
+                                                     MAX_NS, MAX_US, id_column, int_column, ok_ts,
+                                                     split_events, ts_to_ns, us_to_ns)
+from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 
 try:
     import orjson
@@ -151,7 +152,7 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
 _FLOW_FIELDS = itemgetter("ph", "cat", "id", "pid", "tid", "ts")
 
 
-def _fast_flows(flows: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
+def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any], ...] | None:
     """Columns (ph, cat, id, pid, tid, ts) of flow halves when all are readable, else None (checked one by
     one by the caller: a missing key, an unknown category, a null id, an unusable ts)."""
     if not flows:
@@ -166,7 +167,7 @@ def _fast_flows(flows: list[dict[str, Any]]) -> tuple[list[Any], ...] | None:
     if None in fid or not set(map(type, ts)) <= {int, float}:
         return None
     t = np.asarray(ts, dtype=np.float64)
-    if not ((t >= 0) & (t <= MAX_US)).all():
+    if not ((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all():
         return None
     return cols
 
@@ -249,6 +250,7 @@ class EventColumns:
         self.py_frames: dict[int, tuple[Any, Any]] = {}        # python_function X row -> (Python id, parent id)
         self._flows: dict[str, list[Any]] = {k: [] for k in ("ph", "cat", "id", "pid", "tid", "ts")}  # arrays
         self.bad_flows = 0
+        self.inexact_ts = 0  # events whose ts kept float64 precision (text not available or not aligned)
         self.meta: list[dict[str, Any]] = []
         self._mem: list[tuple[np.ndarray, ...]] = []
         self.ctr: list[tuple[Any, str, int, float]] = []
@@ -258,27 +260,35 @@ class EventColumns:
         """Readable complete events so far."""
         return sum(map(len, self._x["ts"]))
 
-    def add(self, events: list[Any]) -> None:
-        """Extract one slice of ``traceEvents`` (the caller may free it afterwards)."""
+    def add(self, events: list[Any], text: bytes | None = None, span: tuple[int, int] | None = None,
+            ns: bool = False) -> None:
+        """Extract one slice of ``traceEvents`` (the caller may free it afterwards). ``text[span[0]:span[1]]``:
+        the JSON text the slice was parsed from, for timestamps exact to the ns (``exact``; without it, or
+        when it does not align, float64 precision is kept and counted in ``inexact_ts``). ``ns``: the caller
+        already made the events' ``ts`` exact int ns (``exact.apply_exact``)."""
         self.n_events += len(events)
-        split = split_events(events)
+        if not ns and needs_exact(events):
+            ns = text is not None and apply_exact(events, text, *(span or (0, len(text))))
+            if not ns:
+                self.inexact_ts += len(events)
+        split = split_events(events, ns)
         self.skipped.update(split.skipped)
         self.meta.extend(split.meta)
         self.n_instants += len(split.instants)
         self.n_counters += len(split.counters)
         if split.instants:
-            self._mem.append(kc.memory_samples(split.instants, self.skipped_memory))
+            self._mem.append(kc.memory_samples(split.instants, self.skipped_memory, ns))
         if split.counters:
-            self.ctr.extend(kc.counter_samples(split.counters, self.skipped_counters))
+            self.ctr.extend(kc.counter_samples(split.counters, self.skipped_counters, ns))
         if split.flows:
-            self._add_flows(split.flows)
+            self._add_flows(split.flows, ns)
         if split.n_x:
-            self._add_x(*split.x_cols)
+            self._add_x(*split.x_cols, ns=ns)
 
-    def _add_flows(self, flows: list[dict[str, Any]]) -> None:
-        cols = _fast_flows(flows)
+    def _add_flows(self, flows: list[dict[str, Any]], ns: bool = False) -> None:
+        cols = _fast_flows(flows, ns)
         if cols is None:
-            ok = [f for f in flows if ok_ts(f.get("ts")) and type(f.get("cat")) is str
+            ok = [f for f in flows if ok_ts(f.get("ts"), ns) and type(f.get("cat")) is str
                   and f["cat"] in FLOW_CATEGORIES and f.get("id") is not None]
             cols = ([f["ph"] for f in ok], [f["cat"] for f in ok], [f["id"] for f in ok],
                     [f.get("pid") for f in ok], [f.get("tid") for f in ok], [f["ts"] for f in ok])
@@ -292,10 +302,10 @@ class EventColumns:
         c["id"].append(int_column(fid))
         c["pid"].append(self._ids.keys(pid))
         c["tid"].append(self._ids.keys(tid))
-        c["ts"].append(us_to_ns(ts))
+        c["ts"].append(ts_to_ns(ts, ns))
 
     def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any],
-               dur: list[Any], args: list[Any]) -> None:
+               dur: list[Any], args: list[Any], ns: bool = False) -> None:
         first = self.n_x
         x = self._x
         if not set(map(type, args)) <= {dict}:
@@ -308,7 +318,7 @@ class EventColumns:
         x["tid"].extend(tid)
         x["pid_key"].append(self._ids.keys(pid))
         x["tid_key"].append(self._ids.keys(tid))
-        x["ts"].append(us_to_ns(ts))
+        x["ts"].append(ts_to_ns(ts, ns))
         x["dur"].append(us_to_ns(dur))
         x["cls"].append(cls)
         cols = args_columns(args, cls)

@@ -5,11 +5,12 @@ than the stdlib, but its parse of a whole 50 MB trace peaks ~180 MB higher).
 Soundness: a cut is only ever made just before a ``{`` that follows ``},`` outside the array's first element,
 and every slice is parsed on its own as ``[slice]``. A cut that is not between two top-level events (inside
 an object, an array or a string) leaves that slice with unbalanced brackets or an open string, so its parse
-fails and it is merged with the next slice. The array's end is the last ``]`` for which the document with the
-array replaced by a sentinel parses and holds the sentinel as its top-level ``traceEvents`` (the leftmost
-such of the last few: a later ``]`` can give a valid document too, when the keys after the events are cut
-off, but then the last slice fails to parse). Anything unexpected returns ``None``, and a slice that still
-fails after merging raises ``SliceError``: callers then parse the whole text as before."""
+fails and it is merged with the next slice. The array's end is found by parsing from the last cut (or an
+earlier one, when that cut lies in the keys after the events) with the stdlib's ``raw_decode``, which stops
+exactly at the array's closing ``]`` whatever follows (keys such as Kineto's ``INFO`` / ``ERROR`` log lists,
+full of ``]``); the document with the array replaced by a sentinel must then parse and hold the sentinel as
+its top-level ``traceEvents``. Anything unexpected returns ``None``, and a slice that still fails after
+merging raises ``SliceError``: callers then parse the whole text as before."""
 from __future__ import annotations
 
 import json
@@ -27,7 +28,6 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _SENTINEL = "\x00neuron_profiler:traceEvents\x00"
 _SENTINEL_JSON = json.dumps(_SENTINEL).encode()
-_MAX_END_TRIES = 16
 _MAX_MERGES = 8  # a run of bad cuts this long (text full of "}, {" inside events): parse the whole text
 
 
@@ -46,6 +46,22 @@ def loads(buf: bytes) -> Any:
     return json.loads(buf.decode("utf-8"))
 
 
+def _array_end(raw: bytes, cuts: list[int], tries: int = 8) -> int | None:
+    """Byte offset of the ``]`` closing the events array, parsing ``[`` + the text from one of the last cuts
+    (each a position where an event may start, or the array's first byte) with ``raw_decode``."""
+    dec = json.JSONDecoder()
+    for c in reversed(cuts[-tries:]):
+        try:
+            text = "[" + raw[c:].decode("utf-8")
+            _, idx = dec.raw_decode(text)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        end = c + len(text[1:idx].encode("utf-8")) - 1
+        if 0 <= end < len(raw) and raw[end] == 0x5D:  # "]"
+            return end
+    return None
+
+
 def split_document(raw: bytes, slice_bytes: int | None = None) -> tuple[dict[str, Any], list[tuple[int, int]]] | None:
     """(the top-level document with ``traceEvents`` set to a sentinel, byte ranges of the event slices), or
     None when the text does not have the expected shape. ``slice_bytes`` defaults to ``SLICE_BYTES``."""
@@ -53,30 +69,25 @@ def split_document(raw: bytes, slice_bytes: int | None = None) -> tuple[dict[str
     m = _EVENTS_KEY.search(raw)
     if m is None:
         return None
-    start, end, found = m.end(), len(raw), None
-    for _ in range(_MAX_END_TRIES):  # the leftmost of the last few "]" that gives a valid document
-        end = raw.rfind(b"]", start, end)
-        if end < 0:
-            break
-        try:
-            doc = loads(b"".join((raw[:m.start()], b'"traceEvents":', _SENTINEL_JSON, raw[end + 1:])))
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if not isinstance(doc, dict) or doc.get("traceEvents") != _SENTINEL:
-            return None
-        found = end, doc
-    if found is None:
-        return None
-    end, doc = found
+    start = m.end()
     cuts = [start]
     pos = start + slice_bytes
-    while pos < end:
-        c = _CUT.search(raw, pos, end)
+    while pos < len(raw):
+        c = _CUT.search(raw, pos)
         if c is None:
             break
         cuts.append(c.end() - 1)
         pos = c.end() - 1 + slice_bytes
-    cuts.append(end)
+    end = _array_end(raw, cuts)
+    if end is None:
+        return None
+    try:
+        doc = loads(b"".join((raw[:m.start()], b'"traceEvents":', _SENTINEL_JSON, raw[end + 1:])))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("traceEvents") != _SENTINEL:
+        return None
+    cuts = [c for c in cuts if c < end] + [end]
     return doc, list(zip(cuts, cuts[1:]))
 
 
@@ -94,9 +105,15 @@ def _parse_slice(raw: bytes, a: int, b: int) -> list[Any] | None:
 
 
 def iter_slices(raw: bytes, ranges: list[tuple[int, int]]) -> Iterator[list[Any]]:
-    """The events of each byte range, in order; a range that does not parse is merged with the next one.
-    Raises ``SliceError`` when the last merged range still does not parse (invalid JSON), or after
-    ``_MAX_MERGES`` merges in a row (which would make the parse quadratic)."""
+    """The events of each byte range, in order (``iter_slice_texts`` without the text)."""
+    for events, _a, _b in iter_slice_texts(raw, ranges):
+        yield events
+
+
+def iter_slice_texts(raw: bytes, ranges: list[tuple[int, int]]) -> Iterator[tuple[list[Any], int, int]]:
+    """(events, first byte, end byte) of each byte range, in order; a range that does not parse is merged with
+    the next one. Raises ``SliceError`` when the last merged range still does not parse (invalid JSON), or
+    after ``_MAX_MERGES`` merges in a row (which would make the parse quadratic)."""
     i = 0
     while i < len(ranges):
         a, b = ranges[i]
@@ -109,5 +126,5 @@ def iter_slices(raw: bytes, ranges: list[tuple[int, int]]) -> Iterator[list[Any]
             events = _parse_slice(raw, a, b)
         if events is None:
             raise SliceError(f"events in bytes {a}..{b} are not valid JSON")
-        yield events
+        yield events, a, b
         i += 1
