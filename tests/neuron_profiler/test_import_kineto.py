@@ -320,3 +320,25 @@ def test_fast_and_per_event_split_paths_agree():
     assert [list(c) for c in fast.x_cols] == [list(c) for c in slow.x_cols]
     assert (len(fast.flows), len(fast.meta), len(fast.instants)) == (len(slow.flows), len(slow.meta),
                                                                      len(slow.instants))
+
+
+def test_device_events_without_stream_go_on_a_no_stream_track_with_tid_minus_1(tmp_path):
+    """HTA takes a device event's stream from args.stream and drops events without one; they get a track of
+    kind stream with tid -1 (one per Kineto thread, named for the user), which the hta_compatible selection
+    drops, while an explicit stream keeps its own track."""
+    from analysis.hta_selection import hta_kernel_selection
+
+    ev = [{"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 17, "tid": 9, "ts": 10 + k, "dur": 1,
+           "args": {"direction": "DEVICE_TO_HOST", "size": 1024}} for k in range(3)]
+    ev += [{"ph": "X", "cat": "mtia_ccp_events", "name": "pe_exe", "pid": 17, "tid": 3, "ts": 20, "dur": 2,
+            "args": {"stream": 108}},
+           {"ph": "M", "name": "thread_name", "pid": 17, "tid": 3, "args": {"name": "Stream 108"}}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    b = load_kineto_builder(p)
+    ins, tracks = b.table("instructions"), b.table("tracks")
+    by_track = {str(tracks.loc[t, "name"]): (int(tracks.loc[t, "tid"]), str(tracks.loc[t, "kind"]), n)
+                for t, n in ins["track"].value_counts().items()}
+    assert by_track == {"dma_request (no stream)": (-1, "stream", 3), "Stream 108": (108, "stream", 1)}
+    kept = hta_kernel_selection(ins, b.table("host_ops"), tracks=tracks)
+    assert kept["name"].astype(str).tolist() == ["pe_exe"]

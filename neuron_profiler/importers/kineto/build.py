@@ -105,8 +105,10 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     tid_int = int_column(tid[dev_rows].tolist())
     annos = is_anno[dev_rows]
     dev_id = np.where((d_arg >= 0) & ~annos, d_arg, pid_int)
-    # an explicit stream -1 (device-wide "Event Sync") stays -1; a missing one falls back to the tid
-    stream = np.where((s_arg != MISSING_STREAM) & ~annos, s_arg, tid_int)
+    # an explicit stream -1 (device-wide "Event Sync") stays -1; a missing one stays MISSING_STREAM: its rows
+    # go on a "(no stream)" track with tid -1 (HTA drops events without args.stream, and so does the
+    # hta_compatible selection); annotations take the stream of their Kineto tid
+    stream = np.where(annos, tid_int, s_arg)
     bad_dev = dev_id < 0
     if bad_dev.any():
         skipped["device event without a device id"] += int(bad_dev.sum())
@@ -193,7 +195,7 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     stage("instructions")
 
     # ---- instructions, sorted by start
-    i_track = _stream_tracks(tracks, i_rows, dev_of[i_rows, 0], dev_of[i_rows, 1], tid, tid_k)
+    i_track = _stream_tracks(tracks, i_rows, dev_of[i_rows, 0], dev_of[i_rows, 1], tid, tid_k, x["name"])
     i_cat = cat[i_rows]
     i_engine = map_values(i_cat, DEVICE_CATEGORIES.get)
     i_names = names[i_rows]
@@ -271,7 +273,7 @@ def _host_tracks(tracks: TrackTable, rows: np.ndarray, is_anno: np.ndarray, dev_
 
 
 def _stream_tracks(tracks: TrackTable, rows: np.ndarray, dev_id: np.ndarray, stream: np.ndarray,
-                   tid: np.ndarray, tid_k: np.ndarray) -> np.ndarray:
+                   tid: np.ndarray, tid_k: np.ndarray, names: np.ndarray) -> np.ndarray:
     """Stream track id per device row (``dev_id``/``stream`` aligned with ``rows``): one ``stream_track``
     call per distinct (device, stream, tid), in order of first appearance."""
     if len(rows) == 0:
@@ -279,8 +281,8 @@ def _stream_tracks(tracks: TrackTable, rows: np.ndarray, dev_id: np.ndarray, str
     (tc,) = key_codes(tid_k[rows])
     dc, ds = pd.factorize(dev_id)[0], pd.factorize(stream)[0]
     codes, first = _first_codes((dc * (int(ds.max()) + 1) + ds) * (int(tc.max()) + 1) + tc)
-    ids = np.asarray([tracks.stream_track(int(dev_id[j]), int(stream[j]), tid[rows[j]]) for j in first.tolist()],
-                     dtype=np.int64)
+    ids = np.asarray([tracks.stream_track(int(dev_id[j]), int(stream[j]), tid[rows[j]], names[rows[j]])
+                      for j in first.tolist()], dtype=np.int64)
     return ids[codes]
 
 

@@ -11,6 +11,8 @@ import numpy as np
 from neuron_profiler.trace import TraceBuilder
 from schemas import pb
 
+NO_STREAM = -(2**62)  # stream of device events without args.stream (extract.MISSING_STREAM)
+
 
 @dataclass
 class MetaNames:
@@ -95,16 +97,23 @@ class TrackTable:
             self.device[dev] = t
         return t
 
-    def stream_track(self, dev: int, stream: int, kineto_tid: Any = None) -> int:
-        """The track of stream ``stream`` on device ``dev``."""
-        t = self.stream.get((dev, stream))
+    def stream_track(self, dev: int, stream: int, kineto_tid: Any = None, event_name: str = "") -> int:
+        """The track of stream ``stream`` on device ``dev``. ``stream == NO_STREAM`` (events without
+        ``args.stream``): one track per Kineto tid, named "<thread or event name> (no stream)", with tid -1,
+        so that HTA-compatible selections drop its events as HTA does."""
+        key = (dev, stream) if stream != NO_STREAM else (dev, "no stream", kineto_tid)
+        t = self.stream.get(key)
         if t is None:
             parent = self.device_track(dev)
             nm = self.names.thread_name.get((dev, stream if kineto_tid is None else kineto_tid))
-            name = nm if nm and "stream" in nm.lower() else f"stream {stream}"
+            if stream == NO_STREAM:
+                label = nm or event_name or f"thread {kineto_tid}"
+                name, tid, sort = f"{label} (no stream)", -1, 1_000_000
+            else:
+                name, tid, sort = (nm if nm and "stream" in nm.lower() else f"stream {stream}"), stream, stream
             t = self.b.add_track(kind="stream", name=name, parent=parent, device=self.device_index[dev],
-                                 pid=dev, tid=stream, rank=self.rank, sort_index=stream)
-            self.stream[(dev, stream)] = t
+                                 pid=dev, tid=tid, rank=self.rank, sort_index=sort)
+            self.stream[key] = t
         return t
 
     def counter_track(self, parent: int, name: str, unit: str) -> int:
