@@ -41,7 +41,7 @@ from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 from neuron_profiler.importers.kineto.split import SliceError, iter_slice_texts, split_document
 from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
-from neuron_profiler.trace.errors import TraceFormatError
+from neuron_profiler.trace.errors import NotATraceError, TraceFormatError
 
 __all__ = ["import_kineto", "import_directory", "load_kineto_builder", "default_output_path",
            "is_kineto_file", "dir_writable"]
@@ -114,10 +114,14 @@ def load_kineto_builder(src: str | Path, *, run_id: str = "",
     if not src.exists():
         raise FileNotFoundError(f"Kineto trace not found: {src}")
     stage = stage or (lambda _s: None)
-    with _gc_paused():
-        stage("read")
-        doc, ev = _read_events(src, stage)
-        return build_from_columns(doc, ev, str(src), run_id=run_id, stage=stage)
+    try:
+        with _gc_paused():
+            stage("read")
+            doc, ev = _read_events(src, stage)
+            return build_from_columns(doc, ev, str(src), run_id=run_id, stage=stage)
+    except RecursionError:  # values nested deeper than Python can walk (JSON parsers stop at ~1000 levels)
+        raise NotATraceError(f"{src}: JSON nested too deeply to import (more than ~{sys.getrecursionlimit()} "
+                             f"levels); expected a Kineto trace, whose values nest a few levels") from None
 
 
 def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any], EventColumns]:

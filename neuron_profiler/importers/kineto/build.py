@@ -30,6 +30,8 @@ from neuron_profiler.trace import TraceBuilder, make_header
 from neuron_profiler.trace.errors import TraceFormatError
 
 PRODUCER = "neuron_profiler.importers.kineto"
+_MAX_RANK = 2**31 - 1  # Header.rank / world_size are int32
+_MAX_BASE_NS = 2**62  # baseTimeNanoseconds beyond (year 2116) would overflow int64 ns once ts is added
 _OP_PRIO = {"cpu_op": 0, "Operator": 0, "user_annotation": 1}
 _DEVICE_KIND = {"mtia_ccp_events": "mtia"}
 _SLICE = 20000  # events extracted per step when the whole event list is already parsed
@@ -39,8 +41,9 @@ def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
     dist = doc.get("distributedInfo")
     rank, world = 0, 1
     if isinstance(dist, dict):
-        rank = dist.get("rank") if type(dist.get("rank")) is int and dist["rank"] >= 0 else 0
-        world = dist.get("world_size") if type(dist.get("world_size")) is int else 1
+        r, w = dist.get("rank"), dist.get("world_size")
+        rank = r if type(r) is int and 0 <= r < _MAX_RANK else 0
+        world = w if type(w) is int and 0 < w <= _MAX_RANK else 1
         world = max(world, rank + 1, 1)
     meta = {}
     for k, v in doc.items():
@@ -48,6 +51,10 @@ def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
             meta[f"kineto.{k}"] = v if isinstance(v, str) else safe_dumps(v)
     if not isinstance(dist, dict):
         meta["kineto.distributedInfo"] = "absent: imported as rank 0 of world 1"
+    elif (rank, world) != (dist.get("rank"), dist.get("world_size")) and "rank" in dist:
+        meta["kineto.distributedInfo.note"] = (f"rank {str(dist.get('rank'))[:40]} / world_size "
+                                               f"{str(dist.get('world_size'))[:40]} not usable: imported as "
+                                               f"rank {rank} of world {world}")
     return rank, world, meta
 
 
@@ -78,8 +85,10 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
         raise TraceFormatError(f"{source}: none of the {n_events} events could be read ({reasons})")
     rank, world, meta = _header_fields(doc)
     base = doc.get("baseTimeNanoseconds")
-    base_ns = base if type(base) is int and base > 0 else 0
+    base_ns = base if type(base) is int and 0 < base < _MAX_BASE_NS else 0
     meta["time_origin"] = ("kineto ts (us) + baseTimeNanoseconds" if base_ns else "kineto ts (us), no base time")
+    if base is not None and not base_ns:
+        meta["time_origin"] += f" (baseTimeNanoseconds {str(base)[:40]!r} is not a usable ns count: ignored)"
     hdr = make_header(PRODUCER, source_format="kineto-json", rank=rank, world_size=world, simulated=False,
                       metadata=meta, run_id=run_id, source_path=source,
                       instance_id=str(doc.get("host_name", "")))
@@ -109,7 +118,7 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     # go on a "(no stream)" track with tid -1 (HTA drops events without args.stream, and so does the
     # hta_compatible selection); annotations take the stream of their Kineto tid
     stream = np.where(annos, tid_int, s_arg)
-    bad_dev = dev_id < 0
+    bad_dev = (dev_id < 0) | (dev_id >= kc.MAX_DEVICE_ID)
     if bad_dev.any():
         skipped["device event without a device id"] += int(bad_dev.sum())
         is_dev[dev_rows[bad_dev]] = False

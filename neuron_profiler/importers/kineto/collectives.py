@@ -49,14 +49,21 @@ def kernel_operation(kernel_name: str) -> tuple[str, str, str]:
     return normalize_operation(m.group(1)), algo.group(1).lower() if algo else "", dtype
 
 
+_LIMIT = 2**62  # larger counts are not counts (and would not fit the trace's 64-bit columns once multiplied)
+
+
 def _int(v: Any) -> int:
-    if type(v) is int:
-        return v
-    if type(v) is float and v == v:
-        return int(v)
-    if type(v) is str and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return -1
+    """An args value that should be a count: an int (or a float / numeric string) within +-2**62, else -1."""
+    if type(v) is float and v == v and abs(v) < _LIMIT:
+        v = int(v)
+    elif type(v) is str and v.strip().lstrip("-").isdigit() and len(v) < 20:
+        v = int(v)
+    return v if type(v) is int and -_LIMIT < v < _LIMIT else -1
+
+
+def _size(n: int, esize: int) -> int:
+    b = n * esize
+    return b if 0 <= b < _LIMIT else 0
 
 
 def _ranks(v: Any) -> str:
@@ -67,16 +74,21 @@ def _ranks(v: Any) -> str:
     return ""
 
 
+def _text(v: Any) -> str:
+    """An args value that should be a string (anything else: "" for None, else its JSON-ish text)."""
+    return v if type(v) is str else ("" if v is None else str(v)[:200])
+
+
 def _meta_row(a: dict[str, Any], fallback_op: str) -> dict[str, Any]:
-    op = normalize_operation(a["Collective name"]) if "Collective name" in a else fallback_op
-    dtype_raw = a.get("dtype", "")
+    op = normalize_operation(_text(a["Collective name"])) if "Collective name" in a else fallback_op
+    dtype_raw = _text(a.get("dtype", ""))
     dtype = normalize_dtype(dtype_raw) or (str(dtype_raw).lower() if dtype_raw else "")
     esize = dtype_size_bytes(dtype) if dtype else 0
     n_in, n_out = max(_int(a.get("In msg nelems")), 0), max(_int(a.get("Out msg nelems")), 0)
-    in_b = _int(a.get("In msg size")) if "In msg size" in a else n_in * esize
-    out_b = _int(a.get("Out msg size")) if "Out msg size" in a else n_out * esize
-    pg = a.get("Process Group Name", "")
-    desc = a.get("Process Group Description", "")
+    in_b = _int(a.get("In msg size")) if "In msg size" in a else _size(n_in, esize)
+    out_b = _int(a.get("Out msg size")) if "Out msg size" in a else _size(n_out, esize)
+    pg = _text(a.get("Process Group Name", ""))
+    desc = _text(a.get("Process Group Description", ""))
     return {"operation": op, "process_group": f"{pg}" + (f" ({desc})" if desc and desc != pg else ""),
             "replica_group": _ranks(a.get("Process Group Ranks")), "group_size": _int(a.get("Group size")),
             "sequence_number": _int(a.get("Seq")), "input_size": max(in_b, 0), "output_size": max(out_b, 0),

@@ -12,6 +12,19 @@ import numpy as np
 from neuron_profiler.importers.kineto.events import MAX_NS, MAX_US, ok_ts, ts_to_ns
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
+MAX_DEVICE_ID = 2**31  # device ids at or above are not ids (the trace format stores them as uint32)
+
+
+def as_float(v: Any) -> float | None:
+    """A sample value as a finite float; None for non-numbers, NaN/inf and integers beyond float range."""
+    if type(v) is float:
+        return v if v == v and v not in (float("inf"), float("-inf")) else None
+    if type(v) is int:
+        try:
+            return float(v)
+        except OverflowError:
+            return None
+    return None
 _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU
 
 
@@ -29,8 +42,8 @@ def memory_samples(instants: list[dict[str, Any]], skipped: Counter, ns: bool = 
     args = [e["args"] for e in good]
     dtype = [a.get("Device Type") for a in args]
     did = [a.get("Device Id") for a in args]
-    dev = np.asarray([d if type(d) is int and d >= 0 and type(t) is int and t != _CPU_DEVICE_TYPE else -1
-                      for d, t in zip(did, dtype)], dtype=np.int64)
+    dev = np.asarray([d if type(d) is int and 0 <= d < MAX_DEVICE_ID and type(t) is int and t != _CPU_DEVICE_TYPE
+                      else -1 for d, t in zip(did, dtype)], dtype=np.int64)
     pid = [p if type(p) in (int, str) else repr(p) for p in (e.get("pid") for e in good)]
     t = ts_to_ns([e["ts"] for e in good], ns)
     n = len(good)
@@ -38,10 +51,10 @@ def memory_samples(instants: list[dict[str, Any]], skipped: Counter, ns: bool = 
     vals = np.zeros(2 * n, dtype=np.float64)
     keep = np.zeros(2 * n, dtype=bool)
     for j, k in enumerate(_MEMORY_KEYS):
-        v = [a.get(k) for a in args]
-        ok = [type(x) in (int, float) for x in v]
+        v = [as_float(a.get(k)) for a in args]
+        ok = [x is not None for x in v]
         keep[j::2] = ok
-        vals[j::2] = [float(x) if o else 0.0 for x, o in zip(v, ok)]
+        vals[j::2] = [x if o else 0.0 for x, o in zip(v, ok)]
     pids = np.empty(2 * n, dtype=object)
     pids[0::2] = pid
     pids[1::2] = pid
@@ -80,7 +93,7 @@ def _fast_memory(mem: list[dict[str, Any]], ns: bool = False) -> tuple[np.ndarra
         vals[0::2], vals[1::2] = np.asarray(alloc, dtype=np.float64), np.asarray(res, dtype=np.float64)
     except OverflowError:
         return None
-    dev = np.where((did_a >= 0) & (dtype_a != _CPU_DEVICE_TYPE), did_a, -1)
+    dev = np.where((did_a >= 0) & (did_a < MAX_DEVICE_ID) & (dtype_a != _CPU_DEVICE_TYPE), did_a, -1)
     pids = np.empty(2 * n, dtype=object)
     pids[0::2] = pid
     pids[1::2] = pid
@@ -113,9 +126,10 @@ def counter_samples(counters: list[dict[str, Any]], skipped: Counter,
         t = int(ts_to_ns([ts], ns)[0])
         name = str(e.get("name", "counter"))
         for k, v in a.items():
-            if type(v) in (int, float):
+            f = as_float(v)
+            if f is not None:
                 out.append((e.get("pid"), name if k == name or len(a) == 1 and k in ("value", name) else
-                            f"{name}: {k}", t, float(v)))
+                            f"{name}: {k}", t, f))
     return out
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.importers.kineto.exact import LIMIT_US, needs_exact
+
 _NUM = (int, float)
 MAX_US = 4e15  # ts + dur must fit int64 ns (with room for baseTimeNanoseconds): about year 2096
 MAX_NS = MAX_US * 1000  # the same bound for ts already converted to ns (``exact``)
@@ -59,6 +61,8 @@ class SplitEvents:
     instants: list[dict[str, Any]] = field(default_factory=list)  # i / I
     counters: list[dict[str, Any]] = field(default_factory=list)  # C
     skipped: Counter = field(default_factory=Counter)
+    #: some float ts is too large for float64 to hold its ns (``exact.LIMIT_US``): re-read from the text
+    big_float_ts: bool = False
 
     @property
     def n_x(self) -> int:
@@ -70,20 +74,22 @@ _X_FIELDS = operator.itemgetter("cat", "name", "pid", "tid", "ts", "dur")
 _GET_PH = operator.methodcaller("get", "ph")
 
 
-def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any], ...] | None:
-    """Columns of well-formed complete events in C-speed passes, or None when any event needs the
-    per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or dur). ``ns``: the
-    events' ``ts`` are int ns (``exact``), not microseconds."""
+def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any], ...], bool] | None:
+    """(columns, some float ts >= ``LIMIT_US``) of well-formed complete events in C-speed passes, or None when
+    any event needs the per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or
+    dur). ``ns``: the events' ``ts`` are int ns (``exact``), not microseconds."""
     try:
         cat, name, pid, tid, ts, dur = (list(c) for c in zip(*map(_X_FIELDS, xs)))
     except KeyError:
         return None
-    if not (set(map(type, ts)) <= {int, float} and set(map(type, dur)) <= {int, float}):
+    ts_types = set(map(type, ts))
+    if not (ts_types <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
     t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
     if not (((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all() and ((d >= 0) & (d <= MAX_US)).all()):
         return None
-    return cat, name, pid, tid, ts, dur, [e.get("args") for e in xs]
+    big = not ns and float in ts_types and bool(len(t)) and float(t.max()) >= LIMIT_US
+    return (cat, name, pid, tid, ts, dur, [e.get("args") for e in xs]), big
 
 
 _FLOW_PH = frozenset({"s", "f", "t"})
@@ -113,10 +119,12 @@ def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
         if not phases.isdisjoint(present):
             setattr(out, attr, events if single else [e for e, p in zip(events, phs) if p in phases])
     if "X" in present:
-        cols = _fast_x(events if single else [e for e, p in zip(events, phs) if p == "X"], ns)
-        if cols is None:
+        got = _fast_x(events if single else [e for e, p in zip(events, phs) if p == "X"], ns)
+        if got is None:
             return _split_slow(events, ns)
-        out.x_cols = cols
+        out.x_cols, out.big_float_ts = got
+    if not ns and not out.big_float_ts:
+        out.big_float_ts = any(needs_exact(lst) for lst in (out.flows, out.instants, out.counters) if lst)
     return out
 
 
@@ -145,6 +153,8 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
             elif not (ts <= max_ts and dur <= MAX_US):  # also NaN (stdlib json accepts NaN/Infinity)
                 skipped["ts or dur out of range"] += 1
             else:
+                if not ns and type(ts) is float and ts >= LIMIT_US:
+                    out.big_float_ts = True
                 c_cat(e.get("cat"))
                 c_name(e.get("name"))
                 c_pid(e.get("pid"))
@@ -154,12 +164,14 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
                 c_args(e.get("args"))
         elif ph == "s" or ph == "f" or ph == "t":
             flows_append(e)
+            if not ns and type(e.get("ts")) is float and e["ts"] >= LIMIT_US:
+                out.big_float_ts = True
         elif ph == "M":
             out.meta.append(e)
-        elif ph == "i" or ph == "I":
-            out.instants.append(e)
-        elif ph == "C":
-            out.counters.append(e)
+        elif ph == "i" or ph == "I" or ph == "C":
+            (out.instants if ph != "C" else out.counters).append(e)
+            if not ns and type(e.get("ts")) is float and e["ts"] >= LIMIT_US:
+                out.big_float_ts = True
         else:
             skipped[f"unsupported ph {ph!r}"] += 1
     return out

@@ -26,9 +26,17 @@ _GET_TS = operator.methodcaller("get", "ts")
 def needs_exact(events: list[Any]) -> bool:
     """True when some event's ``ts`` is a float too large for float64 to keep its ns (see module doc)."""
     try:
-        return any(type(t) is float and t >= LIMIT_US for t in map(_GET_TS, events))
+        ts = list(map(_GET_TS, events))
     except (AttributeError, TypeError):  # an event that is not an object
-        return any(type(e) is dict and type(e.get("ts")) is float and e["ts"] >= LIMIT_US for e in events)
+        ts = [e.get("ts") if type(e) is dict else None for e in events]
+    if float not in set(map(type, ts)):  # integer microseconds are exact (the common no-base case)
+        return False
+    try:
+        if max(ts) < LIMIT_US:  # C-speed when every ts is a number
+            return False
+    except TypeError:
+        pass
+    return any(type(t) is float and t >= LIMIT_US for t in ts)
 
 
 def text_to_ns(text: bytes) -> int | None:

@@ -9,7 +9,7 @@ samples). Each per-event value goes through the same conversion as a whole-trace
 from __future__ import annotations
 
 from collections import Counter
-from itertools import repeat
+from itertools import count, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -20,7 +20,7 @@ from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, FLOW_CATEGORIES,
                                                      MAX_NS, MAX_US, id_column, int_column, ok_ts,
                                                      split_events, ts_to_ns, us_to_ns)
-from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
+from neuron_profiler.importers.kineto.exact import apply_exact
 
 try:
     import orjson
@@ -65,7 +65,7 @@ def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     """Values that should be strings (None -> "", others str()), equal strings shared through ``memo``."""
     if not set(map(type, values)) <= {str}:
         values = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
-    return [memo.setdefault(v, v) for v in values]
+    return list(map(memo.setdefault, values, values))
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -103,6 +103,24 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
     return [safe_dumps(dict(zip(kept, v))) for v in map(itemgetter(*kept), ga)]
 
 
+def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:
+    """(key tuple, rows, args dicts) per distinct key tuple of ``args``, rows ascending: one C-level pass
+    gives every event its group id (``dict.setdefault`` with fresh ids), numpy sorts the rows by group."""
+    index: dict[tuple[str, ...], int] = {}
+    gid = np.fromiter(map(index.setdefault, map(tuple, args), count()), dtype=np.int64, count=len(args))
+    if len(index) == 1:
+        return [(next(iter(index)), np.arange(len(args), dtype=np.int64), args)]
+    order = np.argsort(gid, kind="stable")
+    sg = gid[order]
+    bounds = np.flatnonzero(np.diff(sg)) + 1
+    key_of = {v: k for k, v in index.items()}
+    out = []
+    for rows in np.split(order, bounds):
+        ga = [args[i] for i in rows.tolist()]
+        out.append((key_of[int(gid[rows[0]])], rows, ga))
+    return out
+
+
 def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
     """Columns read from the args dicts of complete events of row classes ``cls``: the ``_INT_ARGS`` int64
     columns, the ``_JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
@@ -115,18 +133,10 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
     for c in (*_JSON_ARGS, "args"):
         out[c] = np.full(n, "", dtype=object)
     coll: list[np.ndarray] = []
-    groups: dict[tuple[str, ...], tuple[list[int], list[dict[str, Any]]]] = {}
-    for i, (keys, a) in enumerate(zip(map(tuple, args), args)):
-        g = groups.get(keys)
-        if g is None:
-            groups[keys] = ([i], [a])
-        else:
-            g[0].append(i)
-            g[1].append(a)
-    for keys, (row_list, ga) in groups.items():
+    groups = _groups(args)
+    for keys, rows, ga in groups:
         if not keys:
             continue
-        rows = np.asarray(row_list, dtype=np.int64)
         present = set(keys)
         for c, (k, d) in _INT_ARGS.items():
             if k in present:
@@ -267,11 +277,13 @@ class EventColumns:
         when it does not align, float64 precision is kept and counted in ``inexact_ts``). ``ns``: the caller
         already made the events' ``ts`` exact int ns (``exact.apply_exact``)."""
         self.n_events += len(events)
-        if not ns and needs_exact(events):
-            ns = text is not None and apply_exact(events, text, *(span or (0, len(text))))
-            if not ns:
-                self.inexact_ts += len(events)
         split = split_events(events, ns)
+        if split.big_float_ts:
+            if text is not None and apply_exact(events, text, *(span or (0, len(text)))):
+                ns = True
+                split = split_events(events, ns)
+            else:
+                self.inexact_ts += len(events)
         self.skipped.update(split.skipped)
         self.meta.extend(split.meta)
         self.n_instants += len(split.instants)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -17,22 +18,49 @@ _JSONDecodeError: tuple[type[BaseException], ...] = (json.JSONDecodeError, Unico
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
+#: most bytes a gzip file may decompress to, per compressed byte (plus ``_MAX_INFLATE_FLOOR``): a gzip bomb
+#: is refused before it is inflated (real Kineto JSON compresses 10-25x). Override with the env variable.
+MAX_INFLATE_RATIO = float(os.environ.get("NEURON_PROFILER_MAX_GZIP_RATIO", "200"))
+_MAX_INFLATE_FLOOR = 256 << 20
+
+try:  # ISA-L inflates ~2x faster than zlib; same format, same errors
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal is a core dependency; zlib always works
+    _zlib = zlib
+
+
 def read_bytes(src: str | Path) -> bytes:
     """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix).
 
-    Raises ``TruncatedTraceError`` for a truncated or corrupt gzip stream, ``FileNotFoundError`` when absent."""
+    Raises ``TruncatedTraceError`` for a truncated or corrupt gzip stream, ``NotATraceError`` for one that
+    inflates beyond ``MAX_INFLATE_RATIO`` times its size (a gzip bomb), ``FileNotFoundError`` when absent."""
     path = Path(src)
     raw = path.read_bytes()
     if raw[:2] != _GZIP_MAGIC:
         return raw
+    limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
+    parts: list[bytes] = []
+    total, data = 0, raw
     try:
-        return gzip.decompress(raw)
-    except EOFError as exc:
-        raise TruncatedTraceError(
-            f"{path}: truncated gzip stream (expected a complete .gz file, found {len(raw)} bytes ending "
-            f"before the end-of-stream marker)") from exc
-    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+        while data:  # one gzip member after the other (a concatenated .gz has several)
+            d = _zlib.decompressobj(wbits=31)
+            out = d.decompress(data, limit - total + 1)
+            total += len(out)
+            if total > limit:
+                raise NotATraceError(
+                    f"{path}: gzip data inflates to more than {limit:,} bytes ({MAX_INFLATE_RATIO:g}x its size): "
+                    f"refused as a likely gzip bomb (set NEURON_PROFILER_MAX_GZIP_RATIO to allow more)")
+            if not d.eof:
+                raise TruncatedTraceError(
+                    f"{path}: truncated gzip stream (expected a complete .gz file, found {len(raw)} bytes ending "
+                    f"before the end-of-stream marker)")
+            parts.append(out)
+            data = d.unused_data.lstrip(b"\x00")
+    except (_zlib.error, zlib.error, OSError, ValueError) as exc:
+        if isinstance(exc, TruncatedTraceError | NotATraceError):
+            raise
         raise TruncatedTraceError(f"{path}: corrupt gzip data ({exc})") from exc
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def parse_json(data: bytes | str, where: str) -> dict[str, Any]:
@@ -45,6 +73,9 @@ def parse_json(data: bytes | str, where: str) -> dict[str, Any]:
         doc = _json.loads(data)
     except _JSONDecodeError as exc:
         raise NotATraceError(f"{where}: not valid JSON ({exc}); expected a Kineto/Chrome trace") from exc
+    except RecursionError:
+        raise NotATraceError(f"{where}: JSON nested too deeply to parse (more than ~1000 levels); expected a "
+                             f"Kineto/Chrome trace") from None
     except TypeError as exc:  # pragma: no cover - defensive
         raise NotATraceError(f"{where}: not valid JSON ({exc})") from exc
     if isinstance(doc, list):  # the Chrome "JSON array format"

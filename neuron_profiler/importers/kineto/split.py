@@ -99,7 +99,7 @@ def _parse_slice(raw: bytes, a: int, b: int) -> list[Any] | None:
         return []
     try:
         events = loads(b"".join((b"[", piece, b"]")))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return events if isinstance(events, list) else None
 

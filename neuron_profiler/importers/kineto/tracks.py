@@ -148,7 +148,8 @@ def add_devices(b: TraceBuilder, tracks: TrackTable, used: dict[int, str], doc: 
     from neuron_profiler import hardware  # lazy: keeps importer import light
 
     props = {}
-    for p in doc.get("deviceProperties") or []:
+    listed = doc.get("deviceProperties")
+    for p in listed if isinstance(listed, list) else []:  # anything else (a scalar, an object): no properties
         if isinstance(p, dict) and type(p.get("id")) is int:
             props[p["id"]] = p
     unknown = []
