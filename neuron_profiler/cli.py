@@ -87,11 +87,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``neuron-trace import SRC [-o OUT]``: SRC is detected by content (Kineto JSON, a directory of Kineto
     ranks, a Neuron Explorer Parquet profile directory or JSON export). Without ``-o`` the result goes to the
     import cache (printed; the same entry ``analysis.load`` and the explorer reuse), never beside SRC."""
+    import warnings
+
     from neuron_profiler.importers import import_source
     from neuron_profiler.importers.output import OutputWriteError
 
     try:
-        written = import_source(Path(args.source), Path(args.output) if args.output else None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            written = import_source(Path(args.source), Path(args.output) if args.output else None)
+        for w in caught:  # what the importer skipped or could not map: one line each, no source location
+            print(f"neuron-trace: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
     except OutputWriteError as e:
         print(f"neuron-trace: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -149,6 +149,9 @@ def add_devices(b: TraceBuilder, tracks: TrackTable, used: dict[int, str], doc: 
 
     props = {}
     listed = doc.get("deviceProperties")
+    if listed is not None and not isinstance(listed, list):
+        b.header.metadata["kineto.deviceProperties"] = (f"expected a list of devices, found a JSON "
+                                                        f"{type(listed).__name__}: ignored")
     for p in listed if isinstance(listed, list) else []:  # anything else (a scalar, an object): no properties
         if isinstance(p, dict) and type(p.get("id")) is int:
             props[p["id"]] = p
