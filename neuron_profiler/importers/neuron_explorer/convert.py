@@ -63,10 +63,10 @@ def build_profile(tables: dict[str, pd.DataFrame], *, source: str, source_format
     from neuron_profiler.trace import TraceBuilder, make_header
 
     row = metadata_row(tables.get("Metadata"))
-    dev, notes = make_device(row)
+    dev, notes = make_device(row, len(builder.header.devices) if builder is not None else 0)
     if builder is None:
         hdr = make_header(PRODUCER, source_format=source_format, simulated=dev.simulated, source_path=source,
-                          run_id=run_id, metadata={"profile_schema_version": str(row.get("profile_schema_version",
+                          run_id=run_id, instance_id="", metadata={"profile_schema_version": str(row.get("profile_schema_version",
                                                                                          ""))})
         builder = TraceBuilder(hdr)
     elif "profile_schema_version" in row:

@@ -83,17 +83,19 @@ def framework_ops(ctx: Any, instr: pd.DataFrame) -> np.ndarray:
 
 
 def triggers(ctx: Any, cc: pd.DataFrame, first: int) -> None:
-    """``trigger`` flows: the instruction on the trigger engine's track (core 0 of the profile) starting at
-    ``trigger_start_ts`` -> the collective it triggered."""
+    """``trigger`` flows: the instruction on a track of the trigger engine (any NeuronCore of the profile:
+    ``CcOp`` names no core) starting at ``trigger_start_ts`` -> the collective it triggered."""
     instr = getattr(ctx, "instr", None)
     if instr is None or not {"trigger_engine", "trigger_start_ts"} <= set(cc.columns):
         return
-    nc = ctx.tracks.nc_base
-    track = np.asarray([ctx.tracks._keyed.get(("engine", nc, engine_name(e)), -1)
-                        for e in text(cc, "trigger_engine")], dtype=np.int64)
-    want = pd.DataFrame({"track": track, "start_ts": integer(cc, "trigger_start_ts", -1),
-                         "cc": np.arange(first, first + len(cc))})
-    m = want.merge(instr, on=["track", "start_ts"], how="inner").drop_duplicates("cc")
+    engine_tracks: dict[str, list[int]] = {}
+    for key, tid in ctx.tracks._keyed.items():
+        if key[0] == "engine":
+            engine_tracks.setdefault(engine_name(key[2]), []).append(tid)
+    want = pd.DataFrame({"engine": [engine_name(e) for e in text(cc, "trigger_engine")],
+                         "start_ts": integer(cc, "trigger_start_ts", -1), "cc": np.arange(first, first + len(cc))})
+    on = pd.DataFrame([(e, t) for e, ts in engine_tracks.items() for t in ts], columns=["engine", "track"])
+    m = want.merge(on, on="engine").merge(instr, on=["track", "start_ts"]).drop_duplicates("cc")
     if len(m):
         ctx.b.add_flows("instructions", m["row"].to_numpy(), "collectives", m["cc"].to_numpy(), kind="trigger")
     missing = int((want["start_ts"] >= 0).sum()) - len(m)

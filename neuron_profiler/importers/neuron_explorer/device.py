@@ -43,17 +43,21 @@ def metadata_row(meta: pd.DataFrame | None) -> dict[str, Any]:
     return {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in row.items() if not _is_null(v)}
 
 
-def make_device(row: dict[str, Any]) -> tuple[pb.Device, list[str]]:
-    """(the ``pb.Device``, notes for the header). ``row``: the Metadata row."""
+def make_device(row: dict[str, Any], index: int = 0) -> tuple[pb.Device, list[str]]:
+    """(the ``pb.Device``, notes for the header). ``row``: the Metadata row; ``index``: the device's position
+    in ``Header.devices`` (what tracks' ``device`` column holds; the profile's ``neuron_device_idx`` is kept
+    in the name and ``properties``)."""
     from neuron_profiler.hardware import neuron_device
 
     instance = str(row.get("instance_type", "") or "")
     simulated = bool(row.get("is_simulation", False))
-    index = int(row.get("neuron_device_idx", 0) or 0)
+    device_id = row.get("neuron_device_idx")
     target = target_of(instance)
     notes: list[str] = []
     if target is not None:
         dev = neuron_device(target, index=index, simulated=simulated)
+        if device_id is not None:
+            dev.name = f"{dev.name} (Neuron device {device_id})"
         dev.spec.source = (f"peaks: {dev.spec.source} | instance type {instance} from the Neuron Explorer "
                            f"profile Metadata table")
         for field in ("tensor_engine_num_rows", "tensor_engine_num_cols"):
