@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from neuron_profiler.importers.kineto import roundtrip
 from neuron_profiler.importers.kineto.build import build_from_columns
 from neuron_profiler.importers.kineto.extract import EventColumns
 from neuron_profiler.importers.kineto.read import decode_text, parse_json, read_bytes
@@ -118,15 +119,21 @@ def load_kineto_builder(src: str | Path, *, run_id: str = "",
         with _gc_paused():
             stage("read")
             doc, ev = _read_events(src, stage)
+            if isinstance(ev, roundtrip.Collector):  # our own Chrome export: its tables come back as they were
+                b = roundtrip.build(doc[roundtrip.KEY], doc, ev, str(src))
+                if run_id:
+                    b.header.run_id = run_id
+                return b
             return build_from_columns(doc, ev, str(src), run_id=run_id, stage=stage)
     except RecursionError:  # values nested deeper than Python can walk (JSON parsers stop at ~1000 levels)
         raise NotATraceError(f"{src}: JSON nested too deeply to import (more than ~{sys.getrecursionlimit()} "
                              f"levels); expected a Kineto trace, whose values nest a few levels") from None
 
 
-def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any], EventColumns]:
-    """Read ``src`` and extract its events: slice by slice when the text allows it (``kineto_split``),
-    else from the whole parsed document (which also gives the exact error for invalid input)."""
+def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any], EventColumns | roundtrip.Collector]:
+    """Read ``src`` and extract its events: slice by slice when the text allows it (``split``), else from the
+    whole parsed document (which also gives the exact error for invalid input). A document carrying our own
+    export's ``neuronProfiler`` key gets a ``roundtrip.Collector`` instead of the Kineto columns."""
     if src.is_dir():
         raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
     raw = read_bytes(src)
@@ -134,10 +141,14 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
     split = split_document(raw) if raw and not raw.isspace() else None
     if split is not None:
         doc, ranges = split
-        ev = EventColumns()
+        ev: EventColumns | roundtrip.Collector = (roundtrip.Collector() if roundtrip.embedded(doc) is not None
+                                                  else EventColumns())
         try:
             for events, a, b in iter_slice_texts(raw, ranges):
-                ev.add(events, raw, (a, b))
+                if isinstance(ev, roundtrip.Collector):
+                    ev.add(events)
+                else:
+                    ev.add(events, raw, (a, b))
                 del events
         except SliceError:
             pass
@@ -147,6 +158,10 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
             return doc, ev
     doc = parse_json(decode_text(raw, src), str(src))
     events = doc.pop("traceEvents")
+    if roundtrip.embedded(doc) is not None:
+        col = roundtrip.Collector()
+        col.add(events)
+        return doc, col
     ev = EventColumns()
     ns = False
     if needs_exact(events):  # exact ns from the text (see ``exact``)
