@@ -39,6 +39,7 @@ EXPECTED = {
     "rank_beyond_int32.json": (0, "not usable"),
     "collective_fields_wrong_types.json": (0, ""),
     "ids_beyond_64_bits.json": (0, "device event without a device id"),
+    "pid_tid_beyond_64_bits.json": (0, ""),
     "timestamps_nan_and_infinity.json": (2, "ts or dur out of range"),
     "trace_events_not_a_list.json": (2, "'traceEvents' must be a list"),
     "not_json.json": (2, "not valid JSON"),

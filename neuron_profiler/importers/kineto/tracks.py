@@ -40,13 +40,14 @@ def read_meta(meta: list[dict[str, Any]]) -> MetaNames:
             m.process_labels[pid] = a["labels"]
         elif name == "thread_name" and isinstance(a.get("name"), str):
             m.thread_name[(pid, tid)] = a["name"].strip()
-        elif name == "thread_sort_index" and type(a.get("sort_index")) is int:
+        elif name == "thread_sort_index" and type(a.get("sort_index")) is int and abs(a["sort_index"]) < 2**62:
             m.thread_sort[(pid, tid)] = a["sort_index"]
     return m
 
 
 def _as_int(v: Any) -> int:
-    return v if type(v) is int else -1
+    """A pid / tid / sort index as stored in the tracks table (int64): -1 for anything else."""
+    return v if type(v) is int and -(2**63) <= v < 2**63 else -1
 
 
 class TrackTable:
