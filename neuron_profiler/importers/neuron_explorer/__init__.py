@@ -2,7 +2,7 @@
 
 Built from the published schema (aws-neuron-sdk ``profile-schema-reference.rst``, schema 7.4.0 / SDK 2.31.0)
 with fixtures written from it: no real Explorer output was available. Where each table and field goes:
-``mapping.MAPPING`` (and ``docs/neuron_explorer_import.md``).
+``mapping.MAPPING`` (and ``docs/importers.md``).
 
 - ``load_parquet_profile(dir)`` / ``load_json_export(file)``: an in-memory ``TraceBuilder``;
 - ``convert_explorer_parquet(dir, builder=None)``: the earlier API (kept for the hardware runtime);

@@ -4,7 +4,7 @@
 (kept in the row's ``args`` JSON under the field's own name), a track (``track``: the field names the
 row's track), a header entry, ``derived`` (recomputed from other fields, e.g. ``end_ts`` = start + duration),
 or ``not kept`` with the reason (the trace format has no column for it: format 2.1's ``dma``, ``collectives``
-and ``counters`` tables have no ``args``). ``docs/neuron_explorer_import.md`` is this table in prose; a test
+and ``counters`` tables have no ``args``). ``docs/importers.md`` lists it; a test
 checks that every field of the data-model tables has an entry.
 """
 from __future__ import annotations
