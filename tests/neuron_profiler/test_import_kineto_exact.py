@@ -140,3 +140,19 @@ def test_a_ts_inside_args_does_not_misalign(tmp_path):
     p.write_bytes(b'{"traceEvents": ' + text + b"}")
     assert load_kineto_builder(p).table("host_ops")["start_ts"].tolist() == [1695835535123456789,
                                                                             1695835535123457001]
+
+
+def test_float64_is_exact_below_the_limit_and_not_above():
+    """Why ``LIMIT_US`` is 2**43: below it, float64 parsing + ``us_to_ns`` gives the exact ns of every
+    3-decimal text; at 2**43 and above it does not (so those batches are re-read from the text)."""
+    from neuron_profiler.importers.kineto.events import us_to_ns
+    from neuron_profiler.importers.kineto.exact import LIMIT_US
+
+    rng = np.random.default_rng(7)
+    for lo, hi, exact in ((2**40, int(LIMIT_US), True), (int(LIMIT_US), 2**45, False)):
+        ip = rng.integers(lo, hi, 200_000)
+        fr = rng.integers(0, 1000, 200_000)
+        texts = [f"{a}.{b:03d}" for a, b in zip(ip.tolist(), fr.tolist())]
+        got = us_to_ns(np.asarray(texts, dtype=float))
+        want = ip * 1000 + fr
+        assert bool((got == want).all()) is exact

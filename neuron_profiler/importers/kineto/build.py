@@ -51,7 +51,8 @@ def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
             meta[f"kineto.{k}"] = v if isinstance(v, str) else safe_dumps(v)
     if not isinstance(dist, dict):
         meta["kineto.distributedInfo"] = "absent: imported as rank 0 of world 1"
-    elif (rank, world) != (dist.get("rank"), dist.get("world_size")) and "rank" in dist:
+    elif any(v is not None and not (type(v) is int and lo <= v < _MAX_RANK + 1)
+             for v, lo in ((dist.get("rank"), 0), (dist.get("world_size"), 1))):
         meta["kineto.distributedInfo.note"] = (f"rank {str(dist.get('rank'))[:40]} / world_size "
                                                f"{str(dist.get('world_size'))[:40]} not usable: imported as "
                                                f"rank {rank} of world {world}")

@@ -72,6 +72,8 @@ class SplitEvents:
 
 _X_FIELDS = operator.itemgetter("cat", "name", "pid", "tid", "ts", "dur")
 _GET_PH = operator.methodcaller("get", "ph")
+_GET_TS = operator.methodcaller("get", "ts")
+_GET_ARGS = operator.methodcaller("get", "args")
 
 
 def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any], ...], bool] | None:
@@ -88,8 +90,7 @@ def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any]
     t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
     if not (((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all() and ((d >= 0) & (d <= MAX_US)).all()):
         return None
-    big = not ns and float in ts_types and bool(len(t)) and float(t.max()) >= LIMIT_US
-    return (cat, name, pid, tid, ts, dur, [e.get("args") for e in xs]), big
+    return (cat, name, pid, tid, ts, dur, list(map(_GET_ARGS, xs))), False
 
 
 _FLOW_PH = frozenset({"s", "f", "t"})
@@ -123,9 +124,20 @@ def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
         if got is None:
             return _split_slow(events, ns)
         out.x_cols, out.big_float_ts = got
-    if not ns and not out.big_float_ts:
-        out.big_float_ts = any(needs_exact(lst) for lst in (out.flows, out.instants, out.counters) if lst)
+    if not ns:
+        out.big_float_ts = _big_float_ts(events)
     return out
+
+
+def _big_float_ts(events: list[dict[str, Any]]) -> bool:
+    """Some event's ``ts`` is a float too large for float64 to keep its ns (``exact``): one C-speed pass."""
+    ts = list(map(_GET_TS, events))
+    types = set(map(type, ts))
+    if float not in types:
+        return False
+    if types <= {int, float}:
+        return max(ts) >= LIMIT_US
+    return needs_exact(events)
 
 
 def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
@@ -202,9 +214,11 @@ def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:
 def int_column(values: list[Any], default: int = -1) -> np.ndarray:
     """Values that should be ints -> int64 array; None, wrong types, non-numeric strings and magnitudes of
     2**62 or more -> ``default`` (floats are truncated, numeric strings parsed)."""
-    if set(map(type, values)) <= _INT_OR_NONE:
+    types = set(map(type, values))
+    if types <= _INT_OR_NONE:
         try:
-            arr = np.array([default if v is None else v for v in values], dtype=np.int64)
+            arr = np.array(values if None not in values else [default if v is None else v for v in values],
+                           dtype=np.int64)
         except OverflowError:
             pass
         else:

@@ -1,10 +1,10 @@
 """Timestamps exact to the nanosecond in every Kineto time base.
 
 Kineto writes ``ts`` in microseconds with 3 decimals. Relative to ``baseTimeNanoseconds`` the values are
-small and a float64 holds them closely enough to round back to the exact ns; but epoch-microsecond
-timestamps (older traces, no ``baseTimeNanoseconds``: ~1.7e15 us) need 19 significant digits, and the float64
-the JSON parser returns is off by up to 125 ns. For a batch of events holding a float ``ts`` at or above
-``LIMIT_US`` (2**42 us, where the float's spacing reaches 1/1024 us), every ``ts`` of the batch is re-read
+small and a float64 holds them closely enough to round back to the exact ns (below 2**43 us, ~102 days, its
+error is under half a ns); but epoch-microsecond timestamps (older traces, no ``baseTimeNanoseconds``:
+~1.7e15 us) need 19 significant digits, and the float64 the JSON parser returns is off by up to 125 ns. For a
+batch of events holding a float ``ts`` at or above ``LIMIT_US`` (2**43 us), every ``ts`` of the batch is re-read
 from the JSON text: the ``"ts": <number>`` occurrences in text order are aligned with the events in order
 (each text must parse to the very float the parser returned; text that does not align, e.g. a ``"ts"`` key
 inside ``args``, is skipped), converted with decimal arithmetic (round half to even past 3 decimals) and
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import operator
 import re
+
+import numpy as np
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
-LIMIT_US = float(2**42)
-_TS = re.compile(rb'"ts"\s*:\s*(-?[0-9][0-9.eE+-]*)')
+LIMIT_US = float(2**43)
 _PLAIN = re.compile(rb"^(-?)([0-9]+)(?:\.([0-9]+))?$")
 _GET_TS = operator.methodcaller("get", "ts")
 
@@ -63,31 +64,82 @@ def text_to_ns(text: bytes) -> int | None:
 def apply_exact(events: list[Any], text: bytes, start: int = 0, end: int | None = None) -> bool:
     """Replace the numeric ``ts`` of ``events`` by exact int ns read from ``text[start:end]`` (the JSON text
     the events were parsed from, in order). Returns False, leaving the events untouched, when the texts cannot
-    be aligned with the values."""
-    found = _TS.findall(text, start, len(text) if end is None else end)
+    be aligned with the values.
+
+    Vectorised: one regex pass finds every ``"ts": <number>``, numpy parses them (float value, integer part,
+    3 decimals); when the texts' float values equal the parsed values one for one (the usual case) they are
+    aligned at once, else (a ``"ts"`` key inside ``args``) one by one."""
+    end = len(text) if end is None else end
+    found = _TS.findall(text, start, end)
+    try:
+        ts = list(map(_GET_TS, events))
+    except (AttributeError, TypeError):
+        ts = [e.get("ts") if type(e) is dict else None for e in events]
+    num = np.fromiter(map(_NUMERIC.__contains__, map(type, ts)), dtype=bool, count=len(ts))
+    pos = np.flatnonzero(num)
+    if not len(pos):
+        return True
+    try:
+        vals = np.asarray([ts[i] for i in pos.tolist()], dtype=np.float64)
+    except OverflowError:
+        return _apply_one_by_one(events, pos.tolist(), found)
+    fin = np.isfinite(vals)
+    if not fin.all():
+        pos, vals = pos[fin], vals[fin]
+    if len(found) != len(pos) or not len(found):
+        return _apply_one_by_one(events, pos.tolist(), found)
+    arr = np.asarray(found, dtype="S")
+    if not np.array_equal(arr.astype(np.float64), vals):
+        return _apply_one_by_one(events, pos.tolist(), found)
+    ns = _texts_to_ns(arr, found)
+    for i, v in zip(pos.tolist(), ns.tolist()):
+        events[i]["ts"] = v
+    return True
+
+
+_TS = re.compile(rb'"ts"\s*:\s*(-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)')
+_NUMERIC = frozenset({int, float})
+_OUT_OF_RANGE = 8 * 10**18  # beyond MAX_NS: the range checks skip the event as "out of range"
+
+
+def _texts_to_ns(arr: np.ndarray, found: list[bytes]) -> np.ndarray:
+    """Exact ns of JSON numbers in microseconds (``arr``: their texts as numpy bytes)."""
+    ip, _dot, frac = np.strings.partition(arr, b".")
+    long_ip = np.strings.str_len(ip) > 17
+    ipa = np.where(long_ip, b"0", ip).astype(np.int64)
+    fr = np.strings.ljust(frac.astype("S3"), 3, b"0")
+    odd = (np.strings.str_len(frac) > 3) | (np.strings.find(arr, b"e") >= 0) | (np.strings.find(arr, b"E") >= 0)
+    fr = np.where(odd, b"000", fr).astype(np.int64)
+    neg = np.strings.startswith(ip, b"-")
+    ns = ipa * 1000 + np.where(neg, -fr, fr)
+    ns[long_ip] = _OUT_OF_RANGE
+    for j in np.flatnonzero(odd).tolist():  # more than 3 decimals or an exponent: decimal, half to even
+        v = text_to_ns(found[j])
+        ns[j] = v if v is not None and abs(v) < _OUT_OF_RANGE else _OUT_OF_RANGE
+    return ns
+
+
+def _apply_one_by_one(events: list[Any], pos: list[int], found: list[bytes]) -> bool:
+    """Align texts with values one by one, skipping texts whose float differs (``"ts"`` keys in ``args``)."""
     j, n = 0, len(found)
-    new: list[tuple[dict[str, Any], int]] = []
-    for e in events:
-        if type(e) is not dict:
-            continue
-        t = e.get("ts")
-        if type(t) not in (int, float) or t != t or t in (float("inf"), float("-inf")):
-            continue
+    new: list[tuple[int, int]] = []
+    for i in pos:
+        t = events[i]["ts"]
         while j < n:
             m = found[j]
             j += 1
             try:
                 same = float(m) == t
-            except ValueError:
+            except (ValueError, OverflowError):
                 same = False
             if same:
                 ns = text_to_ns(m)
                 if ns is None:
                     return False
-                new.append((e, ns))
+                new.append((i, ns))
                 break
         else:
             return False
-    for e, ns in new:
-        e["ts"] = ns
+    for i, ns in new:
+        events[i]["ts"] = ns
     return True

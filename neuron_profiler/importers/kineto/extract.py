@@ -98,9 +98,20 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
             enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
             return [enc[v] for v in vals]
         return [safe_dumps({kept[0]: v}) for v in vals]
+    vals = list(map(itemgetter(*kept), ga))
+    try:
+        uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
+    except TypeError:
+        uniq = None
+    if uniq is not None and len(uniq) * 2 <= len(vals):
+        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike)
+        types = {type(x) for u in uniq for x in u}
+        if bool not in types and not (int in types and float in types):
+            enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
+            return [enc[v] for v in vals]
     if len(kept) == len(keys):
         return [safe_dumps(a) for a in ga]
-    return [safe_dumps(dict(zip(kept, v))) for v in map(itemgetter(*kept), ga)]
+    return [safe_dumps(dict(zip(kept, v))) for v in vals]
 
 
 def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:
@@ -116,7 +127,7 @@ def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarra
     key_of = {v: k for k, v in index.items()}
     out = []
     for rows in np.split(order, bounds):
-        ga = [args[i] for i in rows.tolist()]
+        ga = list(itemgetter(*rows.tolist())(args)) if len(rows) > 1 else [args[int(rows[0])]]
         out.append((key_of[int(gid[rows[0]])], rows, ga))
     return out
 
