@@ -141,7 +141,7 @@ def test_interrupted_import_leaves_nothing_under_the_output_name(tmp_path, monke
         with pytest.raises(KeyboardInterrupt):
             import_kineto(src, out, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
-    assert cache.lookup(src) is None and not list(cache.cache_dir().glob("t.*"))
+    assert cache.lookup(src) is None and not list(cache.cache_dir().glob(f"*{cache._path_tag(src)}*"))
     monkeypatch.setattr(writer.TraceWriter, "append", real_append)
     entry = cache.cache_path(src)
     entry.parent.mkdir(parents=True, exist_ok=True)
