@@ -98,8 +98,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             written = import_source(Path(args.source), Path(args.output) if args.output else None)
         for w in caught:  # what the importer skipped or could not map: one line each, no source location
             print(f"neuron-trace: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
-    except OutputWriteError as e:
-        print(f"neuron-trace: error: {e}", file=sys.stderr)
+    except (OutputWriteError, TraceFormatError, ValueError) as e:  # one line, whatever the message holds
+        print(f"neuron-trace: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (MemoryError, RecursionError) as e:  # pragma: no cover - the importer turns these into format errors
         print(f"neuron-trace: error: {args.source}: too large or too deeply nested to import ({type(e).__name__})",

@@ -46,6 +46,8 @@ EXPECTED = {
     "not_utf8.json": (2, "not UTF-8"),
     "empty.json": (2, "an empty file"),
     "truncated.json.gz": (2, "truncated gzip"),
+    "keys_with_newlines.json": (2, "'traceEvents' list"),       # the message stays on one line
+    "ts_int_beyond_float_range.json": (0, "ts or dur out of range"),
 }
 
 

@@ -83,7 +83,10 @@ def _fast_memory(mem: list[dict[str, Any]], ns: bool = False) -> tuple[np.ndarra
     if not (set(map(type, dtype)) <= {int} and set(map(type, did)) <= {int}
             and set(map(type, alloc)) <= {int, float} and set(map(type, res)) <= {int, float}):
         return None
-    t = np.asarray(ts, dtype=np.float64)
+    try:
+        t = np.asarray(ts, dtype=np.float64)
+    except OverflowError:  # an integer beyond float range: the per-event checks skip it
+        return None
     if not ((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all():
         return None
     n = len(mem)

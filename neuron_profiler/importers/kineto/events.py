@@ -87,7 +87,10 @@ def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any]
     ts_types = set(map(type, ts))
     if not (ts_types <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
-    t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
+    try:
+        t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
+    except OverflowError:  # an integer beyond float range: the per-event checks skip it
+        return None
     if not (((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all() and ((d >= 0) & (d <= MAX_US)).all()):
         return None
     return (cat, name, pid, tid, ts, dur, list(map(_GET_ARGS, xs))), False

@@ -187,7 +187,10 @@ def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any
     ph, cat, fid, pid, tid, ts = cols
     if None in fid or not set(map(type, ts)) <= {int, float}:
         return None
-    t = np.asarray(ts, dtype=np.float64)
+    try:
+        t = np.asarray(ts, dtype=np.float64)
+    except OverflowError:  # an integer beyond float range: the per-event checks skip it
+        return None
     if not ((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all():
         return None
     return cols
