@@ -309,9 +309,8 @@ def _add_counters(b: TraceBuilder, tracks: TrackTable, mem: tuple, ctr: list[tup
     pids, devs, names, ts, values = mem
     track_ids = np.empty(len(ts), dtype=np.int64)
     if len(ts):
-        key = pd.DataFrame({"p": pd.factorize(pids)[0], "d": devs, "n": pd.factorize(names)[0]})
-        grp = key.groupby(["p", "d", "n"], sort=False).ngroup().to_numpy()
-        first = pd.Series(np.arange(len(grp))).groupby(grp).first().to_numpy()
+        pc, dc, nc = pd.factorize(pids)[0], pd.factorize(devs)[0], pd.factorize(names)[0]
+        grp, first = _first_codes((pc * (int(dc.max()) + 1) + dc) * (int(nc.max()) + 1) + nc)
         ids = np.empty(len(first), dtype=np.int64)
         for g, i in enumerate(first.tolist()):
             parent = tracks.device_track(int(devs[i])) if devs[i] >= 0 else tracks.process_track(pids[i])

@@ -49,18 +49,39 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
     py_threads = np.unique(thread[py_rows])
     order = py_rows[np.lexsort((start[py_rows], thread[py_rows]))]
     key = thread[order]
-    for r in np.flatnonzero(is_op).tolist():
-        th = thread[r] if thread[r] in py_threads else (py_threads[0] if len(py_threads) == 1 else None)
-        if th is None:
-            continue
-        lo, hi = np.searchsorted(key, th, "left"), np.searchsorted(key, th, "right")
-        j = lo + np.searchsorted(start[order[lo:hi]], start[r], "right") - 1
-        steps = 0
-        while j >= lo and steps < 64:  # innermost frame still open at the op's start
-            f = order[j]
-            if end[f] >= start[r]:
-                out[r] = stack_of(int(f))
-                break
-            j -= 1
-            steps += 1
+    ops = np.flatnonzero(is_op)
+    if not len(ops):
+        return out
+    # the thread whose frames each operator is matched on: its own, else the trace's only Python thread
+    own = np.isin(thread[ops], py_threads)
+    th = np.where(own, thread[ops], py_threads[0] if len(py_threads) == 1 else thread[ops])
+    ok = own | (len(py_threads) == 1)
+    ops, th = ops[ok], th[ok]
+    # per operator, the last frame of that thread starting at or before it (one searchsorted per thread)
+    lo, hi = np.searchsorted(key, th, "left"), np.searchsorted(key, th, "right")
+    pos = np.full(len(ops), -1, dtype=np.int64)
+    for t in np.unique(th).tolist():
+        m = th == t
+        a, b = int(lo[m][0]), int(hi[m][0])
+        pos[m] = a + np.searchsorted(start[order[a:b]], start[ops[m]], "right") - 1
+        pos[m & (pos < a)] = -1
+        lo[m] = a
+    # walk back (up to 64 earlier frames of the thread) to the innermost frame still open at the op's start
+    steps = 0
+    todo = np.flatnonzero(pos >= 0)
+    while len(todo) and steps < 64:
+        f = order[pos[todo]]
+        open_ = end[f] >= start[ops[todo]]
+        todo = todo[~open_]
+        pos[todo] -= 1
+        todo = todo[pos[todo] >= lo[todo]]
+        steps += 1
+    hit = (pos >= 0) & (pos >= lo)
+    if len(todo):
+        hit[todo] = False
+    hit_rows = np.flatnonzero(hit)
+    found = order[pos[hit_rows]]
+    ok_end = end[found] >= start[ops[hit_rows]]
+    for r, f in zip(ops[hit_rows][ok_end].tolist(), found[ok_end].tolist()):
+        out[r] = stack_of(int(f))
     return out
