@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from neuron_profiler.importers.kineto import api
 from neuron_profiler.importers.kineto import split as ks
 from neuron_profiler.importers.kineto import load_kineto_builder
 from neuron_profiler.importers.kineto.build import build_trace
@@ -45,6 +46,7 @@ def test_sliced_import_equals_whole_document_import(rel, monkeypatch):
         warnings.simplefilter("ignore")
         whole = build_trace(load_document(src), str(src))
         monkeypatch.setattr(ks, "SLICE_BYTES", 20_000)  # many slices, some cut inside events and merged
+        monkeypatch.setattr(api, "_WHOLE_PARSE_BYTES", 0)  # small texts are otherwise parsed at once
         raw = gzip.decompress(src.read_bytes())
         assert len(ks.split_document(raw, 20_000)[1]) > 20
         sliced = load_kineto_builder(src)
@@ -84,6 +86,7 @@ def test_text_too_tricky_to_slice_is_parsed_whole(tmp_path, monkeypatch):
     p = tmp_path / "t.json"
     p.write_bytes(raw)
     monkeypatch.setattr(ks, "SLICE_BYTES", 300)
+    monkeypatch.setattr(api, "_WHOLE_PARSE_BYTES", 0)
     sliced = load_kineto_builder(p)
     _assert_same(build_trace(load_document(p), str(p)), sliced)
     assert sliced.rows("host_ops") == 100
@@ -148,3 +151,15 @@ def test_enclosing_operator_matches_a_stack_sweep():
         start, dur, is_op = rng.integers(0, 40, n), rng.integers(0, 20, n), rng.random(n) < 0.5
         np.testing.assert_array_equal(enclosing_operator(is_op, hp, ht, start, dur),
                                       _enclosing_by_stack(is_op, hp, ht, start, dur))
+
+
+def test_small_texts_parsed_at_once_equal_the_sliced_import(monkeypatch):
+    """Texts up to 2 MB are parsed by one orjson call; the result equals the sliced import."""
+    src = real_trace("HolisticTraceAnalysis/trace_filter/sampled_rank-0.json.gz")
+    assert len(gzip.decompress(src.read_bytes())) <= api._WHOLE_PARSE_BYTES
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = load_kineto_builder(src)
+        monkeypatch.setattr(api, "_WHOLE_PARSE_BYTES", 0)
+        sliced = load_kineto_builder(src)
+    _assert_same(whole, sliced)

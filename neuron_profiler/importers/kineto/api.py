@@ -49,6 +49,7 @@ __all__ = ["import_kineto", "import_directory", "load_kineto_builder", "default_
 
 _SUFFIXES = (".json.gz", ".json")
 _LIST_SLICE = 20000  # events extracted per step from an already parsed event list
+_WHOLE_PARSE_BYTES = 2 << 20  # texts up to this size are parsed at once (orjson), larger ones in slices
 
 
 def is_kineto_file(path: str | Path) -> bool:
@@ -138,6 +139,9 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
         raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
     raw = read_bytes(src)
     stage("parse")
+    doc = _whole_document(raw) if len(raw) <= _WHOLE_PARSE_BYTES else None
+    if doc is not None:  # small: one orjson parse beats slicing (the memory it saves is small)
+        return _from_document(doc, raw)
     split = split_document(raw) if raw and not raw.isspace() else None
     if split is not None:
         doc, ranges = split
@@ -156,7 +160,27 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
             del raw
             doc.pop("traceEvents")
             return doc, ev
-    doc = parse_json(decode_text(raw, src), str(src))
+    return _from_document(parse_json(decode_text(raw, src), str(src)), raw)
+
+
+def _whole_document(raw: bytes) -> dict[str, Any] | None:
+    """The document parsed at once by orjson when it is a trace object (None: let the slicer or the stdlib
+    parser, which gives the exact error, handle it)."""
+    from neuron_profiler.importers.kineto.split import orjson
+
+    if orjson is None:
+        return None
+    try:
+        doc = orjson.loads(raw)
+    except (orjson.JSONDecodeError, RecursionError):
+        return None
+    if isinstance(doc, list):
+        doc = {"traceEvents": doc}
+    return doc if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list) else None
+
+
+def _from_document(doc: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], EventColumns | roundtrip.Collector]:
+    """Extract the events of a whole parsed document (``raw``: its text, for exact timestamps)."""
     events = doc.pop("traceEvents")
     if roundtrip.embedded(doc) is not None:
         col = roundtrip.Collector()
