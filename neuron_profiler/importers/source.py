@@ -258,7 +258,17 @@ def import_source(src: str | os.PathLike, out: str | os.PathLike | None = None, 
     kind = detect_source(p)
     if kind == DIRECTORY:
         out_dir = Path(out) if out is not None else import_cache.cache_path(p).with_suffix("")
-        return kineto_api.import_directory(p, out_dir, progress=progress)
+        if any(f.is_file() and kineto_api.is_kineto_file(f) for f in p.iterdir()):
+            return kineto_api.import_directory(p, out_dir, progress=progress)  # one file per rank
+        sources = [f for f in list_sources(p) if f.suffix != ".nprof"]
+        if not sources:
+            raise NotATraceError(f"{p}: no importable traces (Kineto JSON files, Neuron Explorer profiles or "
+                                 f"JSON exports) found")
+        written = []
+        for i, f in enumerate(sources):  # e.g. several Explorer profiles: one .nprof each
+            name = f"{i:03d}_{import_cache._stem(f)}.nprof" if len(sources) > 1 else f"{import_cache._stem(f)}.nprof"
+            written += import_source(f, out_dir / name, progress=progress)
+        return written
     if kind == NPROF:
         raise ValueError(f"{p}: already a .nprof trace (use `neuron-trace convert --to nprof` to rewrite it)")
     if kind == KINETO_JSON:

@@ -260,3 +260,16 @@ def test_schema_matches_the_reference():
             fields += [b.group(1) + x + b.group(3) for x in b.group(2).split(",")] if b else [f]
         fields = [f for f in fields if "…" not in f]
         assert [f for f in fields if f not in TABLES[m.group(1)]] == [], m.group(1)
+
+
+def test_a_folder_of_several_profiles_imports_each(tmp_path):
+    a = fx.write_parquet_profile(tmp_path / "runs" / "a")
+    fx.write_parquet_profile(tmp_path / "runs" / "b")
+    assert detect_source(tmp_path / "runs") == "directory"
+    out = tmp_path / "out"
+    assert main(["import", str(tmp_path / "runs"), "-o", str(out)]) == 0
+    got = sorted(p.name for p in out.iterdir())
+    assert got == ["000_train@latest.nprof", "001_train@latest.nprof"]
+    assert all(read_trace(out / g).row_counts["instructions"] == 12 for g in got)
+    ts = analysis.load(tmp_path / "runs")
+    assert isinstance(ts, analysis.TraceSet) and len(ts) == 2 and a.is_dir()
