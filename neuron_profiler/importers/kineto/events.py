@@ -111,10 +111,10 @@ def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
     same result."""
     try:
         phs = list(map(_GET_PH, events))
-        present = Counter(phs)
+        present = set(phs)
     except (AttributeError, TypeError):
         return _split_slow(events, ns)
-    if not present.keys() <= _KNOWN_PH:
+    if not present <= _KNOWN_PH:
         return _split_slow(events, ns)
     out = SplitEvents()
     single = len(present) == 1
@@ -133,14 +133,14 @@ def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
 
 
 def _big_float_ts(events: list[dict[str, Any]]) -> bool:
-    """Some event's ``ts`` is a float too large for float64 to keep its ns (``exact``): one C-speed pass."""
-    ts = list(map(_GET_TS, events))
-    types = set(map(type, ts))
-    if float not in types:
-        return False
-    if types <= {int, float}:
-        return max(ts) >= LIMIT_US
-    return needs_exact(events)
+    """Some event's ``ts`` is a float too large for float64 to keep its ns (``exact``). Usually one C-speed
+    pass (the largest ts is below the limit); integer epoch microseconds need a second (no float: exact)."""
+    try:
+        if max(map(_GET_TS, events)) < LIMIT_US:
+            return False
+        return float in set(map(type, map(_GET_TS, events))) and needs_exact(events)
+    except (TypeError, AttributeError):  # a ts that is not a number, an event that is not an object
+        return needs_exact(events)
 
 
 def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
