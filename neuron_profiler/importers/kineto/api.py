@@ -14,13 +14,14 @@ Time: ``ts``/``dur`` are microseconds (with ns decimals) in every Kineto version
 changes how viewers display them; timestamps become int64 ns, offset by ``baseTimeNanoseconds`` when the
 file has it (Kineto writes ``ts`` relative to that base), so ranks of one run share a time axis.
 
-Pipeline (speed and peak memory): ``kineto_read`` gunzips the file; ``kineto_split`` parses the top-level keys
-once and ``traceEvents`` in slices of a few hundred KB (orjson when installed, else the stdlib); each slice is
-turned into flat columns by ``kineto_extract`` and freed before the next one is parsed; ``kineto_build``
-assembles the tables from those columns. Text that cannot be sliced safely is parsed whole, as is invalid
-JSON (for the exact error).
+Pipeline (speed and peak memory): ``read`` gunzips the file (ISA-L when installed); texts up to 2 MB are
+parsed at once by orjson, larger ones by ``split`` (the top-level keys once, ``traceEvents`` in slices of a few
+hundred KB); each slice is turned into flat columns by ``extract`` (timestamps exact to the ns: ``exact``) and
+freed before the next one is parsed; ``build`` assembles the tables from those columns. Text that cannot be
+sliced safely is parsed whole, as is invalid JSON (for the exact error). A document carrying our own Chrome
+export's ``neuronProfiler`` key is rebuilt by ``roundtrip`` instead.
 
-Where events go: see ``kineto_build``. GPU user annotations (``gpu_user_annotation``) are host_ops with that
+Where events go: see ``build``. GPU user annotations (``gpu_user_annotation``) are host_ops with that
 category on the stream's track: they are labels over kernels, not device work, so ``instructions`` holds
 kernels / memcpy / memset / syncs only and no analysis counts annotation spans as kernel time.
 """

@@ -1,4 +1,4 @@
-"""Assemble a ``TraceBuilder`` from a parsed Kineto document (see ``kineto.py`` for the public API).
+"""Assemble a ``TraceBuilder`` from a parsed Kineto document (see ``api`` for the public API).
 
 Mapping (documented in docs of ``neuron_profiler.importers.kineto``):
 * cpu_op / user_annotation / python_function / runtime and driver calls / unknown categories -> ``host_ops``

@@ -4,7 +4,7 @@ freed before the next chunk is parsed (peak memory) and every per-event Python s
 ``EventColumns.add(events)`` takes any slice of ``traceEvents`` (in file order); ``finish()`` returns the
 columns of all complete events plus what the other phases yield (flows, metadata, memory and counter
 samples). Each per-event value goes through the same conversion as a whole-trace pass would (the helpers of
-``kineto_events`` work element by element), so the result does not depend on how the events were chunked.
+``events`` work element by element), so the result does not depend on how the events were chunked.
 """
 from __future__ import annotations
 

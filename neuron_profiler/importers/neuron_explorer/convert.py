@@ -6,7 +6,6 @@ counters) are converted here; the hierarchy, system events, ``Flow`` and the rep
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -224,19 +223,3 @@ def _counters(ctx: Context) -> None:
     tr, ts, v = (np.concatenate(c) for c in zip(*parts))
     order = np.lexsort((ts, tr))
     ctx.b.add_rows("counters", {"track": tr[order], "ts": ts[order], "value": v[order]})
-
-
-def warn_missing(source: str, missing: dict[str, Any]) -> None:
-    """One warning naming the missing data-model tables and the number of missing fields."""
-    tables = missing.get("tables", [])
-    fields = missing.get("fields", {})
-    if not (tables or fields):
-        return
-    nf = sum(len(v) for v in fields.values())
-    parts = []
-    if tables:
-        parts.append("tables " + ", ".join(tables))
-    if nf:
-        parts.append(f"{nf} fields of " + ", ".join(sorted(fields)))
-    warnings.warn(f"{source}: the Neuron Explorer profile lacks " + "; ".join(parts) +
-                  " (header metadata 'neuron_explorer.missing' lists them)", stacklevel=4)

@@ -4,6 +4,7 @@ point at), ``SystemProfileEvents`` (host_ops + dependency flows), ``Flow``, CC t
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 import numpy as np
@@ -204,8 +205,6 @@ def flows(ctx: Any) -> None:
 
 def summary_and_report(ctx: Any, extra: dict[str, str]) -> None:
     """Header metadata: Explorer's Summary numbers, what the profile lacks, what was not imported, notes."""
-    from neuron_profiler.importers.neuron_explorer.convert import warn_missing
-
     md = ctx.b.header.metadata
     summ = ctx.table("Summary")
     if summ is not None:
@@ -237,3 +236,19 @@ def summary_and_report(ctx: Any, extra: dict[str, str]) -> None:
     for k, v in extra.items():
         md[k] = v
     warn_missing(ctx.source, missing)
+
+
+def warn_missing(source: str, missing: dict[str, Any]) -> None:
+    """One warning naming the missing data-model tables and the number of missing fields."""
+    tables = missing.get("tables", [])
+    fields = missing.get("fields", {})
+    if not (tables or fields):
+        return
+    nf = sum(len(v) for v in fields.values())
+    parts = []
+    if tables:
+        parts.append("tables " + ", ".join(tables))
+    if nf:
+        parts.append(f"{nf} fields of " + ", ".join(sorted(fields)))
+    warnings.warn(f"{source}: the Neuron Explorer profile lacks " + "; ".join(parts) +
+                  " (header metadata 'neuron_explorer.missing' lists them)", stacklevel=4)
