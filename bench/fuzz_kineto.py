@@ -12,10 +12,11 @@ required keys removed; ``ph`` / ``cat`` swapped; top-level keys such as ``device
 ``distributedInfo``, ``baseTimeNanoseconds`` and ``traceEvents`` replaced), serialised as JSON; 10% get a
 text-level mutation (truncation, a flipped or inserted byte, nesting brackets) and 5% are gzipped.
 
-Each input runs in a forked child (the parent has the importer imported once) with an address-space limit
-(``resource.setrlimit(RLIMIT_AS)``: the child's size at fork + ``--mem-fixed-mb`` x 4 + 10x the input) and a
-wall-clock limit (``--timeout``, then SIGKILL). The child calls ``neuron_profiler.cli.main(["import", path,
-"-o", out])`` and reads back what was written. Outcomes:
+Inputs run in workers forked from the parent once it has the importer imported and warmed up; per input an
+address-space limit (``resource.setrlimit(RLIMIT_AS)``: the worker's size + 16 x ``--mem-fixed-mb`` + 40x the
+input, a safety valve) and a wall-clock limit (``--timeout``: the worker is killed, the input counted as a hang
+with a traceback of where it was stuck, and a new worker forked). The worker calls
+``neuron_profiler.cli.main(["import", path, "-o", out])`` and reads back what was written. Outcomes:
 
 - ``ok``: exit 0, the output reads back (every table) with no more rows than events;
 - ``error``: exit 2 with one ``neuron-trace: error: ...`` line on stderr (the documented bad-input path);
@@ -23,7 +24,8 @@ wall-clock limit (``--timeout``, then SIGKILL). The child calls ``neuron_profile
   output); grouped by signature (exception type + the innermost project frame);
 - ``hang`` (timeout), ``crash`` (killed by a signal), ``memory`` (MemoryError / address-space limit).
 
-Peak memory per input is the child's peak RSS (``wait4``) minus the parent's RSS at fork; the target is
+Peak memory per input is the worker's peak RSS (VmHWM, reset before each input with ``/proc/self/clear_refs``)
+minus its RSS before the input; the target is
 ``<= --mem-factor`` x the input's JSON size + ``--mem-fixed-mb`` (for gzip inputs the decompressed size:
 the importer necessarily holds the text). Exit code 1 when any input is undocumented, hangs, crashes or
 exceeds the memory target. ``--save DIR`` keeps every failing input.
@@ -269,9 +271,12 @@ def _signature(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {loc}: {str(exc)[:120]}"
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def _vm_bytes() -> int:
@@ -279,21 +284,110 @@ def _vm_bytes() -> int:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(path: str, out: str, wfd: int, as_limit: int, timeout: float) -> None:
+def _reset_peak_rss() -> None:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0: ``clear_refs`` 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _worker(rfd: int, wfd: int, timeout: float) -> None:
+    """A forked worker: one JSON job per line in, one JSON result per line out, until EOF. Per job: an
+    address-space limit (``resource.setrlimit``), the peak RSS reset before and read after (VmHWM), and a
+    traceback dump of where it was stuck if it runs past ``timeout`` (the parent then kills it)."""
     import faulthandler
 
-    start = _rss_mb()  # the kernel starts a forked child's peak RSS at its RSS at fork
-    stack = open(path + ".stack", "w")  # where a hang was stuck (kept with the input by --save)
-    faulthandler.dump_traceback_later(max(timeout - 1.0, 0.5), file=stack)
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
-        res = run_one(path, out)
-    except BaseException as exc:  # noqa: BLE001
-        res = {"outcome": "undocumented", "signature": "harness: " + _signature(exc)}
-    res["peak_mb"] = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - start, 0.0)
-    os.write(wfd, json.dumps(res).encode())
-    os.close(wfd)
+    rf = os.fdopen(rfd, "rb")
+    for line in rf:
+        job = json.loads(line)
+        stack = open(job["path"] + ".stack", "w")
+        faulthandler.dump_traceback_later(max(timeout - 1.0, 0.5), file=stack)
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (job["as_limit"], resource.RLIM_INFINITY))
+            _reset_peak_rss()
+            start = _status_kb("VmRSS")
+            res = run_one(job["path"], job["out"])
+            res["peak_mb"] = max(_status_kb("VmHWM") - start, 0) / 1024
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        except BaseException as exc:  # noqa: BLE001
+            res = {"outcome": "undocumented", "signature": "harness: " + _signature(exc)}
+        faulthandler.cancel_dump_traceback_later()
+        stack.close()
+        res["i"] = job["i"]
+        os.write(wfd, (json.dumps(res) + "\n").encode())
     os._exit(0)
+
+
+class _Pool:
+    """Workers forked from the warmed-up parent; a worker that hangs or dies is replaced."""
+
+    def __init__(self, n: int, timeout: float) -> None:
+        self.timeout = timeout
+        self.workers: list[dict[str, Any]] = []
+        for _ in range(n):
+            self.workers.append(self._spawn())
+
+    def _spawn(self) -> dict[str, Any]:
+        jr, jw = os.pipe()
+        rr, rw = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(jw)
+            os.close(rr)
+            for w in self.workers:  # the other workers' pipes: else a worker never sees its job pipe close
+                for fd in (w["jobs"], w["results"]):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            _worker(jr, rw, self.timeout)
+        os.close(jr)
+        os.close(rw)
+        return {"pid": pid, "jobs": jw, "results": rr, "buf": b"", "job": None, "t0": 0.0}
+
+    def idle(self) -> list[dict[str, Any]]:
+        return [w for w in self.workers if w["job"] is None]
+
+    def submit(self, w: dict[str, Any], job: dict[str, Any]) -> None:
+        w["job"], w["t0"] = job, time.time()
+        os.write(w["jobs"], (json.dumps(job) + "\n").encode())
+
+    def _replace(self, w: dict[str, Any]) -> None:
+        for fd in (w["jobs"], w["results"]):
+            os.close(fd)
+        self.workers[self.workers.index(w)] = self._spawn()
+
+    def poll(self, wait: float) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(job, result) of the jobs that finished, hung (``hang``) or killed their worker (``crash``)."""
+        busy = [w for w in self.workers if w["job"] is not None]
+        ready, _, _ = select.select([w["results"] for w in busy], [], [], wait) if busy else ([], [], [])
+        done = []
+        for w in busy:
+            if w["results"] in ready:
+                chunk = os.read(w["results"], 1 << 16)
+                if not chunk:  # the worker died (a signal, the OOM killer)
+                    _, status = os.waitpid(w["pid"], 0)
+                    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+                    done.append((w["job"], {"outcome": "crash", "signature": f"worker died (signal {sig})"}))
+                    self._replace(w)
+                    continue
+                w["buf"] += chunk
+                if b"\n" in w["buf"]:
+                    line, w["buf"] = w["buf"].split(b"\n", 1)
+                    done.append((w["job"], json.loads(line)))
+                    w["job"] = None
+            elif time.time() - w["t0"] > self.timeout:
+                os.kill(w["pid"], signal.SIGKILL)
+                os.waitpid(w["pid"], 0)
+                done.append((w["job"], {"outcome": "hang"}))
+                self._replace(w)
+        return done
+
+    def close(self) -> None:
+        for w in self.workers:
+            os.close(w["jobs"])
+        for w in self.workers:
+            os.waitpid(w["pid"], 0)
+            os.close(w["results"])
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -302,118 +396,91 @@ def fuzz(n: int, workers: int, seed: int, timeout: float, mem_factor: float, mem
     rng = random.Random(seed)
     seeds = load_seeds(rng)
     mut = Mutator(rng)
-    import neuron_profiler.cli  # noqa: F401  (imported once; children are forked from here)
+    import neuron_profiler.cli  # noqa: F401  (imported once; workers are forked from here)
     import neuron_profiler.importers  # noqa: F401
     from neuron_profiler.hardware import gpu_spec
     from neuron_profiler.trace.header import package_version
 
     gpu_spec("NVIDIA A100-SXM4-80GB")
     package_version()
-    gc.collect()
-    gc.freeze()  # children do not copy the parent's heap pages just to scan them
     tmp = Path(tempfile.mkdtemp(prefix="fuzz_kineto_"))
     os.environ.setdefault("NEURON_PROFILER_CACHE_DIR", str(tmp / "cache"))
+    for k in range(3):  # warm up here, once: workers are forked from this process, lazy imports done
+        _name, text = Mutator(random.Random(k)).document(seeds)
+        (tmp / "warm.json").write_bytes(text)
+        run_one(str(tmp / "warm.json"), str(tmp / "warm.nprof"))
+    gc.collect()
+    gc.freeze()  # workers do not copy the parent's heap pages just to scan them
+    pool = _Pool(workers, timeout)
     counts: collections.Counter = collections.Counter()
     sigs: dict[str, dict[str, Any]] = {}
     errors: collections.Counter = collections.Counter()
     peaks: list[tuple[float, int]] = []
     over: list[dict[str, Any]] = []
-    running: dict[int, dict[str, Any]] = {}
+    jobs: dict[int, dict[str, Any]] = {}
     done = started = 0
     t_start = time.time()
     max_time = 0.0
     while done < n:
-        while started < n and len(running) < workers:
+        for w in pool.idle():
+            if started >= n:
+                break
             name, text = mut.document(seeds)
             path = tmp / f"in{started}.json"
             path.write_bytes(text)
             size = len(gzip.decompress(text)) if text[:2] == b"\x1f\x8b" and _gz_ok(text) else len(text)
-            rfd, wfd = os.pipe()
-            base_rss = _rss_mb()
             # a safety valve against runaway allocations; the memory target is checked on the peak RSS
             # (allocators such as pyarrow's reserve address space far beyond what they touch)
             limit = _vm_bytes() + int(16 * mem_fixed_mb * 2**20 + 4 * mem_factor * size)
-            pid = os.fork()
-            if pid == 0:
-                os.close(rfd)
-                _child(str(path), str(tmp / f"out{started}.nprof"), wfd, limit, timeout)
-            os.close(wfd)
-            running[pid] = {"i": started, "path": path, "rfd": rfd, "t0": time.time(), "size": size,
-                            "base": base_rss, "seed": name, "buf": b""}
+            job = {"i": started, "path": str(path), "out": str(tmp / f"out{started}.nprof"), "as_limit": limit}
+            jobs[started] = {"size": size, "seed": name, "path": path, "t0": time.time()}
+            pool.submit(w, job)
             started += 1
-        _drain(running)
-        finished = []
-        for pid, job in running.items():
-            wpid, status, ru = os.wait4(pid, os.WNOHANG)
-            if wpid == 0:
-                if time.time() - job["t0"] > timeout:
-                    os.kill(pid, signal.SIGKILL)
-                    os.wait4(pid, 0)
-                    job["res"] = {"outcome": "hang"}
-                    finished.append(pid)
-                continue
-            job["buf"] += _read_all(job["rfd"])
-            try:
-                job["res"] = json.loads(job["buf"] or b"{}") or {"outcome": "crash",
-                                                                 "signature": f"status {status}"}
-            except ValueError:
-                job["res"] = {"outcome": "crash", "signature": f"status {status}"}
-            if os.WIFSIGNALED(status):
-                job["res"] = {"outcome": "crash", "signature": f"signal {os.WTERMSIG(status)}"}
-            if "peak_mb" in job["res"]:
-                job["peak"] = job["res"]["peak_mb"]
-            finished.append(pid)
-        for pid in finished:
-            job = running.pop(pid)
-            os.close(job["rfd"])
-            res = job["res"]
-            max_time = max(max_time, time.time() - job["t0"])
+        for job, res in pool.poll(0.05):
+            info = jobs.pop(job["i"])
+            max_time = max(max_time, time.time() - info["t0"])
             out = res["outcome"]
             counts[out] += 1
             if out == "error":
-                errors[res["message"].replace(str(job["path"]), "<input>")[len("neuron-trace: error: "):][:90]] += 1
+                errors[res["message"].replace(str(info["path"]), "<input>")[len("neuron-trace: error: "):][:90]] += 1
             bad = out in ("undocumented", "hang", "crash", "memory")
-            if "peak" in job:
-                peaks.append((job["peak"], job["size"]))
-                if job["peak"] > mem_factor * job["size"] / 2**20 + mem_fixed_mb:
-                    over.append({"input": job["i"], "peak_mb": round(job["peak"], 1), "size": job["size"]})
+            if "peak_mb" in res:
+                peaks.append((res["peak_mb"], info["size"]))
+                if res["peak_mb"] > mem_factor * info["size"] / 2**20 + mem_fixed_mb:
+                    over.append({"input": job["i"], "peak_mb": round(res["peak_mb"], 1), "size": info["size"]})
                     bad = True
             if out in ("undocumented", "crash"):
-                s = sigs.setdefault(res.get("signature", out), {"count": 0, "example": None, "seed": job["seed"]})
-                s["count"] += 1
+                s_ = sigs.setdefault(res.get("signature", out), {"count": 0, "example": None, "seed": info["seed"]})
+                s_["count"] += 1
+            stack = Path(str(info["path"]) + ".stack")
             if bad and save is not None:
                 save.mkdir(parents=True, exist_ok=True)
                 keep = save / f"{out}_{job['i']}.json"
-                job["path"].replace(keep)
-                stack = Path(str(job["path"]) + ".stack")
+                info["path"].replace(keep)
                 if out == "hang" and stack.exists():
                     stack.replace(save / f"{out}_{job['i']}.stack.txt")
                 if out in ("undocumented", "crash") and sigs[res.get("signature", out)]["example"] is None:
                     sigs[res.get("signature", out)]["example"] = str(keep)
             else:
-                job["path"].unlink(missing_ok=True)
-            Path(str(job["path"]) + ".stack").unlink(missing_ok=True)
-            for f in tmp.glob(f"out{job['i']}.nprof*"):
-                f.unlink(missing_ok=True)
-            for f in tmp.glob(f".out{job['i']}.nprof.*"):
+                info["path"].unlink(missing_ok=True)
+            stack.unlink(missing_ok=True)
+            for f in list(tmp.glob(f"out{job['i']}.nprof*")) + list(tmp.glob(f".out{job['i']}.nprof.*")):
                 f.unlink(missing_ok=True)
             done += 1
             if progress and done % 1000 == 0:
                 el = time.time() - t_start
                 print(f"  {done:,}/{n:,} inputs, {el:.0f} s, {dict(counts)}", file=sys.stderr, flush=True)
-        if running and not finished:
-            time.sleep(0.002)
-    ratios = sorted(((p - 0) / max(s / 2**20, 1e-9), p, s) for p, s in peaks)
+    pool.close()
     worst = max(peaks, key=lambda ps: ps[0] - mem_factor * ps[1] / 2**20) if peaks else (0.0, 0)
     return {"inputs": n, "seed": seed, "seconds": round(time.time() - t_start, 1), "outcomes": dict(counts),
             "undocumented_signatures": sigs, "documented_errors": dict(errors.most_common(30)),
             "memory": {"target": f"<= {mem_factor:g} x input size + {mem_fixed_mb:g} MB",
                        "max_peak_mb": round(max((p for p, _ in peaks), default=0.0), 1),
                        "worst_input": {"peak_mb": round(worst[0], 1), "size_bytes": worst[1]},
+                       "largest_input_bytes": max((sz for _, sz in peaks), default=0),
                        "over_target": over[:20], "n_over_target": len(over),
                        "median_peak_mb": round(sorted(p for p, _ in peaks)[len(peaks) // 2], 1) if peaks else 0},
-            "max_input_seconds": round(max_time, 2), "timeout_s": timeout,
-            "largest_ratio": round(ratios[-1][0], 1) if ratios else 0}
+            "max_input_seconds": round(max_time, 2), "timeout_s": timeout}
 
 
 def _gz_ok(text: bytes) -> bool:
@@ -424,26 +491,6 @@ def _gz_ok(text: bytes) -> bool:
         return False
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while True:
-        r, _, _ = select.select([fd], [], [], 0)
-        if not r:
-            break
-        b = os.read(fd, 1 << 16)
-        if not b:
-            break
-        chunks.append(b)
-    return b"".join(chunks)
-
-
-def _drain(running: dict[int, dict[str, Any]]) -> None:
-    """Read what children wrote so far (a full pipe would block a child)."""
-    for job in running.values():
-        job["buf"] += _read_all(job["rfd"])
-
-
-# ------------------------------------------------------------------------------------------- atheris
 class _FdpRandom:
     """The subset of ``random.Random`` the mutator uses, drawing from atheris's FuzzedDataProvider."""
 
