@@ -156,3 +156,12 @@ def test_float64_is_exact_below_the_limit_and_not_above():
         got = us_to_ns(np.asarray(texts, dtype=float))
         want = ip * 1000 + fr
         assert bool((got == want).all()) is exact
+
+
+def test_vectorised_texts_with_exponents_and_long_fractions():
+    from neuron_profiler.importers.kineto.exact import _texts_to_ns
+
+    texts = [b"1e+30", b"1.5E3", b"1695835535123456.7895", b"-2.5", b"12", b"123456789012345678901"]
+    ns = _texts_to_ns(np.asarray(texts, dtype="S"), texts).tolist()
+    assert ns[1:5] == [1_500_000, 1695835535123456790, -2500, 12000]
+    assert ns[0] >= 8 * 10**18 and ns[5] >= 8 * 10**18  # beyond range: skipped later as out of range

@@ -105,11 +105,11 @@ _OUT_OF_RANGE = 8 * 10**18  # beyond MAX_NS: the range checks skip the event as 
 def _texts_to_ns(arr: np.ndarray, found: list[bytes]) -> np.ndarray:
     """Exact ns of JSON numbers in microseconds (``arr``: their texts as numpy bytes)."""
     ip, _dot, frac = np.strings.partition(arr, b".")
-    long_ip = np.strings.str_len(ip) > 17
-    ipa = np.where(long_ip, b"0", ip).astype(np.int64)
-    fr = np.strings.ljust(frac.astype("S3"), 3, b"0")
-    odd = (np.strings.str_len(frac) > 3) | (np.strings.find(arr, b"e") >= 0) | (np.strings.find(arr, b"E") >= 0)
-    fr = np.where(odd, b"000", fr).astype(np.int64)
+    expo = (np.strings.find(arr, b"e") >= 0) | (np.strings.find(arr, b"E") >= 0)
+    odd = (np.strings.str_len(frac) > 3) | expo
+    long_ip = (np.strings.str_len(ip) > 17) & ~odd
+    ipa = np.where(long_ip | expo, b"0", ip).astype(np.int64)
+    fr = np.where(odd, b"000", np.strings.ljust(frac.astype("S3"), 3, b"0")).astype(np.int64)
     neg = np.strings.startswith(ip, b"-")
     ns = ipa * 1000 + np.where(neg, -fr, fr)
     ns[long_ip] = _OUT_OF_RANGE
