@@ -30,6 +30,7 @@ EXPECTED = {
     "device_properties_scalar.json": (0, "kineto.deviceProperties"),
     "device_properties_object.json": (0, "kineto.deviceProperties"),
     "device_properties_huge_id.json": (0, "device event without a device id"),
+    "device_memory_beyond_float_range.json": (0, ""),
     "memory_int_beyond_64_bits.json": (0, ""),
     "memory_beyond_float_range.json": (0, ""),
     "counter_int_beyond_64_bits.json": (0, ""),

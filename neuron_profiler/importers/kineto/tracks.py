@@ -173,7 +173,9 @@ def add_devices(b: TraceBuilder, tracks: TrackTable, used: dict[int, str], doc: 
         if kind == "cuda" and rocm:
             kind = "rocm"
         mem = p.get("totalGlobalMem")
-        spec = hardware.gpu_spec(name, float(mem) if isinstance(mem, (int, float)) else None) if name else None
+        from neuron_profiler.importers.kineto.counters import as_float
+
+        spec = hardware.gpu_spec(name, as_float(mem)) if name else None  # a memory size beyond float: unknown
         d = pb.Device(index=dev, kind=kind, name=name or f"{kind} device {dev}", simulated=False)
         if spec is not None:
             d.spec.CopyFrom(spec)
