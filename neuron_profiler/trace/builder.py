@@ -49,6 +49,22 @@ class TraceBuilder:
             self._rows[table] += n
         return first
 
+    def set_columns(self, table: str, columns: Mapping[str, Any]) -> None:
+        """Replace whole numeric columns of the rows added so far (one value per row, in row order), e.g.
+        the simulated runtime writing the projected host timeline next to the measured one."""
+        n, cols = normalize(table, columns)
+        if n != self._rows[table]:
+            raise ValueError(f"set_columns({table!r}): {n} values for {self._rows[table]} rows")
+        spec = columns_of(table)
+        for name in cols:
+            if spec[name].kind == "string":
+                raise ValueError(f"set_columns({table!r}): {name!r} is a string column")
+        at = 0
+        for m, batch in self._batches[table]:
+            for name, arr in cols.items():
+                batch[name] = arr[at:at + m]
+            at += m
+
     def add_track(self, kind: str, name: str, parent: int = -1, *, device: int = -1, nc_idx: int = -1,
                   pid: int = 0, tid: int = 0, rank: int = 0, sort_index: int | None = None,
                   unit: str = "") -> int:
