@@ -1,7 +1,8 @@
 """DMA cost model of one NeuronCore.
 
-A transfer is striped over the core's DMA engines (16 per core). Its data phase takes
-``bytes / rate`` with ``rate = min(dma_bytes_per_s * efficiency(descriptor_bytes), hbm_share)``:
+A transfer is striped over the core's DMA engines (16 per core), one descriptor per engine at a time, so a
+transfer of fewer descriptors than engines uses only that many. Its data phase takes ``bytes / rate`` with
+``rate = min(dma_bytes_per_s * engines_used / engines * efficiency(descriptor_bytes), hbm_share)``:
 - ``efficiency(s) = s / (s^p + knee^p)^(1/p)`` for ``s`` contiguous bytes per descriptor (one partition
   row): about 0.24 at 512 B, 0.71 at the 2 KiB knee, 0.89 at 4 KiB and 1 for 64 KiB (S23: "needs >= 2 KiB,
   target >= 4 KiB contiguous per partition");
@@ -31,16 +32,19 @@ def efficiency(descriptor_bytes: float, p: CoreParams) -> float:
     return s / (s ** e + p.dma_knee_bytes ** e) ** (1.0 / e)
 
 
-def rate_bytes_per_s(descriptor_bytes: float, p: CoreParams) -> float:
-    """Bytes/s of one transfer: DMA engines at ``efficiency(descriptor_bytes)``, capped by the HBM share."""
-    return min(p.dma_bytes_per_s * efficiency(descriptor_bytes, p), p.hbm_share_bytes_per_s)
+def rate_bytes_per_s(descriptor_bytes: float, p: CoreParams, descriptors: float = float("inf")) -> float:
+    """Bytes/s of one transfer of ``descriptors`` descriptors: the DMA engines it can keep busy at
+    ``efficiency(descriptor_bytes)``, capped by the HBM share."""
+    engines = min(float(p.dma_engines), max(descriptors, 1.0))
+    return min(p.dma_bytes_per_s * engines / p.dma_engines * efficiency(descriptor_bytes, p), p.hbm_share_bytes_per_s)
 
 
 def transfer_ns(nbytes: float, descriptor_bytes: float, p: CoreParams) -> float:
     """Data-phase duration (ns) of moving ``nbytes`` in descriptors of ``descriptor_bytes``."""
     if nbytes <= 0:
         return 0.0
-    return nbytes / rate_bytes_per_s(min(descriptor_bytes, nbytes), p) * 1e9
+    desc = max(min(descriptor_bytes, nbytes), 1.0)
+    return nbytes / rate_bytes_per_s(desc, p, nbytes / desc) * 1e9
 
 
 def descriptor_for(free_elems: float, elem_bytes: int) -> int:

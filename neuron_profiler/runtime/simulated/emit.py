@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CoreEvents", "expand", "emit_core"]
 
 _INSTR = ("engine", "opcode", "start", "dur", "flops", "transpose", "hbm_read", "hbm_write", "sbuf_read",
-          "sbuf_write", "psum_read", "psum_write", "args")
-_DMA = ("d_queue", "d_start", "d_dur", "d_bytes", "d_source", "d_dest", "d_variable", "d_descriptor")
+          "sbuf_write", "psum_read", "psum_write", "args", "node")
+_DMA = ("d_queue", "d_start", "d_dur", "d_bytes", "d_source", "d_dest", "d_variable", "d_descriptor", "d_node")
 
 
 @dataclass
@@ -149,18 +149,19 @@ def emit_core(b: "TraceBuilder", prog: Program, proj: Projection, ev: CoreEvents
     keep_i, keep_d, keep_c, dropped = _keep(ev, proj.c_start, cap)
     if dropped:
         b.dropped_events[f"nc{nc}"] = b.dropped_events.get(f"nc{nc}", 0) + int(dropped)
-    names = np.array([nm for nm, _ in sigs] + [""], dtype=object)
-    dtypes = np.array([w.dtype for _, w in sigs] + [""], dtype=object)
+    dtypes = np.array([getattr(w, "dtype", "") for _, w in sigs] + [""], dtype=object)
     k_host_row = host_rows[proj.k_host] if len(proj.k_host) else np.zeros(0, np.int64)
+    owner = _Owners(prog, proj, sigs, host_rows)
     ins_row = np.full(len(keep_i), -1, dtype=np.int64)
     if keep_i.any():
         i = {a: v[keep_i] for a, v in ev.ins.items()}
         k = i["k"]
         codes = pd.Categorical(i["engine"], categories=list(ENGINES)).codes
         tracks = np.array([eng[e] for e in ENGINES], np.int64)[codes]
+        fo, nm = owner.of(k, i["node"])
         first = b.add_rows("instructions", {
             "track": tracks, "start_ts": i["start"], "duration_ns": i["dur"], "engine": i["engine"],
-            "opcode": i["opcode"], "name": names[proj.k_sig[k]], "framework_op": k_host_row[k],
+            "opcode": i["opcode"], "name": nm, "framework_op": fo,
             "raw_flops": i["flops"], "hbm_read_bytes": i["hbm_read"], "hbm_write_bytes": i["hbm_write"],
             "sbuf_read_bytes": i["sbuf_read"], "sbuf_write_bytes": i["sbuf_write"], "psum_read_bytes": i["psum_read"],
             "psum_write_bytes": i["psum_write"], "dtype": dtypes[proj.k_sig[k]],
@@ -176,12 +177,49 @@ def emit_core(b: "TraceBuilder", prog: Program, proj: Projection, ev: CoreEvents
             "track": np.array([qtrack[q] for q in d["d_queue"]], np.int64), "start_ts": d["d_start"],
             "duration_ns": d["d_dur"], "transfer_bytes": d["d_bytes"], "source": d["d_source"], "dest": d["d_dest"],
             "queue_type": np.array([QUEUE_TYPES.get(q, "unknown") for q in d["d_queue"]], dtype=object),
-            "variable": d["d_variable"], "framework_op": k_host_row[d["k"]], "descriptor_bytes": d["d_descriptor"],
+            "variable": d["d_variable"], "framework_op": owner.of(d["k"], d["d_node"])[0],
+            "descriptor_bytes": d["d_descriptor"],
             "dma_engine": np.array([ring.get(q, -1) for q in d["d_queue"]], np.int64)})
         dma_row[keep_d] = first + np.arange(int(keep_d.sum()))
     _flows(b, ev, ins_row, dma_row, k_host_row)
     _collectives(b, prog, proj, keep_c, core, dev, nc, rank, pid)
     _counters(b, ev, p, core, dev, nc, rank, pid, dtypes, proj)
+
+
+class _Owners:
+    """The host op and name each event stands for: the kernel's op, or for a compiled graph the host op
+    (the eagerly run aten op inside the graph call) and name of the graph node it came from."""
+
+    def __init__(self, prog: Program, proj: Projection, sigs: list, host_rows: np.ndarray) -> None:
+        self.k_row = host_rows[proj.k_host] if len(proj.k_host) else np.zeros(0, np.int64)
+        self.k_sig = proj.k_sig
+        node_names = [list(getattr(w, "names", [])) for _, w in sigs]
+        self.sig_name = np.array([nm for nm, _ in sigs] + [""], dtype=object)
+        lens = np.array([len(x) for x in node_names] + [0], dtype=np.int64)
+        self.name_len = lens
+        self.name_off = np.cumsum(lens) - lens
+        self.names = np.array([x for ns in node_names for x in ns] + [""], dtype=object)
+        maps = [prog.graph_nodes.get(int(h)) for h in proj.k_host]
+        self.map_len = np.array([len(m) if m is not None else 0 for m in maps], dtype=np.int64)
+        self.map_off = np.cumsum(self.map_len) - self.map_len
+        parts = [np.where(m >= 0, host_rows[np.maximum(m, 0)], -1) for m in maps if m is not None]
+        self.map = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def of(self, k: np.ndarray, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(framework_op rows, names) of events of kernel instances ``k`` from template nodes ``node``."""
+        fo = self.k_row[k]
+        sig = self.k_sig[k]
+        name = self.sig_name[sig]
+        named = (node >= 0) & (self.name_len[sig] > node)
+        if named.any():
+            name = name.copy()
+            name[named] = self.names[self.name_off[sig[named]] + node[named]]
+        has = (node >= 0) & (self.map_len[k] > node)
+        if has.any():
+            mapped = self.map[self.map_off[k[has]] + node[has]]
+            fo = fo.copy()
+            fo[has] = np.where(mapped >= 0, mapped, fo[has])
+        return fo, name
 
 
 def _flows(b: "TraceBuilder", ev: CoreEvents, ins_row: np.ndarray, dma_row: np.ndarray, k_host_row: np.ndarray) -> None:
@@ -208,7 +246,10 @@ def _collectives(b: "TraceBuilder", prog: Program, proj: Projection, keep: np.nd
     c = prog.collectives.iloc[proj.c_index[keep]]
     dur = proj.c_dur[keep]
     algbw = c["message_bytes"].to_numpy(np.float64) / (dur * 1e-9)
-    cc = b.add_track("cc_core", "CC-core 0", core, device=dev, nc_idx=nc, rank=rank, pid=pid)
+    cores = proj.c_core[keep]
+    tracks = {c: b.add_track("cc_core", f"CC-core {c}", core, device=dev, nc_idx=nc, rank=rank, pid=pid)
+              for c in sorted(set(cores.tolist()))}
+    cc = np.array([tracks[c] for c in cores], dtype=np.int64)
     first = b.add_rows("collectives", {
         "track": cc, "start_ts": proj.c_start[keep], "duration_ns": dur, "operation": c["operation"].to_numpy(object),
         "algorithm": proj.c_algorithm[keep], "process_group": c["process_group"].to_numpy(object),

@@ -16,6 +16,7 @@ Every cost comes from ``engines`` and ``dma``; every constant from ``CoreParams`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from neuron_profiler.opmodel import OpWork
 from neuron_profiler.runtime.simulated import engines as E
@@ -24,12 +25,26 @@ from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import DMA, Group, KernelPlan, Stage
 from neuron_profiler.runtime.simulated.tiles import matmul_blocking, split, tile_groups
 
-__all__ = ["kernel_plan", "ELEMENTWISE_FREE_MAX", "MATMUL_BLOCK_FREE"]
+__all__ = ["kernel_plan", "Fusion", "ELEMENTWISE_FREE_MAX", "MATMUL_BLOCK_FREE"]
 
 #: free elements per partition of one elementwise tile (MODEL: typical NKI tile, 8 KiB of BF16 per partition)
 ELEMENTWISE_FREE_MAX = 4096
 #: free elements per partition of a matmul operand block load (MODEL: NKI optimized-matmul block width)
 MATMUL_BLOCK_FREE = 2048
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How a kernel sits inside a compiled graph: which tensor inputs are already in SBUF (left there by the
+    op before it), whether its output goes back to HBM, and elementwise work fused into its evacuation."""
+
+    in_sbuf: frozenset[int] = frozenset()   # positions in ``OpWork.inputs``
+    store: bool = True
+    epilogue_flops: float = 0.0
+    epilogue_scalar: bool = False           # the fused epilogue needs the Scalar engine (an activation)
+
+
+EAGER = Fusion()
 
 
 def _elem(w: OpWork) -> int:
@@ -55,23 +70,28 @@ def _store(nbytes: float, desc: float, var: str, p: CoreParams, queue: str = "qS
                  variable=var, source="SBUF", dest="HBM", hbm_write=nbytes, sbuf_release=True, **kw)
 
 
-def kernel_plan(w: OpWork, name: str, p: CoreParams) -> KernelPlan | None:
+def base_name(name: str) -> str:
+    """``aten::add_.Tensor`` -> ``add``."""
+    base = name.split("::", 1)[-1].split(".", 1)[0]
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
+
+def kernel_plan(w: OpWork, name: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan | None:
     """The kernel of one op signature on one core, or None when it does no device work."""
     if w.cls == "none" or (not w.out_elems and not w.flops):
         return None
-    base = name.split("::", 1)[-1].split(".", 1)[0]
-    base = base[:-1] if base.endswith("_") and not base.endswith("__") else base
+    base = base_name(name)
     if w.cls in ("matmul", "conv"):
-        return _matmul(w, base, p)
+        return _matmul(w, base, p, fusion)
     if w.cls == "attention":
-        return _attention(w, base, p)
+        return _attention(w, base, p, fusion)
     if w.cls == "gpsimd":
         return _gpsimd(w, base, p)
-    return _streamed(w, base, p)
+    return _streamed(w, base, p, fusion)
 
 
 # ------------------------------------------------------------------------------------------ matmul
-def _matmul(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
+def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     batch, m, k, n = (max(int(x), 1) for x in w.gemm)
     ins = w.inputs
     a_elem = ins[0].nbytes // max(ins[0].numel, 1) if ins else 4
@@ -81,6 +101,11 @@ def _matmul(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
     a_bytes = float(ins[0].nbytes) if ins else blk.a_bytes  # conv: the real input, im2col happens in SBUF
     b_bytes = float(sum(t.nbytes for t in ins[1:])) or blk.b_bytes
     reload = blk.reload_bytes * (a_bytes / blk.a_bytes if blk.resident == "B" and blk.a_bytes else 1.0)
+    if 0 in fusion.in_sbuf:  # A left in SBUF by the op before: neither loaded nor re-read
+        a_bytes, reload = 0.0, (reload if blk.resident == "A" else 0.0)
+    if fusion.in_sbuf & set(range(1, len(ins))):
+        b_bytes = float(sum(t.nbytes for i, t in enumerate(ins) if i >= 1 and i not in fusion.in_sbuf))
+        reload = reload if blk.resident == "B" else 0.0
     mt, kt, nt = math.ceil(m / p.tile_rows), math.ceil(k / p.tile_rows), math.ceil(n / p.tile_moving)
     out_tiles = batch * mt * nt
     cols = n / nt
@@ -94,7 +119,7 @@ def _matmul(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
     var = base
     groups = []
     for gi, (tiles, f) in enumerate(zip(sizes, share)):
-        evac = "Vector" if gi % 2 == 0 else "Scalar"
+        evac = "Scalar" if fusion.epilogue_scalar or gi % 2 else "Vector"
         psum_tile = p.tile_rows * cols * 4
         mm_ns = E.matmul_ns(tiles * mm_per_tile, cols, w.dtype, p)
         evac_ns = (E.vector_ns(tiles, cols, 1, "float32", p) if evac == "Vector" else E.scalar_ns(tiles, cols, p))
@@ -108,8 +133,10 @@ def _matmul(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
                         psum_write=tiles * psum_tile * mm_per_tile, psum_read=tiles * psum_tile * (mm_per_tile - 1),
                         psum_acquire=True, instructions=tiles * mm_per_tile))
         st.append(Stage(evac, "TensorCopy" if evac == "Vector" else "ACTIVATE", evac_ns, psum_read=tiles * psum_tile,
-                        sbuf_write=w.out_bytes * f, psum_release=True, instructions=tiles))
-        st.append(_store(w.out_bytes * f, o_desc, f"{var}.out", p))
+                        sbuf_write=w.out_bytes * f, psum_release=True, instructions=tiles,
+                        flops=fusion.epilogue_flops * f, sbuf_release=not fusion.store))
+        if fusion.store:
+            st.append(_store(w.out_bytes * f, o_desc, f"{var}.out", p))
         groups.append(Group(st, tiles, sbuf_bytes=(p.tile_rows * k * a_elem + k * cols * b_elem
                                                    + p.tile_rows * cols * out_elem), psum_bytes=psum_tile))
     note = (f"{batch}x[{m}x{k}]@[{k}x{n}] {w.dtype}: {out_tiles} output tiles of 128x{int(cols)}, "
@@ -119,15 +146,16 @@ def _matmul(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
 
 
 # ------------------------------------------------------------------------------------------ attention
-def _attention(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
+def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     bh, lq, d, s = (max(int(x), 1) for x in w.gemm)
     elem = _elem(w)
     qt = bh * math.ceil(lq / p.tile_rows)
     sizes = tile_groups(qt, p.max_tile_groups)
     share = split(1.0, sizes)
     bwd = 2.5 if w.backward else 1.0
-    kv_bytes = float(sum(t.nbytes for t in w.inputs[1:3])) if len(w.inputs) >= 3 else 2.0 * bh * s * d * elem
-    q_bytes = float(w.inputs[0].nbytes) if w.inputs else float(bh * lq * d * elem)
+    kv_bytes = float(sum(t.nbytes for i, t in enumerate(w.inputs[1:3], 1) if i not in fusion.in_sbuf)) \
+        if len(w.inputs) >= 3 else 2.0 * bh * s * d * elem
+    q_bytes = float(w.inputs[0].nbytes) if w.inputs and 0 not in fusion.in_sbuf else 0.0
     kv_resident = 2 * s * d * elem <= p.sbuf_bytes * p.sbuf_usable_fraction * 0.5
     kv_traffic = kv_bytes if kv_resident else kv_bytes * math.ceil(lq / p.tile_rows)
     kc, sc = math.ceil(d / p.tile_rows), math.ceil(s / p.tile_moving)
@@ -145,10 +173,11 @@ def _attention(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
         st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * kc * sc, min(s, p.tile_moving), w.dtype, p),
                         flops=w.flops * f / 2, psum_write=tiles * psum, psum_acquire=True,
                         instructions=tiles * kc * sc))
-        st.append(Stage("Vector", "TensorReduce", bwd * E.vector_ns(tiles, s, 1, "float32", p), psum_read=tiles * psum,
-                        instructions=tiles))
-        st.append(Stage("Scalar", "ACTIVATE", bwd * E.scalar_ns(tiles, s, p), psum_read=tiles * psum,
-                        sbuf_write=tiles * p.tile_rows * s * elem, instructions=tiles))
+        reads = tiles * math.ceil(s / p.vector_psum_free_max)  # instructions reading PSUM see <= 4K elements
+        st.append(Stage("Vector", "TensorReduce", bwd * E.vector_ns(reads, s * tiles / reads, 1, "float32", p),
+                        psum_read=tiles * psum, instructions=reads))
+        st.append(Stage("Scalar", "ACTIVATE", bwd * E.scalar_ns(reads, s * tiles / reads, p), psum_read=tiles * psum,
+                        sbuf_write=tiles * p.tile_rows * s * elem, instructions=reads))
         t_flops = 2.0 * p.tile_rows * p.tile_rows * p.tile_rows
         st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(tiles * s_tiles, p.tile_rows, w.dtype, p),
                         flops=tiles * s_tiles * t_flops, transpose=True, instructions=tiles * s_tiles))
@@ -157,8 +186,10 @@ def _attention(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
                         flops=w.flops * f / 2, psum_write=tiles * p.tile_rows * dcols * 4,
                         instructions=tiles * s_tiles))
         st.append(Stage("Vector", "TensorScalarPtr", E.vector_ns(tiles, d, 1, "float32", p), psum_release=True,
-                        psum_read=tiles * p.tile_rows * dcols * 4, sbuf_write=w.out_bytes * f, instructions=tiles))
-        st.append(_store(w.out_bytes * f, q_desc, f"{base}.out", p))
+                        psum_read=tiles * p.tile_rows * dcols * 4, sbuf_write=w.out_bytes * f, instructions=tiles,
+                        sbuf_release=not fusion.store))
+        if fusion.store:
+            st.append(_store(w.out_bytes * f, q_desc, f"{base}.out", p))
         groups.append(Group(st, tiles, sbuf_bytes=p.tile_rows * (d + s) * elem, psum_bytes=psum))
     note = f"{bh} heads x {lq} queries x {s} keys, head dim {d}: flash tiles of 128 queries"
     return KernelPlan(groups, resident_sbuf_bytes=kv_bytes / bh if kv_resident else 0.0, note=note)
@@ -168,17 +199,18 @@ def _attention(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
 _SOFTMAX = ("TensorReduce", "ACTIVATE", "TensorScalarPtr")
 
 
-def _streamed(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
+def _streamed(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     """Ops that stream [128 x F] tiles through SBUF: elementwise, activations, softmax, norms, reductions,
     copies and fills."""
     elem = _elem(w)
     total = max(int(w.elems or w.out_elems), 1)
-    full = [t for t in w.inputs if t.numel >= total]
-    small = [t for t in w.inputs if t.numel < total]
+    full = [t for i, t in enumerate(w.inputs) if t.numel >= total and i not in fusion.in_sbuf]
+    small = [t for i, t in enumerate(w.inputs) if t.numel < total and i not in fusion.in_sbuf]
     cast_copy = w.cls == "copy" and len({t.dtype for t in w.inputs}) > 1
-    if w.cls == "copy" and not cast_copy and base not in ("cat", "stack", "_cat", "where", "masked_fill"):
+    if w.cls == "copy" and not cast_copy and fusion == EAGER and base not in ("cat", "stack", "_cat", "where",
+                                                                               "masked_fill"):
         return _dma_copy(w, base, p)
-    n_in = 0 if w.cls == "fill" else max(len(full), 1)
+    n_in = 0 if w.cls == "fill" else max(len([t for t in w.inputs if t.numel >= total]), 1)
     rows = total
     if w.cls in ("softmax", "norm", "reduce") and w.inputs and w.inputs[0].shape:
         last = max(int(w.inputs[0].shape[-1]), 1)
@@ -193,7 +225,7 @@ def _streamed(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
     else:
         per_part = math.ceil(total / p.partitions)
         cap = p.sbuf_bytes * p.sbuf_usable_fraction / (2 * p.partitions * elem * (n_in + 1))
-        free = int(max(1, min(per_part, ELEMENTWISE_FREE_MAX, cap)))
+        free = int(max(1, min(per_part, ELEMENTWISE_FREE_MAX, p.vector_free_max, cap)))
         n_tiles = math.ceil(per_part / free)
     sizes = tile_groups(n_tiles, p.max_tile_groups)
     share = split(1.0, sizes)
@@ -213,8 +245,11 @@ def _streamed(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
             st.append(_loads(parts, p))
         deps = (0,) if st else None
         st.extend(_compute(w, base, tiles, free, n_in, elem, f, cast_copy, p, deps))
-        st.append(_store(w.out_bytes * f, descriptor_for(free if w.out_elems >= total else max(
-            w.out_elems / max(rows, 1), 1), elem), f"{base}.out", p))
+        if fusion.store:
+            st.append(_store(w.out_bytes * f, descriptor_for(free if w.out_elems >= total else max(
+                w.out_elems / max(rows, 1), 1), elem), f"{base}.out", p))
+        else:
+            st[-1].sbuf_release = True
         if not any(s.sbuf_acquire for s in st):
             st[0].sbuf_acquire = True
         groups.append(Group(st, tiles, sbuf_bytes=p.partitions * free * elem * (n_in + 1)))

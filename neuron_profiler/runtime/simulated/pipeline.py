@@ -65,6 +65,7 @@ class Stage:
     # a DMA stage may move several tensors at once on parallel queues sharing the DMA engines:
     # (queue, bytes, descriptor bytes, variable) per part; all parts run from the stage's start to its end
     parts: tuple[tuple[str, float, float, str], ...] = ()
+    node: int = -1            # the graph node it belongs to (compiled graphs), -1 = the kernel's op
 
     def dma_parts(self) -> tuple[tuple[str, float, float, str], ...]:
         """The transfers of a DMA stage (one per queue it uses)."""
@@ -79,6 +80,8 @@ class Group:
     tiles: int = 1
     sbuf_bytes: float = 0.0   # SBUF held per tile in flight
     psum_bytes: float = 0.0   # PSUM held per tile in flight
+    after: tuple[int, ...] = ()  # groups (plan indices) whose last stage feeds this group's first stage
+    part: int = 0             # which op of a multi-op kernel (graph) it belongs to: buffers pair within one
 
 
 @dataclass
@@ -128,6 +131,8 @@ class KernelTemplate:
     # occupancy segments
     sbuf_seg: np.ndarray      # (k, 3): start, end, bytes
     psum_seg: np.ndarray
+    node: np.ndarray          # graph node of each instruction (-1: the kernel's own op)
+    d_node: np.ndarray        # graph node of each DMA transfer
     first_mm: int             # index of the first MultiplyMoving instruction, -1 none
     ramp_work_ns: float       # MultiplyMoving work inside the throttle ramp window after the first one
     tensor_busy_ns: float     # total MultiplyMoving time
@@ -156,6 +161,7 @@ class _Node:
 
 def _build_nodes(plan: KernelPlan) -> list[_Node]:
     nodes: list[_Node] = []
+    last_of: list[int] = []
     for gi, g in enumerate(plan.groups):
         row: list[int] = []
         for si, st in enumerate(g.stages):
@@ -164,6 +170,9 @@ def _build_nodes(plan: KernelPlan) -> list[_Node]:
         for si, st in enumerate(g.stages):
             deps = (si - 1,) if st.deps is None and si > 0 else (st.deps or _NONE)
             nodes[row[si]].deps = [row[d] for d in deps]
+        last_of.append(row[-1])
+        if g.after and row:
+            nodes[row[0]].deps += [last_of[a] for a in g.after if a < gi]
     # DMA triggers on the Sync engine: the trigger takes the transfer's dependencies
     for nid in range(len(nodes)):
         n = nodes[nid]
@@ -185,13 +194,21 @@ def _blockers(plan: KernelPlan, nodes: list[_Node]) -> list[list[int]]:
             for buf, flag in (("sbuf", n.stage.sbuf_release), ("psum", n.stage.psum_release)):
                 if flag:
                     released.setdefault((buf, n.g), nid)
+    # buffers pair with the group `slots` earlier of the same part (op) of the kernel
+    prev: dict[int, list[int]] = {}
+    back: dict[int, dict[int, int]] = {}
+    for gi, g in enumerate(plan.groups):
+        lst = prev.setdefault(g.part, [])
+        back[gi] = {k: lst[-k] for k in (plan.sbuf_slots, plan.psum_slots) if len(lst) >= k}
+        lst.append(gi)
     out = []
     for n in nodes:
         b = list(n.deps)
         st = n.stage if not n.is_trigger else nodes[n.trigger].stage
         for buf, flag, slots in (("sbuf", st.sbuf_acquire, plan.sbuf_slots), ("psum", st.psum_acquire, plan.psum_slots)):
-            if flag and (buf, n.g - slots) in released:
-                b.append(released[(buf, n.g - slots)])
+            g_back = back[n.g].get(slots)
+            if flag and g_back is not None and (buf, g_back) in released:
+                b.append(released[(buf, g_back)])
         out.append(b)
     return out
 
@@ -300,20 +317,21 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
             for piece in _pieces(n.start, n.end, st.ns, tiles):
                 for q, nbytes, desc, var in st.dma_parts():
                     dma.append({"queue": q, "start": piece[0], "end": piece[1], "bytes": nbytes * piece[2],
-                                "source": st.source, "dest": st.dest, "variable": var, "descriptor": desc})
+                                "source": st.source, "dest": st.dest, "variable": var, "descriptor": desc,
+                                "node": st.node})
             continue
         first_row[nid] = (0, len(ins))
         if n.is_trigger:  # the trigger carries its transfer's HBM traffic (as Explorer attributes DMA to it)
             moved = nodes[n.trigger].stage
             ins.append({"engine": "Sync", "opcode": "DmaTrigger", "start": n.start, "end": n.end, "args": "",
-                        "hbm_read": moved.hbm_read, "hbm_write": moved.hbm_write})
+                        "hbm_read": moved.hbm_read, "hbm_write": moved.hbm_write, "node": moved.node})
             continue
         pieces = _pieces(n.start, n.end, st.ns, tiles)
         for j, (a, b, share) in enumerate(pieces):
             if j and a - pieces[j - 1][1] >= p.semaphore_wait_min_ns:
-                paced_waits.append((n.res, pieces[j - 1][1], a, -1))
+                paced_waits.append((n.res, pieces[j - 1][1], a, -1 - nid))
             rec = {"engine": n.res, "opcode": st.opcode, "start": a, "end": b, "transpose": st.transpose,
-                   "args": _args(st, plan.note if not ins else "", share)}
+                   "args": _args(st, plan.note if not ins else "", share), "node": st.node}
             for c in _INSTR_COLS:
                 rec[c] = getattr(st, c) * share
             ins.append(rec)
@@ -324,7 +342,8 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
             f_kind.append(kind)
             f_src.append(row)
             f_dst.append(len(ins))
-        ins.append({"engine": eng, "opcode": "SemaphoreWait", "start": a, "end": b, "args": ""})
+        owner = nodes[last if last >= 0 else -1 - last].stage.node
+        ins.append({"engine": eng, "opcode": "SemaphoreWait", "start": a, "end": b, "args": "", "node": owner})
     sbuf, psum = _occupancy(plan, nodes)
     mm = [k for k, r in enumerate(ins) if r["opcode"] == "MATMUL"]
     first_mm = min(mm, key=lambda k: ins[k]["start"]) if mm else -1
@@ -356,7 +375,9 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
         d_source=obj("source", dma), d_dest=obj("dest", dma), d_variable=obj("variable", dma),
         d_descriptor=i64("descriptor", dma),
         f_src_kind=np.array(f_kind, dtype=np.int64), f_src=np.array(f_src, dtype=np.int64),
-        f_dst=np.array(f_dst, dtype=np.int64), sbuf_seg=sbuf, psum_seg=psum, first_mm=first_mm,
+        f_dst=np.array(f_dst, dtype=np.int64), sbuf_seg=sbuf, psum_seg=psum,
+        node=np.array([r.get("node", -1) for r in ins], dtype=np.int64),
+        d_node=np.array([r.get("node", -1) for r in dma], dtype=np.int64), first_mm=first_mm,
         ramp_work_ns=ramp, tensor_busy_ns=busy)
 
 

@@ -25,8 +25,10 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.capture.sync import SYNC_PREFIX
+from neuron_profiler.compile.registry import graph_id_of
 from neuron_profiler.opmodel import OpWork, classify, lower_signature
 from neuron_profiler.runtime.simulated.collectives import find_collectives
+from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
 from neuron_profiler.runtime.simulated.lowering import leaf_compute_mask
 
 __all__ = ["Program", "extract_program", "SYNC_OPS"]
@@ -54,10 +56,12 @@ class Program:
     sync: np.ndarray           # bool: the host waits for all device work here
     collective: np.ndarray     # row index into ``collectives``, -1 none
     waits_collectives: np.ndarray  # bool: device work after this op waits for the outstanding collectives
-    signatures: list[tuple[str, OpWork]]
+    signatures: list[tuple[str, OpWork | GraphProgram]]  # an op's work, or a compiled graph
     collectives: pd.DataFrame
     host_scalar: np.ndarray    # bool: a scalar-only op run on the host
     unpriced: list[str]        # names of compute ops that produced no device work (no shapes, unknown op)
+    graph_nodes: dict[int, np.ndarray]  # graph call position -> host op position of each graph node (-1 none)
+    graphs_used: list[str]     # ids of the compiled graphs the window calls
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -104,8 +108,11 @@ def _concrete(args: str) -> list | None:
     return v if isinstance(v, list) else None
 
 
-def extract_program(host_ops: pd.DataFrame, host: dict[str, float]) -> Program:
-    """The program of a window's ``host_ops`` (see the module docstring); ``host``: host model constants."""
+def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
+                    graphs: dict[str, dict] | None = None) -> Program:
+    """The program of a window's ``host_ops`` (see the module docstring); ``host``: host model constants;
+    ``graphs``: compiled graph programs by id (a ``neuron::graph <id>`` range runs one as a single launch, and
+    the ops recorded inside it are its parts, not separate dispatches)."""
     n = len(host_ops)
     track = host_ops["track"].to_numpy(np.int64) if n else np.zeros(0, np.int64)
     start = host_ops["start_ts"].to_numpy(np.int64) if n else np.zeros(0, np.int64)
@@ -126,6 +133,10 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float]) -> Program:
     tensor_op = np.isin(cls, ["matmul", "conv", "attention"])
     leaf = leaf_compute_mask(host_ops, compute, tensor_op) if n else np.zeros(0, bool)
     leaf = _decomposed_as_one(leaf, compute, parent, names)
+    # compiled graphs: the range launches the graph; what ran inside it is the graph, not eager ops
+    calls = [(i, graph_id_of(str(names[i]))) for i in range(n) if str(names[i]).startswith("neuron::graph ")] if n else []
+    inside = _descendants([i for i, _ in calls], parent, order) if calls else np.zeros(n, dtype=bool)
+    leaf &= ~inside
     kernel = np.full(n, -1, dtype=np.int64)
     host_scalar = np.zeros(n, dtype=bool)
     sigs: list[tuple[str, OpWork]] = []
@@ -158,6 +169,20 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float]) -> Program:
         kernel[rows] = sig_of_uniq[inv]
         host_scalar[rows] = scalar_of_uniq[inv]
 
+    graph_nodes: dict[int, np.ndarray] = {}
+    used: list[str] = []
+    parsed: dict[str, int] = {}
+    for i, gid in calls:
+        prog = (graphs or {}).get(gid or "")
+        if prog is None:
+            continue
+        if gid not in parsed:
+            parsed[gid] = len(sigs)
+            sigs.append((f"neuron::graph {gid}", parse_graph(str(gid), prog)))
+            used.append(str(gid))
+        kernel[i] = parsed[gid]
+        graph_nodes[i] = _match_nodes(i, sigs[parsed[gid]][1], parent, order, names)
+
     # host costs: a framework op from Python, an op inside an op, autograd nodes; annotations cost nothing
     par_ok = parent >= 0
     parent_is_op = np.zeros(n, dtype=bool)
@@ -166,7 +191,10 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float]) -> Program:
     op_like = (namespaced | autograd) & is_host_cat
     self_ns[op_like & ~parent_is_op] = host["eager_op_dispatch_ns"]
     self_ns[op_like & parent_is_op] = host["nested_op_dispatch_ns"]
-    self_ns[kernel >= 0] += host["kernel_launch_ns"]
+    self_ns[(kernel >= 0) & ~_is_graph_call(names)] += host["kernel_launch_ns"]
+    for i in graph_nodes:
+        self_ns[i] = host["graph_launch_ns"]
+    self_ns[inside] = 0.0
 
     # synchronisation points
     sync = np.isin(names, list(SYNC_OPS)) & is_host_cat if n else np.zeros(0, bool)
@@ -182,12 +210,46 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float]) -> Program:
         pos = host_ops.index.get_indexer(coll["host_row"].to_numpy())
         coll_idx[pos] = np.arange(len(coll))
         kernel[pos] = -1
-    unpriced = leaf & (kernel < 0) & ~host_scalar & (coll_idx < 0)
+    sync &= ~inside
+    unpriced = leaf & (kernel < 0) & ~host_scalar & (coll_idx < 0) & ~inside
     names_unpriced = pd.Series(names[unpriced]).value_counts().index.tolist() if unpriced.any() else []
     return Program(n=n, order=order, thread=track, parent=parent, measured_start=start, measured_end=end,
                    self_ns=self_ns, kernel=kernel, sync=sync, collective=coll_idx,
                    waits_collectives=waits.astype(bool), signatures=sigs, collectives=coll, host_scalar=host_scalar,
-                   unpriced=[str(x) for x in names_unpriced])
+                   unpriced=[str(x) for x in names_unpriced], graph_nodes=graph_nodes, graphs_used=used)
+
+
+def _is_graph_call(names: np.ndarray) -> np.ndarray:
+    return np.array([str(x).startswith("neuron::graph ") for x in names], dtype=bool) if len(names) else \
+        np.zeros(0, bool)
+
+
+def _descendants(roots: list[int], parent: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """True for every op nested (at any depth) inside one of ``roots``."""
+    inside = np.zeros(len(parent), dtype=bool)
+    is_root = np.zeros(len(parent), dtype=bool)
+    is_root[roots] = True
+    for i in order.tolist():  # parents come before their children
+        j = int(parent[i])
+        if j >= 0 and (is_root[j] or inside[j]):
+            inside[i] = True
+    return inside
+
+
+def _match_nodes(call: int, g: GraphProgram, parent: np.ndarray, order: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Host op position of each graph node: the graph ran its nodes in order, each one a direct child of the
+    call's range with the node's name (unmatched nodes get -1: their events count against the call)."""
+    kids = [i for i in order.tolist() if int(parent[i]) == call]
+    out = np.full(len(g.names), -1, dtype=np.int64)
+    k = 0
+    for j, nm in enumerate(g.names):
+        look = k
+        while look < len(kids) and str(names[kids[look]]) != nm and look < k + 8:
+            look += 1
+        if look < len(kids) and str(names[kids[look]]) == nm:
+            out[j] = kids[look]
+            k = look + 1
+    return out
 
 
 def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray, names: np.ndarray) -> np.ndarray:

@@ -21,7 +21,9 @@ import pandas as pd
 from neuron_profiler.hardware import TARGETS, neuron_device, neuron_spec, target_display_name, validate_host_model
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated.collectives import Topology
+from neuron_profiler.compile import registry
 from neuron_profiler.runtime.simulated.emit import emit_core, expand
+from neuron_profiler.runtime.simulated.graphs import GraphProgram, graph_plan
 from neuron_profiler.runtime.simulated.kernels import kernel_plan
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import KernelTemplate, schedule_kernel
@@ -37,6 +39,15 @@ __all__ = ["SimulatedRuntime", "MODEL_VERSION", "MODEL_NAME", "DOCUMENTATION"]
 MODEL_VERSION = "2.0"
 MODEL_NAME = f"neuron_profiler.simulated {MODEL_VERSION}"
 DOCUMENTATION = "docs/simulation.md"
+
+
+def _process_graphs(host_ops: pd.DataFrame) -> dict[str, dict]:
+    """The programs of the compiled graphs ``host_ops`` calls, from this process's registry."""
+    if not len(host_ops):
+        return {}
+    cats = host_ops["name"].astype("category").cat.categories.astype(str)
+    ids = [registry.graph_id_of(c) for c in cats if c.startswith(registry.GRAPH_PREFIX)]
+    return {g: registry.program(g) for g in ids if g and registry.program(g) is not None}
 
 
 def _work_key(name: str, w: "OpWork") -> tuple:
@@ -104,17 +115,22 @@ class SimulatedRuntime(DeviceRuntime):
         """The scheduled kernel of each signature of ``prog`` (cached across windows)."""
         out = []
         for name, w in prog.signatures:
-            key = (p.active_cores_on_chip, _work_key(name, w))
+            graph = isinstance(w, GraphProgram)
+            key = (p.active_cores_on_chip, ("graph", w.signature) if graph else _work_key(name, w))
             if key not in self._templates:
-                plan = kernel_plan(w, name, p)
+                plan = graph_plan(w, p) if graph else kernel_plan(w, name, p)
                 self._templates[key] = schedule_kernel(plan, p) if plan is not None else None
             out.append(self._templates[key])
         return out
 
-    def simulate(self, host_ops: pd.DataFrame, world_size: int = 1) -> tuple[Program, list, Projection, CoreParams]:
-        """(program, kernel templates, projection, constants) of a window, without writing anything."""
+    def simulate(self, host_ops: pd.DataFrame, world_size: int = 1, graphs: dict[str, dict] | None = None
+                 ) -> tuple[Program, list, Projection, CoreParams]:
+        """(program, kernel templates, projection, constants) of a window, without writing anything.
+        ``graphs``: compiled graph programs by id (default: those this process compiled)."""
         p = self.params(world_size)
-        prog = extract_program(host_ops, p.host)
+        if graphs is None:
+            graphs = _process_graphs(host_ops)
+        prog = extract_program(host_ops, p.host, graphs)
         temps = self.templates(prog, p)
         topo = Topology.for_target(self.target, self.num_cores)
         return prog, temps, project(prog, temps, p, topo, world_size), p
@@ -125,7 +141,10 @@ class SimulatedRuntime(DeviceRuntime):
         and flows, and describe the model in ``Header.simulation``."""
         hdr = builder.header
         world = hdr.world_size or 1
-        prog, temps, proj, p = self.simulate(host_ops, world)
+        graphs = registry.parse_programs(builder.footer_metadata.get(registry.GRAPHS_KEY)) or None
+        prog, temps, proj, p = self.simulate(host_ops, world, graphs)
+        if prog.graphs_used and graphs is None:
+            builder.footer_metadata[registry.GRAPHS_KEY] = registry.programs_json(prog.graphs_used)
         self._project_host(builder, host_ops, proj)
         hdr.simulated = True
         self._describe(builder, prog, p)

@@ -8,8 +8,9 @@ One pass over the program in host order (``Program.order``), with a projected cl
   the host is ahead; the host blocks when ``max_inflight_programs`` kernels are outstanding;
 - dI/dt throttling (trn2/trn3): a kernel whose Tensor work starts after the Tensor engine idled
   ``tensor_throttle_idle_ns`` runs its first MultiplyMoving slower (``engines.throttle_extra_ns``);
-- a collective starts on the CC core once the compute enqueued before it has finished (its data) and the
-  CC core is free; compute after an op that waits for collectives (``wait_tensor``, an optimizer step)
+- a collective starts on a CC core once the compute enqueued before it has finished (its data) and that
+  core is free: each process group has its own CC core (up to the target's ``cc_cores``), so collectives of
+  different groups (tensor- and data-parallel) overlap while those of one group run in order; compute after an op that waits for collectives (``wait_tensor``, an optimizer step)
   starts after them;
 - at a synchronisation point the host waits for all device work, plus ``sync_latency_ns``.
 Deterministic: only the program and the model's constants enter; the capturing machine's timings set
@@ -46,6 +47,7 @@ class Projection:
     c_start: np.ndarray
     c_dur: np.ndarray
     c_algorithm: np.ndarray
+    c_core: np.ndarray      # CC core that ran it (one per process group, up to the target's CC cores)
     sync_wait_ns: float     # host time spent waiting for the device at synchronisation points
     queue_wait_ns: float    # host time blocked on a full device queue
 
@@ -61,11 +63,13 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
     stacks: dict[int, list[int]] = collections.defaultdict(list)
     cursor = t0
     core_free, tensor_idle_since = t0, -np.inf
-    cc_free, cc_done, wait_cc = t0, t0, False
+    cc_free: dict[int, float] = {}
+    cc_done, wait_cc = t0, False
+    cc_of: dict[str, int] = {}
     inflight: collections.deque[float] = collections.deque()
     q_max = max(int(h["max_inflight_programs"]), 1)
     k_host, k_sig, k_start, k_extra, k_enq = [], [], [], [], []
-    c_idx, c_start, c_dur, c_alg = [], [], [], []
+    c_idx, c_start, c_dur, c_alg, c_core = [], [], [], [], []
     sync_wait = queue_wait = 0.0
     coll = prog.collectives
     for i in prog.order.tolist():
@@ -103,12 +107,13 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
         ci = int(prog.collective[i])
         if ci >= 0:
             row = coll.iloc[ci]
-            ready = max(clock + h["device_start_latency_ns"], core_free, cc_free)
+            cc = cc_of.setdefault(str(row["process_group"]), len(cc_of) % max(p.cc_cores, 1))
+            ready = max(clock + h["device_start_latency_ns"], core_free, cc_free.get(cc, t0))
             members = members_of(row["replica_group"], int(row["group_size"]))
             dur, alg = topo.duration(row["operation"], float(row["message_bytes"]), members)
-            cc_free = ready + dur
-            cc_done = max(cc_done, cc_free)
-            c_idx.append(ci), c_start.append(ready), c_dur.append(dur), c_alg.append(alg)
+            cc_free[cc] = ready + dur
+            cc_done = max(cc_done, cc_free[cc])
+            c_idx.append(ci), c_start.append(ready), c_dur.append(dur), c_alg.append(alg), c_core.append(cc)
         if prog.waits_collectives[i]:
             wait_cc = True
         if prog.sync[i]:
@@ -126,4 +131,5 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
                       k_sig=np.asarray(k_sig, np.int64), k_start=i64(k_start), k_extra=i64(k_extra),
                       k_enqueue=i64(k_enq), c_index=np.asarray(c_idx, np.int64), c_start=i64(c_start),
                       c_dur=np.asarray(c_dur, np.int64), c_algorithm=np.asarray(c_alg, dtype=object),
+                      c_core=np.asarray(c_core, np.int64),
                       sync_wait_ns=sync_wait, queue_wait_ns=queue_wait)
