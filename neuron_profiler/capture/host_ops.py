@@ -27,6 +27,14 @@ def kineto_events(prof: Any) -> list[Any]:
     return list(res.events()) if res is not None else []
 
 
+def _event_name(e: Any) -> str:
+    """``e.name()``; Kineto occasionally hands back a python frame name that is not valid UTF-8."""
+    try:
+        return e.name()
+    except UnicodeDecodeError:
+        return "<frame with an undecodable name>"
+
+
 def _python_frames(events: Iterable[Any]) -> tuple[dict[int, list[tuple[int, int, int]]], dict[int, tuple[str, int]]]:
     """Per thread: python frames as (start, end, python_id) sorted by start; and id -> (name, parent_id)."""
     per_thread: dict[int, list[tuple[int, int, int]]] = {}
@@ -35,7 +43,7 @@ def _python_frames(events: Iterable[Any]) -> tuple[dict[int, list[tuple[int, int
         if not e.is_python_function():
             continue
         pid = e.python_id()
-        tree[pid] = (e.name(), e.python_parent_id())
+        tree[pid] = (_event_name(e), e.python_parent_id())
         per_thread.setdefault(e.start_thread_id(), []).append((e.start_ns(), e.start_ns() + e.duration_ns(), pid))
     for v in per_thread.values():
         v.sort()
@@ -89,7 +97,7 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
     for e in events:
         if e.is_python_function():
             continue
-        name = e.name()
+        name = _event_name(e)
         if name in _SKIP_NAMES:
             continue
         cat = e.activity_type() or "cpu_op"

@@ -179,18 +179,19 @@ def test_recommendations_link_to_cited_time_and_events(ctx):
 
 
 def test_recommendation_links_to_cited_event_on_sample():
-    """The bundled capture triggers a rule that cites events: its link selects the first one."""
+    """The bundled CNN capture (FP32 matmuls) triggers a rule that cites events: its link selects the first one."""
     import analysis
     from pathlib import Path
 
-    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "gpt_train_step.nprof"
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "cnn_inference.nprof"
     if not sample.is_file():
         pytest.fail(f"bundled sample {sample} is missing (python sample_traces/regenerate.py)")
     ctx = Ctx(TraceStore(sample))
-    rec = analysis.recommendations(ctx.store.trace("gpt_train_step.nprof"))
-    cited = rec[[len(x) > 0 for x in rec["event_rows"]]]
+    rec = analysis.recommendations(ctx.store.trace("cnn_inference.nprof"))
+    from explorer.state import SEL_TABLES  # events the timeline can select (counter samples cannot be)
+    cited = rec[[len(x) > 0 and t in SEL_TABLES for x, t in zip(rec["event_rows"], rec["event_table"])]]
     assert len(cited)
-    s = _dump(summary.layout(ctx, ViewState(trace="gpt_train_step.nprof")))
+    s = _dump(summary.layout(ctx, ViewState(trace="cnn_inference.nprof")))
     assert f"sel={cited.iloc[0]['event_table']}%3A{int(cited.iloc[0]['event_rows'][0])}" in s
 
 

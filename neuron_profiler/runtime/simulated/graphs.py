@@ -112,21 +112,30 @@ class _Fused:
 
 
 def _fuse(g: GraphProgram) -> list[_Fused]:
+    """Fused ops in execution order. A streamed op joins the fused op whose last node produced its first
+    input when nothing else reads that value and its other inputs are ready by then (independent nodes
+    in between, such as weight casts, are reordered around it)."""
     out: list[_Fused] = []
+    owner: dict[int, int] = {}
     for i in g.with_work():
         w = g.works[i]
         kind = "tensor" if w.cls in _TENSOR else "gpsimd" if w.cls == "gpsimd" else "stream"
-        cur = out[-1] if out else None
         src = g.producers[i][0] if g.producers[i] else -1
-        only_user = src >= 0 and g.consumers[src] == {i} and src not in g.outputs
-        if cur is not None and only_user and src == cur.last and kind == "stream":
-            if cur.kind == "stream":
-                cur.nodes.append(i)
+        k = owner.get(src, -1)
+        others_ready = all(o < 0 or owner.get(o, -1) <= k for o in g.producers[i][1:])
+        if (kind == "stream" and k >= 0 and out[k].last == src and g.consumers[src] == {i}
+                and src not in g.outputs and others_ready):
+            f = out[k]
+            if f.kind == "stream":
+                f.nodes.append(i)
+                owner[i] = k
                 continue
-            if cur.kind == "tensor" and w.cls in _EPILOGUE:
-                cur.epilogue.append(i)
+            if f.kind == "tensor" and w.cls in _EPILOGUE:
+                f.epilogue.append(i)
+                owner[i] = k
                 continue
         out.append(_Fused(kind, [i]))
+        owner[i] = len(out) - 1
     return out
 
 

@@ -57,7 +57,9 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
     """Project ``prog`` (see the module docstring). ``templates[sig]``: the kernel of each signature."""
     h = p.host
     n = prog.n
-    t0 = float(prog.measured_start.min()) if n else 0.0
+    # the clock runs in ns relative to the window start: float64 holds epoch-ns timestamps only to 256 ns
+    base = int(prog.measured_start.min()) if n else 0
+    t0 = 0.0
     hs, he = np.zeros(n), np.zeros(n)
     clocks: dict[int, float] = {}
     stacks: dict[int, list[int]] = collections.defaultdict(list)
@@ -126,9 +128,11 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
     for th, st in stacks.items():
         while st:
             he[st.pop()] = clocks[th]
-    i64 = lambda v: np.asarray(np.ceil(np.asarray(v, dtype=np.float64)), dtype=np.int64)  # noqa: E731
+    def i64(v) -> np.ndarray:
+        return np.asarray(np.ceil(np.asarray(v, dtype=np.float64) - 1e-6), dtype=np.int64) + base
     return Projection(host_start=i64(hs), host_end=i64(he), k_host=np.asarray(k_host, np.int64),
-                      k_sig=np.asarray(k_sig, np.int64), k_start=i64(k_start), k_extra=i64(k_extra),
+                      k_sig=np.asarray(k_sig, np.int64), k_start=i64(k_start),
+                      k_extra=np.asarray(np.ceil(np.asarray(k_extra, dtype=np.float64)), dtype=np.int64),
                       k_enqueue=i64(k_enq), c_index=np.asarray(c_idx, np.int64), c_start=i64(c_start),
                       c_dur=np.asarray(c_dur, np.int64), c_algorithm=np.asarray(c_alg, dtype=object),
                       c_core=np.asarray(c_core, np.int64),
