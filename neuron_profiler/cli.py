@@ -95,6 +95,31 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    from neuron_profiler.projection import project_trace
+
+    src = Path(args.source)
+    out = Path(args.output) if args.output else Path.cwd() / (_stem(src.name) + f".{args.target}.nprof")
+    b = project_trace(src, args.target, num_cores=args.num_cores)
+    path = b.write(out)
+    sim = b.header.simulation
+    kernels = b.table("flows").query("kind == 'launch'")
+    print(f"{path}: {b.rows('host_ops'):,} host ops of {src.name} projected onto {args.target} "
+          f"({len(kernels):,} device launches, {b.rows('instructions'):,} instructions, {b.rows('dma'):,} DMA)")
+    if sim.unpriced_ops:
+        shown = ", ".join(sim.unpriced_ops[:8]) + (f" and {len(sim.unpriced_ops) - 8} more" if len(sim.unpriced_ops) > 8
+                                                   else "")
+        print(f"could not price (no device work simulated): {shown}")
+    return 0
+
+
+def _stem(name: str) -> str:
+    for suf in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".nprof"):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="neuron-trace", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -117,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("source")
     s.add_argument("-o", "--output", help="output file (or directory for a directory source)")
     s.set_defaults(func=cmd_import)
+    s = sub.add_parser("project", help="re-simulate a trace (e.g. a torch.profiler trace from a GPU, recorded with "
+                                       "record_shapes=True) on a Trainium target")
+    s.add_argument("source", help="Kineto JSON(.gz) or .nprof")
+    s.add_argument("--target", default="trn2", choices=["trn1", "inf2", "trn2", "trn3"])
+    s.add_argument("--num-cores", type=int, default=None, help="NeuronCores per chip (default: the target's)")
+    s.add_argument("-o", "--output", help="output .nprof (default: <stem>.<target>.nprof in the current directory)")
+    s.set_defaults(func=cmd_project)
     return p
 
 
