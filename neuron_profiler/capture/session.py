@@ -15,6 +15,7 @@ from typing import Any
 from neuron_profiler.capture.comms import CommRecorder
 from neuron_profiler.capture.counters import HostSampler
 from neuron_profiler.capture.modules import ModuleRecorder
+from neuron_profiler.capture.sync import SyncRecorder
 
 
 @dataclass
@@ -60,6 +61,7 @@ class CaptureSession:
         self.current: "WindowCapture | None" = None
         self.runtime: Any = None
         self._comms = CommRecorder()
+        self._syncs = SyncRecorder()
         self._modules: "ModuleRecorder | None" = None
         self._sampler: "HostSampler | None" = None
 
@@ -80,6 +82,7 @@ class CaptureSession:
         self.current = w
         w.rank_world = dist_rank_and_world()
         self._comms.start()
+        self._syncs.start()
         w.comm_default_start = self._comms.default_start
         if w.profiler_options["with_modules"]:
             self._modules = ModuleRecorder()
@@ -97,6 +100,7 @@ class CaptureSession:
             return
         self.current = None
         w.end_ns = time.time_ns()
+        self._syncs.stop()
         w.comm_calls = self._comms.stop()
         w.comm_default_start = self._comms.default_start
         w.rank_world = dist_rank_and_world() or self._comms.rank_world or w.rank_world

@@ -22,7 +22,8 @@ def test_gpu_trace_projects_onto_trn2(realtraces_dir):
     tracks = orig.table("tracks")
     on_host = oh["track"].isin(tracks.index[tracks["kind"].astype(str).isin(["instance", "process", "thread"])])
     assert len(host) == int(on_host.sum())
-    np.testing.assert_array_equal(np.sort(host["measured_start_ts"].to_numpy()), np.sort(oh[on_host]["start_ts"].to_numpy()))
+    np.testing.assert_array_equal(np.sort(host["measured_start_ts"].to_numpy()),
+                                  np.sort(oh[on_host]["start_ts"].to_numpy()))
     ins = b.table("instructions")
     assert len(ins) > 100 and not b.table("tracks")["kind"].astype(str).isin(["stream"]).any()  # no GPU streams left
     lowered = set(host["name"].astype(str).to_numpy()[ins["framework_op"].unique()])

@@ -129,7 +129,8 @@ def test_host_model_overrides_are_used_and_recorded():
 
 def test_nested_ops_cost_the_dispatcher_once_each():
     rows = [op("aten::linear", 0, 100, [[64, 128], [256, 128], [256]], [BF] * 3),
-            op("aten::t", 1, 2, [[256, 128]], [BF]), op("aten::addmm", 10, 80, [[256], [64, 128], [128, 256]], [BF] * 3)]
+            op("aten::t", 1, 2, [[256, 128]], [BF]),
+            op("aten::addmm", 10, 80, [[256], [64, 128], [128, 256]], [BF] * 3)]
     h = simulate(rows).table("host_ops")
     assert h.duration_ns[1] == H["nested_op_dispatch_ns"]
     assert h.duration_ns[2] == H["nested_op_dispatch_ns"] + H["kernel_launch_ns"]

@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-from neuron_profiler.hardware import neuron_spec
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.counters import MAX_SAMPLES

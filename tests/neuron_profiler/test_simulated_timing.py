@@ -7,7 +7,6 @@ import pytest
 from neuron_profiler.hardware import engine_clock_hz, model_param, neuron_spec
 from neuron_profiler.opmodel import lower_signature
 from neuron_profiler.runtime.simulated import dma, engines
-from neuron_profiler.runtime.simulated.calibration import op_device_span_ns
 from neuron_profiler.runtime.simulated.kernels import kernel_plan
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import schedule_kernel
@@ -34,7 +33,8 @@ def test_matmul_instruction_cost_is_max_cols_64_cycles_at_the_dtype_rate():
     assert engines.matmul_ns(1, 512, "bfloat16", P2) == pytest.approx(512 / clock * 1e9)
     assert engines.matmul_ns(1, 16, "bfloat16", P2) == pytest.approx(64 / clock * 1e9)  # initiation interval
     assert engines.matmul_ns(10, 512, "float32", P2) == pytest.approx(4 * engines.matmul_ns(10, 512, "bfloat16", P2))
-    assert engines.matmul_ns(1, 512, "fp8", P2) == pytest.approx(engines.matmul_ns(1, 512, "bfloat16", P2) / 2, rel=1e-3)
+    bf16 = engines.matmul_ns(1, 512, "bfloat16", P2)
+    assert engines.matmul_ns(1, 512, "fp8", P2) == pytest.approx(bf16 / 2, rel=1e-3)
     p1 = CoreParams.for_target("trn1")
     assert engines.matmul_ns(1, 512, "fp8", p1) == pytest.approx(engines.matmul_ns(1, 512, "bfloat16", p1))
 
@@ -138,7 +138,8 @@ def test_psum_accumulation_and_evacuation_alternating_vector_and_scalar():
 def test_matmul_blocking_keeps_the_slab_that_fits_and_reloads_the_rest():
     budget = P2.sbuf_bytes * P2.sbuf_usable_fraction * 0.5
     b = matmul_blocking(1, 4096, 4096, 4096, 2, 2, budget)
-    assert b.slab_bytes <= budget and b.passes == math.ceil(4096 / b.block_n) and b.reload_bytes == b.a_bytes * (b.passes - 1)
+    assert b.slab_bytes <= budget and b.passes == math.ceil(4096 / b.block_n)
+    assert b.reload_bytes == b.a_bytes * (b.passes - 1)
     small = matmul_blocking(1, 512, 512, 512, 2, 2, budget)
     assert small.passes == 1 and small.reload_bytes == 0
     t = _template("aten::mm", [[4096, 4096], [4096, 4096]], [BF, BF])

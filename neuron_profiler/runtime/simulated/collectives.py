@@ -117,7 +117,9 @@ def members_of(replica_group: str, group_size: int) -> list[int]:
         ranks = [int(x) for x in str(replica_group).split(",") if x.strip() != ""]
     except ValueError:
         ranks = []
-    return ranks if len(ranks) >= 1 and (group_size <= 0 or len(ranks) == group_size) else list(range(max(group_size, 1)))
+    if ranks and (group_size <= 0 or len(ranks) == group_size):
+        return ranks
+    return list(range(max(group_size, 1)))
 
 
 def _int(v: Any, default: int = -1) -> int:

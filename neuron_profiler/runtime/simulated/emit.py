@@ -71,8 +71,8 @@ def expand(proj: Projection, temps: list[KernelTemplate | None]) -> CoreEvents:
     dma: dict[str, np.ndarray] = {}
     k, fi = _expand_index(n_i, off_i, sig) if len(sig) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     for a in _INSTR:
-        ins[a] = _flat(real, a, object if a in ("engine", "opcode", "args") else (bool if a == "transpose" else np.int64))[fi] \
-            if real else np.zeros(0)
+        kind = object if a in ("engine", "opcode", "args") else (bool if a == "transpose" else np.int64)
+        ins[a] = _flat(real, a, kind)[fi] if real else np.zeros(0)
     if len(k):
         ins["start"], ins["dur"] = _throttled(k_start[k], ins["start"], ins["dur"], first_mm_rel[sig[k]], extra[k])
     ins["k"] = k
@@ -240,7 +240,8 @@ def _flows(b: "TraceBuilder", ev: CoreEvents, ins_row: np.ndarray, dma_row: np.n
                 b.add_flows(table, src[good], "instructions", dst[m][good], "dependency")
 
 
-def _collectives(b: "TraceBuilder", prog: Program, proj: Projection, keep: np.ndarray, core: int, dev: int, nc: int, rank: int, pid: int) -> None:
+def _collectives(b: "TraceBuilder", prog: Program, proj: Projection, keep: np.ndarray, core: int, dev: int,
+                 nc: int, rank: int, pid: int) -> None:
     if not len(proj.c_index) or not keep.any():
         return
     c = prog.collectives.iloc[proj.c_index[keep]]

@@ -22,8 +22,15 @@ from typing import Any
 
 from neuron_profiler.opmodel import OpWork, lower_signature, parse_json_list, tensor_args
 from neuron_profiler.runtime.simulated.dma import descriptor_for
-from neuron_profiler.runtime.simulated.kernels import (ELEMENTWISE_FREE_MAX, Fusion, _compute, _loads, _store,
-                                                       base_name, kernel_plan)
+from neuron_profiler.runtime.simulated.kernels import (
+    ELEMENTWISE_FREE_MAX,
+    Fusion,
+    _compute,
+    _loads,
+    _store,
+    base_name,
+    kernel_plan,
+)
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import Group, KernelPlan
 from neuron_profiler.runtime.simulated.tiles import split, tile_groups

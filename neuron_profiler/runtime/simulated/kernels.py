@@ -167,8 +167,8 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
     groups = []
     for tiles, f in zip(sizes, share):
         psum = p.tile_rows * min(s, 4 * p.tile_moving) * 4
-        st = [_loads([("qSyncIO0", q_bytes * f, q_desc, f"{base}.q"), ("qSyncIO1", kv_traffic * f, kv_desc, f"{base}.kv")],
-                     p)]
+        st = [_loads([("qSyncIO0", q_bytes * f, q_desc, f"{base}.q"),
+                      ("qSyncIO1", kv_traffic * f, kv_desc, f"{base}.kv")], p)]
         st.append(Stage("Tensor", "LoadStationary", E.load_stationary_ns(tiles * kc, p), instructions=tiles * kc))
         st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * kc * sc, min(s, p.tile_moving), w.dtype, p),
                         flops=w.flops * f / 2, psum_write=tiles * psum, psum_acquire=True,

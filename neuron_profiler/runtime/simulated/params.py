@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neuron_profiler.hardware import (host_model_params, model_param, neuron_flag, neuron_spec, raw_table,
-                                      validate_host_model)
+from neuron_profiler.hardware import (
+    host_model_params,
+    model_param,
+    neuron_flag,
+    neuron_spec,
+    raw_table,
+    validate_host_model,
+)
 
 __all__ = ["CoreParams", "ENGINES"]
 

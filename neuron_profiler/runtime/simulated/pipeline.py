@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neuron_profiler.runtime.simulated.engines import sync_ns
-from neuron_profiler.runtime.simulated.params import ENGINES, CoreParams
+from neuron_profiler.runtime.simulated.params import CoreParams
 
 __all__ = ["Stage", "Group", "KernelPlan", "KernelTemplate", "schedule_kernel", "DMA"]
 
@@ -205,7 +205,8 @@ def _blockers(plan: KernelPlan, nodes: list[_Node]) -> list[list[int]]:
     for n in nodes:
         b = list(n.deps)
         st = n.stage if not n.is_trigger else nodes[n.trigger].stage
-        for buf, flag, slots in (("sbuf", st.sbuf_acquire, plan.sbuf_slots), ("psum", st.psum_acquire, plan.psum_slots)):
+        for buf, flag, slots in (("sbuf", st.sbuf_acquire, plan.sbuf_slots),
+                                 ("psum", st.psum_acquire, plan.psum_slots)):
             g_back = back[n.g].get(slots)
             if flag and g_back is not None and (buf, g_back) in released:
                 b.append(released[(buf, g_back)])

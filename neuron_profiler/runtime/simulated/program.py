@@ -134,7 +134,7 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     leaf = leaf_compute_mask(host_ops, compute, tensor_op) if n else np.zeros(0, bool)
     leaf = _decomposed_as_one(leaf, compute, parent, names)
     # compiled graphs: the range launches the graph; what ran inside it is the graph, not eager ops
-    calls = [(i, graph_id_of(str(names[i]))) for i in range(n) if str(names[i]).startswith("neuron::graph ")] if n else []
+    calls = [(i, graph_id_of(str(names[i]))) for i in range(n) if str(names[i]).startswith("neuron::graph ")]
     inside = _descendants([i for i, _ in calls], parent, order) if calls else np.zeros(n, dtype=bool)
     leaf &= ~inside
     kernel = np.full(n, -1, dtype=np.int64)

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.compile import registry
 from neuron_profiler.hardware import TARGETS, neuron_device, neuron_spec, target_display_name, validate_host_model
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated.collectives import Topology
-from neuron_profiler.compile import registry
 from neuron_profiler.runtime.simulated.emit import emit_core, expand
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, graph_plan
 from neuron_profiler.runtime.simulated.kernels import kernel_plan

@@ -10,7 +10,8 @@ One pass over the program in host order (``Program.order``), with a projected cl
   ``tensor_throttle_idle_ns`` runs its first MultiplyMoving slower (``engines.throttle_extra_ns``);
 - a collective starts on a CC core once the compute enqueued before it has finished (its data) and that
   core is free: each process group has its own CC core (up to the target's ``cc_cores``), so collectives of
-  different groups (tensor- and data-parallel) overlap while those of one group run in order; compute after an op that waits for collectives (``wait_tensor``, an optimizer step)
+  different groups (tensor- and data-parallel) overlap while those of one group run in order; compute
+  after an op that waits for collectives (``wait_tensor``, an optimizer step)
   starts after them;
 - at a synchronisation point the host waits for all device work, plus ``sync_latency_ns``.
 Deterministic: only the program and the model's constants enter; the capturing machine's timings set
