@@ -1,8 +1,9 @@
 """Helpers shared by the page modules: the app context, error boxes, tables, graphs, links."""
 from __future__ import annotations
 
+import logging
 import math
-import traceback
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -11,6 +12,8 @@ from dash import dash_table, dcc, html
 
 from ..state import ViewState
 from ..store import TraceAccessError, TraceOpenError, TraceStore
+
+LOG = logging.getLogger("explorer")
 
 
 @dataclass
@@ -36,10 +39,26 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
     try:
         return build(*args, **kw)
     except (TraceAccessError, TraceOpenError) as exc:
-        return error_box(str(exc))
-    except Exception as exc:  # noqa: BLE001 - show it, keep serving
-        tb = traceback.format_exc(limit=3)
-        return error_box(f"{type(exc).__name__}: {exc}\n{tb}")
+        return error_box(redact_paths(str(exc)))
+    except Exception as exc:  # noqa: BLE001 - show a short message, log the traceback, keep serving
+        LOG.exception("page section %s failed", getattr(build, "__qualname__", build))
+        return error_box(short_error(exc))
+
+
+_PATH_RE = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\\/\s:'\"]+){2,}")
+
+
+def redact_paths(text: str) -> str:
+    """``text`` with every filesystem path cut to its last component (no server paths in the browser)."""
+    return _PATH_RE.sub(lambda m: "…/" + re.split(r"[\\/]", m.group(0))[-1], text)
+
+
+def short_error(exc: BaseException) -> str:
+    """One line for the browser: the exception type and message, paths redacted (:func:`redact_paths`);
+    the server log keeps the traceback and the full message."""
+    msg = redact_paths(str(exc)).splitlines()
+    text = f"{type(exc).__name__}: {msg[0] if msg else ''}".rstrip(": ")
+    return (text[:300] + "…" if len(text) > 300 else text) + " (details in the server log)"
 
 
 def section(title: str, *children) -> html.Div:
