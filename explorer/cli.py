@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             store.preferred = key
             break
     app = create_app(store=store)
+    if store.preferred:  # the first trace's page analyses, computed while the user looks at the first page
+        from .frames import warm
+
+        warm(app._explorer_ctx, store.preferred)
     print(f"neuron-explorer serving {path} ({len(store.entries())} traces) at http://{args.host}:{args.port}/",
           flush=True)
     if args.debug:

@@ -7,7 +7,6 @@ trace reader: no pickle, no eval).
 """
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from pathlib import Path
 from .rows import TimelineIndex, build_index
 
 TRACE_SUFFIXES = (".nprof", ".json", ".json.gz")
-_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 GROUP_PREFIX = "group:"
 
 
@@ -45,6 +43,35 @@ class TraceEntry:
     @property
     def is_group(self) -> bool:
         return bool(self.members)
+
+
+def run_groups(base: Path, keys: list[str]) -> list[tuple[str, list[str]]]:
+    """The multi-rank runs among the ``.nprof`` files ``keys`` of one folder, as ``(run id, member keys by
+    rank)``: grouped by the analysis API (``analysis.TraceSet`` and its run grouping), never by file name.
+    Files whose header cannot be read are left out (they show their error when opened alone)."""
+    import analysis
+
+    traces, key_of = [], {}
+    for k in keys:
+        try:
+            t = analysis.Trace.from_file(base / k)
+            t.header  # noqa: B018
+        except Exception:  # noqa: BLE001 - listed alone; its page shows the error
+            continue
+        traces.append(t)
+        key_of[id(t)] = k
+    if len(traces) < 2:
+        return []
+    ts = analysis.TraceSet(traces)
+    out = []
+    for run in ts.runs:
+        sub = ts.by_run(run)
+        if len(sub.ranks) > 1:
+            first = {}
+            for t in sub.traces:  # one member per rank: its first window
+                first.setdefault(t.rank, key_of[id(t)])
+            out.append((run or "run", [first[r] for r in sorted(first)]))
+    return out
 
 
 def _is_trace_file(p: Path) -> bool:
@@ -88,22 +115,18 @@ class TraceStore:
                 # a Kineto file is listed once: analysis.load caches its conversion as <stem>.nprof beside it
                 files = [p for p in files if not p.name.endswith(".nprof") or (p.parent, _stem(p.name)) not in stems]
             out: list[TraceEntry] = []
-            groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+            by_folder: dict[str, list[str]] = {}
             for p in files:
                 key = self._key(p)
                 folder = str(Path(key).parent) if "/" in key else "."
                 out.append(TraceEntry(key, key, folder))
-                m = _RANK_RE.search(p.name)
-                if m:
-                    pattern = _RANK_RE.sub("rank*", p.name)
-                    groups.setdefault((folder, pattern), []).append((int(m.group(1)), key))
-            for (folder, pattern), members in sorted(groups.items()):
-                ranks = sorted({r for r, _ in members})
-                if len(ranks) > 1:
-                    members.sort()
-                    gkey = GROUP_PREFIX + (pattern if folder == "." else f"{folder}/{pattern}")
-                    label = f"{gkey[len(GROUP_PREFIX):]} ({len(ranks)} ranks)"
-                    out.append(TraceEntry(gkey, label, folder, tuple(k for _, k in members)))
+                if p.name.endswith(".nprof"):
+                    by_folder.setdefault(folder, []).append(key)
+            for folder, keys in sorted(by_folder.items()):
+                for run, members in run_groups(self.base, keys):
+                    gkey = GROUP_PREFIX + (run if folder == "." else f"{folder}/{run}")
+                    label = f"{gkey[len(GROUP_PREFIX):]} ({len(members)} ranks)"
+                    out.append(TraceEntry(gkey, label, folder, tuple(members)))
             self._entries = out
             return out
 
@@ -164,9 +187,11 @@ class TraceStore:
             raise
         except Exception as exc:  # any reader/importer failure becomes a message, not a crash
             raise TraceOpenError(f"could not open {key}: {type(exc).__name__}: {exc}") from exc
-        return {"trace": obj, "index": {}, "lock": threading.Lock()}
+        return {"trace": obj, "index": {}, "lock": threading.Lock(), "memo": {}, "memo_locks": {}}
 
     def _open_file(self, path: Path):
+        """Open one trace file (the one place the explorer opens a file: the importers' content detection
+        and import cache plug in here)."""
         import analysis
 
         t = analysis.load(path)
@@ -204,6 +229,19 @@ class TraceStore:
                     raise TraceOpenError(f"could not index {key}: {type(exc).__name__}: {exc}") from exc
                 slot["index"][tr.rank] = idx
             return idx
+
+    def memo(self, key: str, sub, fn):
+        """``fn()`` computed once per open trace ``key`` and ``sub`` key, shared by every page and viewer:
+        concurrent requests for the same value wait for the first (a failure is not cached)."""
+        slot = self._slot(key)
+        with self._lock:
+            lock = slot["memo_locks"].setdefault(sub, threading.Lock())
+        with lock:
+            if sub in slot["memo"]:
+                return slot["memo"][sub]
+            value = fn()
+            slot["memo"][sub] = value
+            return value
 
     def cached_keys(self) -> list[str]:
         with self._lock:
