@@ -74,6 +74,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         dcc.Store(id="last-sync"), dcc.Store(id="width", data=width_px),
         header,
         dcc.Loading(html.Main(id="page", className="nx-page"), type="default", delay_show=300,
+                    target_components={"page": "children"},  # page changes only, not in-page callbacks
                     overlay_style={"visibility": "visible", "opacity": 0.6}),
     ], className="nx-app"), theme=THEME)
 

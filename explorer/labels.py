@@ -31,7 +31,7 @@ _UNIT_NAMES = {"ts": "ts", "start_ts": "ts", "end_ts": "ts", "bytes": "bytes", "
                "arithmetic_intensity": "FLOP/byte", "total_time": "ns"}
 
 
-_KEEP_AS_WORD = {"_flops_per_s": "_FLOP/s", "_count": "_count"}
+_KEEP_AS_WORD = {"_flops_per_s": "_FLOP/s", "_count": "_count", "_flops": "_flops"}
 
 
 def _strip_unit(name: str) -> str:
@@ -55,7 +55,7 @@ def humanize(name: str) -> str:
     words = [w for w in words if w.lower() not in _QUALIFIERS] or quals[:1]
     if words and quals and words[0] == quals[0]:
         quals = quals[1:]
-    text = " ".join(_ACRONYMS.get(w.lower(), w.lower()) for w in words)
+    text = " ".join(_ACRONYMS.get(w.lower(), w if any(c.isupper() for c in w[1:]) else w.lower()) for w in words)
     text = text[:1].upper() + text[1:]
     return text + (f" ({', '.join(quals)})" if quals else "") + side
 

@@ -189,6 +189,8 @@
       if (full) { u.searchParams.delete("t0"); u.searchParams.delete("t1"); }
       else { u.searchParams.set("t0", Math.floor(this.v0)); u.searchParams.set("t1", Math.ceil(this.v1)); }
       if (this.sel) u.searchParams.set("sel", this.sel[0] + ":" + this.sel[1]); else u.searchParams.delete("sel");
+      if (this.meta.q) u.searchParams.set("q", this.meta.q); else u.searchParams.delete("q");
+      if (this.meta.color && this.meta.color !== "op") u.searchParams.set("color", this.meta.color); else u.searchParams.delete("color");
       const g = this.shownGroups();
       if (g.length === this.meta.groups.length) u.searchParams.delete("rows"); else u.searchParams.set("rows", g.join("."));
       window.history.replaceState(window.history.state, "", u.toString());
@@ -454,9 +456,10 @@
         ctx.fillStyle = col;
         ctx.fillRect(x0, y0, w, h);
         ctx.globalAlpha = 1;
-        if (w > 30 && n[j] === 1) {
+        if (w > 30) {
           const vx = Math.max(x0, LABEL_W), vw = Math.min(x0 + w, this.W) - vx;
-          const txt = this.fitText(d.names[lab[j]], vw - 6);
+          const nm = n[j] === 1 ? d.names[lab[j]] : d.names[lab[j]] + " +" + (n[j] - 1).toLocaleString();
+          const txt = this.fitText(nm, vw - 6);
           if (txt) { ctx.fillStyle = textColor(col); ctx.fillText(txt, vx + 3, y + l.h / 2); }
         }
       }

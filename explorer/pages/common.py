@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import dash_ag_grid as dag
 import pandas as pd
 from dash import dcc, html
 
@@ -108,8 +109,6 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
     """A dash-ag-grid of ``df`` (sortable, filterable, resizable): human headers, values formatted by unit
     (durations, timestamps from the trace start, exact byte counts, GB/s, TFLOP/s) while the raw numbers stay
     in the grid for sorting and copying. ``link_col`` holds markdown links."""
-    import dash_ag_grid as dag
-
     df = table_frame(df, origin)
     cols = []
     for c in df.columns:

@@ -212,6 +212,7 @@ def register(app, ctx: Ctx) -> None:
         prevent_initial_call=True)
     app.clientside_callback(
         """function(p, n) { const t = window.dash_clientside.callback_context.triggered_id;
+           if (!p && !n) { return window.dash_clientside.no_update; }
            return window.neuronTimeline.step(t === 'tl-res-prev' ? -1 : 1); }""",
         Output("tl-js", "draggable"), Input("tl-res-prev", "n_clicks"), Input("tl-res-next", "n_clicks"),
         prevent_initial_call=True)

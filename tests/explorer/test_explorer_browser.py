@@ -78,7 +78,7 @@ def _drag_zoom(page, at: float, pixels: int) -> None:
     page.mouse.up()
 
 
-@pytest.mark.parametrize("key", ["single.nprof", "group:run/rank*_window000.nprof"])
+@pytest.mark.parametrize("key", ["single.nprof", "group:run/synthetic"])
 def test_pages_load_without_console_errors(site, key):
     url, ctx = site
     page = ctx.new_page()
