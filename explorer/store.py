@@ -138,6 +138,13 @@ class TraceStore:
         if self.preferred is not None:
             return self.preferred
         es = self.entries()
+        for e in [e for e in es if not e.is_group][:5]:  # the first that opens (a bare URL shows a real trace)
+            try:
+                self.open(e.key)
+            except TraceError:
+                continue
+            self.preferred = e.key
+            return e.key
         return es[0].key if es else None
 
     def entry(self, key: str) -> TraceEntry:
