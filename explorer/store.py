@@ -138,14 +138,19 @@ class TraceStore:
         if self.preferred is not None:
             return self.preferred
         es = self.entries()
-        for e in [e for e in es if not e.is_group][:5]:  # the first that opens (a bare URL shows a real trace)
-            try:
-                self.open(e.key)
+        first = None
+        for e in [e for e in es if not e.is_group][:6]:  # a bare URL shows the first trace that opens and has
+            try:                                          # events (an empty one only when nothing else opens)
+                t = self.open(e.key)
+                n = sum(len(t.table(tab, ["start_ts"])) for tab in ("host_ops", "instructions"))
             except TraceError:
                 continue
-            self.preferred = e.key
-            return e.key
-        return es[0].key if es else None
+            first = first or e.key
+            if n:
+                self.preferred = e.key
+                return e.key
+        self.preferred = first
+        return first or (es[0].key if es else None)
 
     def entry(self, key: str) -> TraceEntry:
         """The listed entry for ``key``; raises :class:`TraceAccessError` for anything else."""
