@@ -212,7 +212,7 @@ def test_bare_roofline_url_and_a_pick_listed_on_the_timeline(site):
     page.wait_for_selector("#timeline-page", timeout=30000)
     wait_painted(page)
     assert "pick=" in page.url
-    page.wait_for_selector(".nx-res-link", timeout=20000)
+    page.wait_for_function("() => document.querySelectorAll('.nx-res-link').length > 0", timeout=20000)
     page.wait_for_selector("#tl-details-title", timeout=20000)
     page.close()
     assert errors == []
