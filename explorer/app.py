@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dash
 import dash_mantine_components as dmc
-from dash import Input, Output, State, dcc, html
+from dash import ALL, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from .api import register_api
@@ -48,13 +48,14 @@ def _nav(state: ViewState) -> list:
 
 
 def create_app(path: str | Path | None = None, *, store: TraceStore | None = None, cache_size: int = 4,
-               progress: bool = False, width_px: int = 1400) -> dash.Dash:
-    """Build the app serving the traces under ``path`` (a trace file or a directory)."""
+               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0) -> dash.Dash:
+    """Build the app serving the traces under ``path`` (a trace file or a directory). A page waits up to
+    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait)."""
     if store is None:
         if path is None:
             raise ValueError("create_app needs a path or a store")
         store = TraceStore(path, cache_size=cache_size, progress=progress)
-    ctx = Ctx(store=store, width_px=width_px)
+    ctx = Ctx(store=store, width_px=width_px, wait_s=wait_s)
     app = dash.Dash(__name__, title="neuron-explorer", suppress_callback_exceptions=True,
                     assets_folder=str(Path(__file__).parent / "assets"), update_title=None)
     app._explorer_ctx = ctx  # for tests and the benchmark
@@ -105,6 +106,11 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
             return window.dash_clientside.no_update;
         }""" % (json.dumps(store.default_key()).replace("<", "\\u003c"), json.dumps(_RESET_KEYS)),
         Output("nav-dummy", "data"), Input("trace-picker", "value"), prevent_initial_call=True)
+
+    app.clientside_callback(  # a section still computing: reload the page once its interval fires
+        """function(n) { if (n && n.some(x => x)) { window.location.reload(); } return window.dash_clientside.no_update; }""",
+        Output("nav-dummy", "data", allow_duplicate=True), Input({"type": "pending-refresh", "n": ALL}, "n_intervals"),
+        prevent_initial_call=True)
 
     for mod in PAGE_MODULES.values():
         reg = getattr(mod, "register", None)

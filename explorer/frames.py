@@ -19,7 +19,7 @@ def _trace(ctx, state):
 
 
 def _memo(ctx, state, key, fn):
-    return ctx.store.memo(state.trace, (state.rank, key), fn)
+    return ctx.store.memo(state.trace, (state.rank, key), fn, wait=ctx.wait_s)
 
 
 def summary(ctx, state, region: tuple[int, int] | None = None):
@@ -75,13 +75,14 @@ def figure(ctx, state, name: str, build):
 def group(ctx, state, name: str, fn):
     """A frame of the whole group (``fn(TraceSet)``): rank balance, rank timeline, collectives across ranks."""
     obj = ctx.store.open(state.trace)
-    return ctx.store.memo(state.trace, ("group", name), lambda: fn(obj))
+    return ctx.store.memo(state.trace, ("group", name), lambda: fn(obj), wait=ctx.wait_s)
 
 
 def diff(ctx, a: str, b: str, keys: tuple[str, ...]):
     """``analysis.diff`` of two served traces, cached on the first one's slot."""
     ta, tb = ctx.store.trace(a), ctx.store.trace(b)
-    return ctx.store.memo(a, ("diff", b, tuple(keys)), lambda: analysis.diff(ta, tb, keys=tuple(keys)))
+    return ctx.store.memo(a, ("diff", b, tuple(keys)), lambda: analysis.diff(ta, tb, keys=tuple(keys)),
+                          wait=ctx.wait_s)
 
 
 def warm(ctx, key: str) -> threading.Thread:
@@ -90,6 +91,7 @@ def warm(ctx, key: str) -> threading.Thread:
     from .state import ViewState
 
     state = ViewState(trace=key)
+    ctx = type(ctx)(store=ctx.store, width_px=ctx.width_px, wait_s=None)  # the warm-up itself waits
 
     def run():
         for fn in (lambda: summary(ctx, state), lambda: steps(ctx, state), lambda: recommendations(ctx, state),

@@ -7,6 +7,7 @@ trace reader: no pickle, no eval).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,6 +25,21 @@ class TraceError(Exception):
 
 class TraceAccessError(TraceError, ValueError):
     """A trace key that is not served (outside the root, not a trace, not listed)."""
+
+
+class FramePending(TraceError):
+    """An analysis frame is still being computed (the page shows that and asks again)."""
+
+
+_WORKER = threading.local()
+
+
+def _in_worker(fn):
+    _WORKER.active = True
+    try:
+        return fn()
+    finally:
+        _WORKER.active = False
 
 
 class TraceOpenError(TraceError, RuntimeError):
@@ -98,6 +114,7 @@ class TraceStore:
         self._open: OrderedDict[str, dict] = OrderedDict()
         self._entries: list[TraceEntry] | None = None
         self.preferred: str | None = None
+        self._executor = None
 
     # ------------------------------------------------------------------ listing and containment
     def entries(self, refresh: bool = False) -> list[TraceEntry]:
@@ -242,18 +259,40 @@ class TraceStore:
                 slot["index"][tr.rank] = idx
             return idx
 
-    def memo(self, key: str, sub, fn):
+    def memo(self, key: str, sub, fn, wait: float | None = None):
         """``fn()`` computed once per open trace ``key`` and ``sub`` key, shared by every page and viewer:
-        concurrent requests for the same value wait for the first (a failure is not cached)."""
+        concurrent requests for the same value wait for the first (a failure is not cached).
+
+        With ``wait`` (seconds) the computation runs on the store's small worker pool and a caller that is not
+        served within ``wait`` gets :class:`FramePending` (the page shows "still computing" and asks again)
+        instead of holding a server thread for the whole analysis."""
         slot = self._slot(key)
+        memo = slot["memo"]
+        if sub in memo:
+            return memo[sub]
+        if wait is None or getattr(_WORKER, "active", False):  # inline (nested frames compute inline too)
+            with self._lock:
+                lock = slot["memo_locks"].setdefault(sub, threading.Lock())
+            with lock:
+                if sub not in memo:
+                    memo[sub] = fn()
+                return memo[sub]
         with self._lock:
-            lock = slot["memo_locks"].setdefault(sub, threading.Lock())
-        with lock:
-            if sub in slot["memo"]:
-                return slot["memo"][sub]
-            value = fn()
-            slot["memo"][sub] = value
-            return value
+            fut = slot["memo_locks"].get(("future", sub))
+            if fut is None or (fut.done() and fut.exception() is not None):
+                fut = self._pool().submit(_in_worker, fn)
+                slot["memo_locks"][("future", sub)] = fut
+        try:
+            value = fut.result(timeout=wait)
+        except concurrent.futures.TimeoutError:
+            raise FramePending(sub) from None
+        memo[sub] = value
+        return value
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="frames")
+        return self._executor
 
     def cached_keys(self) -> list[str]:
         with self._lock:

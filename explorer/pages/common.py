@@ -13,7 +13,7 @@ from dash import dcc, html
 
 from ..labels import column_label, column_unit
 from ..state import ViewState, decode
-from ..store import TraceAccessError, TraceOpenError, TraceStore
+from ..store import FramePending, TraceAccessError, TraceOpenError, TraceStore
 
 LOG = logging.getLogger("explorer")
 
@@ -24,6 +24,7 @@ class Ctx:
 
     store: TraceStore
     width_px: int = 1400
+    wait_s: float | None = None  # how long a page waits for an analysis frame before showing "computing"
 
     def decode(self, pathname: str | None, search: str | None) -> ViewState:
         """The URL's state, with the default trace when the URL names none (every page works from a bare URL)."""
@@ -49,6 +50,8 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
     """Run a page/section builder; any failure becomes an error box instead of a crashed callback."""
     try:
         return build(*args, **kw)
+    except FramePending:
+        return pending_box()
     except (TraceAccessError, TraceOpenError) as exc:
         return error_box(redact_paths(str(exc)))
     except Exception as exc:  # noqa: BLE001 - show a short message, log the traceback, keep serving
@@ -57,6 +60,13 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
 
 
 _PATH_RE = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\\/\s:'\"]+){2,}")
+
+
+def pending_box() -> html.Div:
+    """A section whose analysis is still running: says so and reloads the page in a few seconds."""
+    return html.Div([html.Span("Computing this section's analysis… it appears here when ready."),
+                     dcc.Interval(id={"type": "pending-refresh", "n": id(object())}, interval=3000,
+                                  max_intervals=1)], className="note nx-pending")
 
 
 def redact_paths(text: str) -> str:

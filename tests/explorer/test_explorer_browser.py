@@ -38,7 +38,7 @@ def chromium():
 @pytest.fixture(scope="module")
 def site(served_dir, chromium, tmp_path_factory):
     os.environ["NEURON_EXPLORER_DATA_DIR"] = str(tmp_path_factory.mktemp("userdata"))
-    app = create_app(served_dir)
+    app = create_app(served_dir, wait_s=None)  # pages wait for their analyses (no reloads mid-test)
     with serve(app) as url:
         yield url, chromium
 
@@ -46,7 +46,7 @@ def site(served_dir, chromium, tmp_path_factory):
 @pytest.fixture(scope="module")
 def samples(chromium):
     assert (SAMPLES / "gpt_train_step.nprof").is_file(), "bundled sample missing: python sample_traces/regenerate.py"
-    app = create_app(SAMPLES)
+    app = create_app(SAMPLES, wait_s=None)
     with serve(app) as url:
         yield url, chromium, app
 
@@ -221,7 +221,7 @@ def test_bare_roofline_url_and_a_pick_listed_on_the_timeline(site):
 def test_gpu_trace_pages_in_browser(gpu_dir, chromium):
     """An imported Kineto GPU trace (real H100 capture): every page loads without console errors and the
     timeline has a GPU stream row."""
-    app = create_app(gpu_dir)
+    app = create_app(gpu_dir, wait_s=None)
     key = app._explorer_ctx.store.default_key()
     with serve(app) as url:
         page = chromium.new_page()

@@ -291,3 +291,29 @@ def test_api_refuses_unserved_traces_and_answers_errors_as_json(served_dir):
     assert r.status_code == 200 and r.get_json()["n"] >= 0
     bad = c.get("/timeline?trace=single.nprof&pick=99999999")
     assert bad.status_code == 200
+
+
+def test_a_slow_frame_is_pending_for_the_page_and_computed_once(served_dir):
+    import threading
+
+    from explorer.store import FramePending
+
+    store = TraceStore(served_dir)
+    release, calls = threading.Event(), []
+
+    def slow():
+        calls.append(1)
+        release.wait(30)
+        return 42
+
+    with pytest.raises(FramePending):
+        store.memo("single.nprof", "slow", slow, wait=0.05)
+    with pytest.raises(FramePending):  # asked again while running: the same computation, not a second one
+        store.memo("single.nprof", "slow", slow, wait=0.05)
+    release.set()
+    assert store.memo("single.nprof", "slow", slow, wait=30) == 42
+    assert store.memo("single.nprof", "slow", slow) == 42 and len(calls) == 1
+    import time
+
+    s = _dump(guarded(lambda: store.memo("single.nprof", "slower", lambda: time.sleep(1) or 1, wait=0.01)))
+    assert "nx-pending" in s and "error-box" not in s
