@@ -117,9 +117,10 @@ def main(argv=None) -> int:
         import os
 
         env = {**os.environ, **env}
+        log = open(Path(tmp) / "server.log", "w")  # a file, never an unread pipe (a full pipe stalls the server)
         srv = subprocess.Popen([sys.executable, "-m", "explorer.cli", str(path), "--host", "127.0.0.1",
-                                "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                                "--port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               text=True)
         try:
             base = f"http://127.0.0.1:{port}"
             t = time.time()
@@ -129,7 +130,8 @@ def main(argv=None) -> int:
                     break
                 except OSError:
                     if srv.poll() is not None or time.time() - t > 600:
-                        print(srv.stdout.read() if srv.stdout else "", file=sys.stderr)
+                        log.flush()
+                        print((Path(tmp) / "server.log").read_text()[-3000:], file=sys.stderr)
                         raise SystemExit("server did not start")
                     time.sleep(0.5)
             print(f"server up in {time.time() - t:.1f} s (open + index of {path.name}), RSS {rss_mb(srv.pid):.0f} MB")
@@ -171,6 +173,9 @@ def main(argv=None) -> int:
                 srv.wait(10)
             except subprocess.TimeoutExpired:
                 srv.kill()
+            log.close()
+            errs = [ln for ln in (Path(tmp) / "server.log").read_text().splitlines() if "Traceback" in ln]
+            print(f"server log: {len(errs)} tracebacks")
     return 0
 
 

@@ -22,7 +22,7 @@ from .banner import banner
 from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
 from .state import PAGE_TITLES, PAGES, ViewState
-from .store import TraceStore
+from .store import TraceStore, new_request
 
 PAGE_MODULES = {"summary": summary, "timeline": timeline, "roofline": roofline, "hot_ops": hot_ops, "dma": dma,
                 "collectives": collectives, "compare": compare, "query": query}
@@ -34,6 +34,7 @@ _RESET_KEYS = ['rank', 't0', 't1', 'sel', 'q', 'other', 'rows', 'pick', 'engines
 
 def build_page(ctx: Ctx, state: ViewState):
     """The layout of one page for one URL state (pure: used by the router and the unit tests)."""
+    new_request()
     if not state.trace:
         state = state.with_(trace=ctx.store.default_key())
     if not state.trace:

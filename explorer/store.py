@@ -32,6 +32,12 @@ class FramePending(TraceError):
 
 
 _WORKER = threading.local()
+_REQUEST = threading.local()
+
+
+def new_request() -> None:
+    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not."""
+    _REQUEST.pending = False
 
 
 def _in_worker(fn):
@@ -282,9 +288,12 @@ class TraceStore:
             if fut is None or (fut.done() and fut.exception() is not None):
                 fut = self._pool().submit(_in_worker, fn)
                 slot["memo_locks"][("future", sub)] = fut
+        if getattr(_REQUEST, "pending", False):  # this request already waited once: do not wait again
+            wait = min(wait, 0.05)
         try:
             value = fut.result(timeout=wait)
         except concurrent.futures.TimeoutError:
+            _REQUEST.pending = True
             raise FramePending(sub) from None
         memo[sub] = value
         return value

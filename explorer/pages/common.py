@@ -138,10 +138,13 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
             "ensureDomOrder": True, "tooltipShowDelay": 300}
     if height is None:
         opts["domLayout"] = "autoHeight"
+    wide = len(cols) > 8  # many columns: size each to its content (scroll sideways) instead of squeezing
+    col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90}
+    if not wide:
+        col_def["flex"] = 1
     return dag.AgGrid(id=id, columnDefs=cols, rowData=df_records(df, limit), dashGridOptions=opts,
-                      defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90,
-                                     "flex": 1},
-                      columnSize="responsiveSizeToFit", className="ag-theme-quartz nx-grid",
+                      defaultColDef=col_def, columnSize="autoSize" if wide else "responsiveSizeToFit",
+                      className="ag-theme-quartz nx-grid",
                       style={"height": f"{height}px"} if height else {"width": "100%"})
 
 
