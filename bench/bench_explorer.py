@@ -131,8 +131,9 @@ def page_times(store, key: str) -> list[tuple[str, float, float]]:
         times = []
         for _ in range(2):
             t = time.perf_counter()
-            build_page(ctx, ViewState(page=p, trace=key))
+            s = str(build_page(ctx, ViewState(page=p, trace=key, other="big_b.nprof")))
             times.append(time.perf_counter() - t)
+            assert "error-box" not in s, (p, s[s.find("error-box") - 300: s.find("error-box") + 300])
         out.append((p, times[0], times[1]))
     return out
 
@@ -165,7 +166,9 @@ def main(argv=None) -> int:
         print(f"bytes per view: median {np.median(sizes) / 1e3:.0f} kB, max {max(sizes) / 1e3:.0f} kB"
               f" (target < 1000 kB); shapes per view: median {int(np.median(shapes))}, max {max(shapes)}")
         if not args.no_pages:
-            store.cache_size = 4
+            write_synthetic_trace(Path(tmp) / "big_b.nprof", args.events, cores=2, steps=4, seed=1)
+            store = TraceStore(tmp)  # lists the second trace too (the Compare page's other side)
+            store.timeline("big.nprof")
             for p, first, again in page_times(store, "big.nprof"):
                 print(f"page {p:12s}: first {first:6.2f} s, cached {again:5.2f} s (target < 3 s)")
         if args.no_browser:

@@ -25,7 +25,8 @@ def _layout(ctx: Ctx, state: ViewState):
     return html.Div([
         html.H2(f"DMA: {trace.name}"),
         section("Throughput over time",
-                guarded(lambda: graph(figures.dma_throughput_figure(trace), id="dma-throughput", height=320))),
+                guarded(lambda: graph(frames.figure(ctx, state, "dma_throughput", figures.dma_throughput_figure),
+                                      id="dma-throughput", height=320))),
         section("Queues", guarded(_with_table, ctx, state, "queues", figures.dma_queues_figure, "dma-queues")),
         section("Transfer sizes", guarded(_with_table, ctx, state, "sizes", figures.dma_sizes_figure,
                                           "dma-sizes")),

@@ -2,6 +2,8 @@
 it, its device work, its flows with jump links) and the flow arrows the canvas draws for it."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pandas as pd
 from dash import dcc, html
@@ -16,6 +18,8 @@ MAX_FLOWS = 300
 TABLE_NAMES = {"instructions": "Instruction", "dma": "DMA transfer", "collectives": "Collective",
                "host_ops": "Host op"}
 _HIDDEN = {"track", "framework_op", "args"}
+_FLOW_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # trace -> sorted flow lookups
+_LAUNCH_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # trace -> framework_op lookups
 
 
 def details(ctx: Ctx, state: ViewState):
@@ -101,16 +105,63 @@ def _details(ctx: Ctx, state: ViewState):
     return html.Div(parts, className="details")
 
 
+def _flow_index(trace) -> dict:
+    """Flows sorted by (source table, source row) and by (destination table, destination row), for lookups
+    in O(log n) per selected event (built once per trace)."""
+    cache = _FLOW_INDEX.get(trace)
+    if cache is not None:
+        return cache
+    flows = trace.table("flows")
+    out = {}
+    for side, other in (("src", "dst"), ("dst", "src")):
+        k = _table_codes(flows[f"{side}_table"]) * (1 << 40) + flows[f"{side}_row"].to_numpy(dtype=np.int64)
+        o = np.argsort(k, kind="stable")
+        out[side] = (k[o], flows[f"{other}_table"].astype(str).to_numpy()[o],
+                     flows[f"{other}_row"].to_numpy(dtype=np.int64)[o], flows["kind"].astype(str).to_numpy()[o])
+    _FLOW_INDEX[trace] = out
+    return out
+
+
+def _table_codes(col: pd.Series) -> np.ndarray:
+    cat = col.astype("category")
+    lut = np.array([EVENT_TABLES.index(str(c)) if str(c) in EVENT_TABLES else 9 for c in cat.cat.categories]
+                   + [9], dtype=np.int64)
+    return lut[cat.cat.codes.to_numpy()]
+
+
+def _linked(trace, side: str, table: str, rid: int) -> list[tuple[str, int, str]]:
+    """(table, row, kind) of the flows whose ``side`` ("src" or "dst") end is the event."""
+    if table not in EVENT_TABLES:
+        return []
+    k, t, r, kind = _flow_index(trace)[side]
+    key = EVENT_TABLES.index(table) * (1 << 40) + int(rid)
+    lo, hi = np.searchsorted(k, key, "left"), np.searchsorted(k, key, "right")
+    return list(zip(t[lo:hi].tolist(), r[lo:hi].tolist(), kind[lo:hi].tolist()))
+
+
 def _parent(trace, table: str, rid: int, row: pd.Series) -> int:
     """The host op that launched the event (``framework_op``, else a flow from a host op), or -1."""
     parent = int(row["framework_op"]) if "framework_op" in row.index else -1
-    flows = trace.table("flows")
-    if parent < 0 and len(flows):
-        m = (flows["dst_table"].astype(str) == table) & (flows["dst_row"] == rid) & (
-            flows["src_table"].astype(str) == "host_ops")
-        if m.any():
-            parent = int(flows.loc[m, "src_row"].iloc[0])
+    if parent < 0:
+        for t, r, _ in _linked(trace, "dst", table, rid):
+            if t == "host_ops":
+                return int(r)
     return parent
+
+
+def _launched(trace, table: str, host_row: int) -> np.ndarray:
+    """Row ids of ``table`` whose ``framework_op`` is ``host_row`` (sorted lookup, built once per trace)."""
+    cache = _LAUNCH_INDEX.setdefault(trace, {})
+    if table not in cache:
+        df = trace.table(table)
+        if "framework_op" not in df.columns or not len(df):
+            cache[table] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        else:
+            fo = df["framework_op"].to_numpy(dtype=np.int64)
+            o = np.argsort(fo, kind="stable")
+            cache[table] = (fo[o], df.index.to_numpy(dtype=np.int64)[o])
+    fo, rows = cache[table]
+    return rows[np.searchsorted(fo, host_row, "left"):np.searchsorted(fo, host_row, "right")]
 
 
 def _children(trace, table: str, rid: int, limit: int = MAX_FLOWS) -> list[tuple[str, int]]:
@@ -118,18 +169,13 @@ def _children(trace, table: str, rid: int, limit: int = MAX_FLOWS) -> list[tuple
     kids: list[tuple[str, int]] = []
     if table == "host_ops":
         for t in ("instructions", "dma", "collectives"):
-            df = trace.table(t)
-            if "framework_op" in df.columns and len(df):
-                hit = df.index[df["framework_op"].to_numpy() == rid]
-                kids += [(t, int(r)) for r in hit[:limit]]
-    flows = trace.table("flows")
-    if len(flows):
-        m = (flows["src_table"].astype(str) == table) & (flows["src_row"] == rid)
-        seen = set(kids)
-        for t, r in zip(flows.loc[m, "dst_table"].astype(str), flows.loc[m, "dst_row"]):
-            if t in EVENT_TABLES and (t, int(r)) not in seen:
-                kids.append((t, int(r)))
-                seen.add((t, int(r)))
+            hit = _launched(trace, t, rid)
+            kids += [(t, int(r)) for r in hit[:limit]]
+    seen = set(kids)
+    for t, r, _ in _linked(trace, "src", table, rid)[: limit * 2]:
+        if t in EVENT_TABLES and (t, int(r)) not in seen:
+            kids.append((t, int(r)))
+            seen.add((t, int(r)))
     return kids[:limit]
 
 
@@ -153,12 +199,9 @@ def flows_of(index, sel) -> dict | None:
         pairs.append(("host_ops", parent, table, rid, "launch"))
     for t, r in _children(trace, table, rid):
         pairs.append((table, rid, t, r, "launch" if table == "host_ops" else "flow"))
-    flows = trace.table("flows")
-    if len(flows):
-        m = (flows["dst_table"].astype(str) == table) & (flows["dst_row"] == rid)
-        for t, r, k in zip(flows.loc[m, "src_table"].astype(str), flows.loc[m, "src_row"], flows.loc[m, "kind"]):
-            if t in EVENT_TABLES and (t, int(r)) != ("host_ops", parent):
-                pairs.append((t, int(r), table, rid, str(k)))
+    for t, r, k in _linked(trace, "dst", table, rid):
+        if t in EVENT_TABLES and (t, int(r)) != ("host_ops", parent):
+            pairs.append((t, int(r), table, rid, str(k)))
     out = []
     for ta, ra, tb, rb, kind in pairs[:MAX_FLOWS]:
         a = index.locate(ta, [ra])
