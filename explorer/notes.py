@@ -172,6 +172,7 @@ def register_notes(app, ctx) -> None:
                 notes = notes[:k] + notes[k + 1:]
         else:
             raise PreventUpdate
+        first = not notes_file(path).parent.is_dir()
         f = save_notes(path, notes)
-        LOG.info("notes of %s saved to %s", path, f)
+        (LOG.warning if first else LOG.info)("neuron-explorer: notes of %s are kept in %s", path, f)
         return notes, note_list(notes, state), ""

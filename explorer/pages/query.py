@@ -3,7 +3,7 @@ in the grid, a chart of a chosen column, and links that show timestamped rows on
 from __future__ import annotations
 
 import pandas as pd
-from dash import Input, Output, State, dcc, html
+from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
 from ..sql import QueryError, TraceDB, event_table_of

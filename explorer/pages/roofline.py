@@ -93,7 +93,7 @@ def register(app, ctx: Ctx) -> None:
 
 
 def _selected(ctx: Ctx, state: ViewState, point: int):
-    trace = trace_or_error(ctx, state)
+    trace_or_error(ctx, state)  # the store's errors (not served, bad file) before the frames
     pts = frames.roofline(ctx, state)
     if point not in pts.index:
         return note(f"no roofline point {point} in this trace")

@@ -11,7 +11,7 @@ clears the area. Callbacks here fetch and lay out: details of an event, aggregat
 from __future__ import annotations
 
 import numpy as np
-from dash import ALL, Input, Output, State, ctx as dash_ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 import analysis
