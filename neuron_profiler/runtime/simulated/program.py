@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.capture.sync import SYNC_PREFIX
-from neuron_profiler.compile.registry import graph_id_of
+from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
 from neuron_profiler.opmodel import OpWork, classify, lower_signature
 from neuron_profiler.runtime.simulated.collectives import find_collectives
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
@@ -108,11 +108,27 @@ def _concrete(args: str) -> list | None:
     return v if isinstance(v, list) else None
 
 
-def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
-                    graphs: dict[str, dict] | None = None) -> Program:
-    """The program of a window's ``host_ops`` (see the module docstring); ``host``: host model constants;
-    ``graphs``: compiled graph programs by id (a ``neuron::graph <id>`` range runs one as a single launch, and
-    the ops recorded inside it are its parts, not separate dispatches)."""
+@dataclass
+class _Ops:
+    """Per-op columns of a host op table the program is built from (positions in the table)."""
+
+    n: int
+    track: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    order: np.ndarray
+    parent: np.ndarray
+    name_c: np.ndarray
+    name_k: np.ndarray
+    names: np.ndarray
+    host_cat: np.ndarray     # bool: a framework op category (cpu_op)
+    op_like: np.ndarray      # bool: a namespaced op or an autograd node
+
+    def per_name(self, fn) -> np.ndarray:
+        return _per_category(self.name_c, self.name_k, fn)
+
+
+def _ops(host_ops: pd.DataFrame) -> _Ops:
     n = len(host_ops)
     track = host_ops["track"].to_numpy(np.int64) if n else np.zeros(0, np.int64)
     start = host_ops["start_ts"].to_numpy(np.int64) if n else np.zeros(0, np.int64)
@@ -121,107 +137,126 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     name_c, name_k = _codes(host_ops["name"]) if n else (np.zeros(0, np.int64), np.zeros(0, object))
     cat_c, cat_k = (_codes(host_ops["category"]) if "category" in host_ops.columns and n
                     else (np.zeros(n, np.int64), np.array([""], dtype=object)))
-    is_host_cat = _per_category(cat_c, cat_k, lambda c: c in _HOST_CATEGORIES).astype(bool)
-    namespaced = _per_category(name_c, name_k, lambda s: "::" in s and not s.startswith(("autograd::", SYNC_PREFIX)))
-    autograd = _per_category(name_c, name_k, lambda s: s.startswith("autograd::") or s.endswith("Backward0")
-                             or s.endswith("Backward1") or s == "torch::autograd::AccumulateGrad")
-    cls = _per_category(name_c, name_k, classify)
-    names = _per_category(name_c, name_k, lambda s: s).astype(object)
+    host_cat = _per_category(cat_c, cat_k, lambda c: c in _HOST_CATEGORIES).astype(bool)
+    op_like = _per_category(name_c, name_k, lambda s: ("::" in s and not s.startswith(SYNC_PREFIX))
+                            or s.endswith(("Backward0", "Backward1")) or s == "torch::autograd::AccumulateGrad")
+    return _Ops(n, track, start, end, order, parent, name_c, name_k,
+                _per_category(name_c, name_k, lambda s: s).astype(object), host_cat, op_like.astype(bool))
 
-    # device kernels: leaf compute ops with shapes that lower to work
-    compute = (cls != "none") & is_host_cat
-    tensor_op = np.isin(cls, ["matmul", "conv", "attention"])
-    leaf = leaf_compute_mask(host_ops, compute, tensor_op) if n else np.zeros(0, bool)
-    leaf = _decomposed_as_one(leaf, compute, parent, names)
-    # compiled graphs: the range launches the graph; what ran inside it is the graph, not eager ops
-    calls = [(i, graph_id_of(str(names[i]))) for i in range(n) if str(names[i]).startswith("neuron::graph ")]
-    inside = _descendants([i for i, _ in calls], parent, order) if calls else np.zeros(n, dtype=bool)
+
+def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
+                    graphs: dict[str, dict] | None = None) -> Program:
+    """The program of a window's ``host_ops`` (see the module docstring); ``host``: host model constants;
+    ``graphs``: compiled graph programs by id (a ``neuron::graph <id>`` range runs one as a single launch, and
+    the ops recorded inside it are its parts, not separate dispatches)."""
+    o = _ops(host_ops)
+    cls = o.per_name(classify)
+    compute = (cls != "none") & o.host_cat
+    leaf = leaf_compute_mask(host_ops, compute, np.isin(cls, ["matmul", "conv", "attention"])) if o.n \
+        else np.zeros(0, bool)
+    leaf = _decomposed_as_one(leaf, compute, o.parent, o.names)
+    is_call = o.per_name(lambda s: s.startswith(GRAPH_PREFIX)).astype(bool)
+    calls = np.flatnonzero(is_call).tolist()
+    inside = _descendants(calls, o.parent, o.order) if calls else np.zeros(o.n, dtype=bool)
     leaf &= ~inside
-    kernel = np.full(n, -1, dtype=np.int64)
-    host_scalar = np.zeros(n, dtype=bool)
-    sigs: list[tuple[str, OpWork]] = []
-    rows = np.flatnonzero(leaf)
-    if len(rows):
-        cols = {c: (_codes(host_ops[c]) if c in host_ops.columns else (np.full(n, -1, np.int64), np.zeros(0, object)))
-                for c in ("input_shapes", "input_dtypes", "args")}
-        flops = host_ops["flops"].to_numpy(np.int64) if "flops" in host_ops.columns else np.zeros(n, np.int64)
-        conv = cls[rows] == "conv"
-        key = np.stack([name_c[rows], cols["input_shapes"][0][rows], cols["input_dtypes"][0][rows], flops[rows],
-                        np.where(conv, cols["args"][0][rows], -1)], axis=1)
-        uniq, inv = np.unique(key, axis=0, return_inverse=True)
-        sig_of_uniq = np.full(len(uniq), -1, dtype=np.int64)
-        scalar_of_uniq = np.zeros(len(uniq), dtype=bool)
-
-        def val(kind: str, code: int) -> str:
-            return "" if code < 0 else str(cols[kind][1][code])
-        for u, (nc, sc, dc, fl, ac) in enumerate(uniq):
-            name = str(name_k[nc])
-            w = lower_signature(name, val("input_shapes", sc), val("input_dtypes", dc), int(fl),
-                                _concrete(val("args", ac)) if ac >= 0 else None)
-            if w.cls == "none":
-                continue
-            if w.inputs and all(t.shape == () for t in w.inputs):
-                scalar_of_uniq[u] = True
-                continue
-            sig_of_uniq[u] = len(sigs)
-            sigs.append((name, w))
-        inv = inv.reshape(-1)
-        kernel[rows] = sig_of_uniq[inv]
-        host_scalar[rows] = scalar_of_uniq[inv]
-
-    graph_nodes: dict[int, np.ndarray] = {}
-    used: list[str] = []
-    parsed: dict[str, int] = {}
-    for i, gid in calls:
-        prog = (graphs or {}).get(gid or "")
-        if prog is None:
-            continue
-        if gid not in parsed:
-            parsed[gid] = len(sigs)
-            sigs.append((f"neuron::graph {gid}", parse_graph(str(gid), prog)))
-            used.append(str(gid))
-        kernel[i] = parsed[gid]
-        graph_nodes[i] = _match_nodes(i, sigs[parsed[gid]][1], parent, order, names)
+    kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf, cls)
+    graph_nodes, used = _graph_calls(o, calls, graphs or {}, kernel, sigs)
 
     # host costs: a framework op from Python, an op inside an op, autograd nodes; annotations cost nothing
-    par_ok = parent >= 0
-    parent_is_op = np.zeros(n, dtype=bool)
-    parent_is_op[par_ok] = (namespaced | autograd)[parent[par_ok]]
-    self_ns = np.zeros(n, dtype=np.float64)
-    op_like = (namespaced | autograd) & is_host_cat
+    par_ok = o.parent >= 0
+    parent_is_op = np.zeros(o.n, dtype=bool)
+    parent_is_op[par_ok] = o.op_like[o.parent[par_ok]]
+    self_ns = np.zeros(o.n, dtype=np.float64)
+    op_like = o.op_like & o.host_cat
     self_ns[op_like & ~parent_is_op] = host["eager_op_dispatch_ns"]
     self_ns[op_like & parent_is_op] = host["nested_op_dispatch_ns"]
-    self_ns[(kernel >= 0) & ~_is_graph_call(names)] += host["kernel_launch_ns"]
-    for i in graph_nodes:
-        self_ns[i] = host["graph_launch_ns"]
+    self_ns[(kernel >= 0) & ~is_call] += host["kernel_launch_ns"]
+    self_ns[list(graph_nodes)] = host["graph_launch_ns"]
     self_ns[inside] = 0.0
 
-    # synchronisation points
-    sync = np.isin(names, list(SYNC_OPS)) & is_host_cat if n else np.zeros(0, bool)
-    sync |= _per_category(name_c, name_k, lambda s: s.startswith(SYNC_PREFIX)).astype(bool)
-    rt_sync = _per_category(name_c, name_k, lambda s: "synchronize" in s.lower() and "::" not in s)
-    sync |= rt_sync.astype(bool) & ~is_host_cat
-    sync &= ~_reads_host_scalar(order, names, host_scalar, track)
-    waits = _per_category(name_c, name_k, lambda s: any(k in s for k in _WAIT_OPS) or s.startswith("Optimizer.step#"))
-
-    coll = find_collectives(host_ops) if n else pd.DataFrame()
-    coll_idx = np.full(n, -1, dtype=np.int64)
+    coll = find_collectives(host_ops) if o.n else pd.DataFrame()
+    coll_idx = np.full(o.n, -1, dtype=np.int64)
     if len(coll):
         pos = host_ops.index.get_indexer(coll["host_row"].to_numpy())
         coll_idx[pos] = np.arange(len(coll))
         kernel[pos] = -1
-    sync &= ~inside
-    unpriced = leaf & (kernel < 0) & ~host_scalar & (coll_idx < 0) & ~inside
-    names_unpriced = pd.Series(names[unpriced]).value_counts().index.tolist() if unpriced.any() else []
-    return Program(n=n, order=order, thread=track, parent=parent, measured_start=start, measured_end=end,
-                   self_ns=self_ns, kernel=kernel, sync=sync, collective=coll_idx,
-                   waits_collectives=waits.astype(bool), signatures=sigs, collectives=coll, host_scalar=host_scalar,
+    unpriced = leaf & (kernel < 0) & ~host_scalar & (coll_idx < 0)
+    names_unpriced = pd.Series(o.names[unpriced]).value_counts().index.tolist() if unpriced.any() else []
+    waits = o.per_name(lambda s: any(k in s for k in _WAIT_OPS) or s.startswith("Optimizer.step#")).astype(bool)
+    return Program(n=o.n, order=o.order, thread=o.track, parent=o.parent, measured_start=o.start,
+                   measured_end=o.end, self_ns=self_ns, kernel=kernel,
+                   sync=_sync_points(o, host_scalar) & ~inside, collective=coll_idx, waits_collectives=waits,
+                   signatures=sigs, collectives=coll, host_scalar=host_scalar,
                    unpriced=[str(x) for x in names_unpriced], graph_nodes=graph_nodes, graphs_used=used)
 
 
-def _is_graph_call(names: np.ndarray) -> np.ndarray:
-    return np.array([str(x).startswith("neuron::graph ") for x in names], dtype=bool) if len(names) else \
-        np.zeros(0, bool)
+def _lower_leaves(host_ops: pd.DataFrame, o: _Ops, leaf: np.ndarray, cls: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, list]:
+    """(kernel signature per op (-1 none), host-scalar flags, signatures): each distinct (name, shapes, dtypes)
+    of the leaf ops lowered once by the op model."""
+    n = o.n
+    kernel = np.full(n, -1, dtype=np.int64)
+    host_scalar = np.zeros(n, dtype=bool)
+    sigs: list[tuple[str, OpWork | GraphProgram]] = []
+    rows = np.flatnonzero(leaf)
+    if not len(rows):
+        return kernel, host_scalar, sigs
+    cols = {c: (_codes(host_ops[c]) if c in host_ops.columns else (np.full(n, -1, np.int64), np.zeros(0, object)))
+            for c in ("input_shapes", "input_dtypes", "args")}
+    flops = host_ops["flops"].to_numpy(np.int64) if "flops" in host_ops.columns else np.zeros(n, np.int64)
+    conv = cls[rows] == "conv"
+    key = np.stack([o.name_c[rows], cols["input_shapes"][0][rows], cols["input_dtypes"][0][rows], flops[rows],
+                    np.where(conv, cols["args"][0][rows], -1)], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    sig_of_uniq = np.full(len(uniq), -1, dtype=np.int64)
+    scalar_of_uniq = np.zeros(len(uniq), dtype=bool)
+
+    def val(kind: str, code: int) -> str:
+        return "" if code < 0 else str(cols[kind][1][code])
+    for u, (nc, sc, dc, fl, ac) in enumerate(uniq):
+        name = str(o.name_k[nc])
+        w = lower_signature(name, val("input_shapes", sc), val("input_dtypes", dc), int(fl),
+                            _concrete(val("args", ac)) if ac >= 0 else None)
+        if w.cls == "none":
+            continue
+        if w.inputs and all(t.shape == () for t in w.inputs):
+            scalar_of_uniq[u] = True
+            continue
+        sig_of_uniq[u] = len(sigs)
+        sigs.append((name, w))
+    inv = inv.reshape(-1)
+    kernel[rows] = sig_of_uniq[inv]
+    host_scalar[rows] = scalar_of_uniq[inv]
+    return kernel, host_scalar, sigs
+
+
+def _graph_calls(o: _Ops, calls: list[int], graphs: dict[str, dict], kernel: np.ndarray, sigs: list
+                 ) -> tuple[dict[int, np.ndarray], list[str]]:
+    """Give each ``neuron::graph <id>`` call its graph's signature; returns the host op of each graph node per
+    call, and the ids of the graphs used."""
+    graph_nodes: dict[int, np.ndarray] = {}
+    used: list[str] = []
+    parsed: dict[str, int] = {}
+    for i in calls:
+        gid = graph_id_of(str(o.names[i])) or ""
+        prog = graphs.get(gid)
+        if prog is None:
+            continue
+        if gid not in parsed:
+            parsed[gid] = len(sigs)
+            sigs.append((GRAPH_PREFIX + gid, parse_graph(gid, prog)))
+            used.append(gid)
+        kernel[i] = parsed[gid]
+        graph_nodes[i] = _match_nodes(i, sigs[parsed[gid]][1], o.parent, o.order, o.names)
+    return graph_nodes, used
+
+
+def _sync_points(o: _Ops, host_scalar: np.ndarray) -> np.ndarray:
+    """Ops after which the host waits for the device (see the module docstring)."""
+    sync = o.per_name(lambda s: s in SYNC_OPS).astype(bool) & o.host_cat
+    sync |= o.per_name(lambda s: s.startswith(SYNC_PREFIX)).astype(bool)
+    sync |= o.per_name(lambda s: "synchronize" in s.lower() and "::" not in s).astype(bool) & ~o.host_cat
+    return sync & ~_reads_host_scalar(o.order, o.names, host_scalar, o.track)
 
 
 def _descendants(roots: list[int], parent: np.ndarray, order: np.ndarray) -> np.ndarray:
