@@ -28,7 +28,7 @@ from neuron_profiler.runtime.simulated.kernels import kernel_plan
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import KernelTemplate, schedule_kernel
 from neuron_profiler.runtime.simulated.program import Program, extract_program
-from neuron_profiler.runtime.simulated.timeline import Projection, project
+from neuron_profiler.runtime.simulated.timeline import CollectiveConstraints, Projection, project
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_profiler.opmodel import OpWork
@@ -91,6 +91,8 @@ class SimulatedRuntime(DeviceRuntime):
         self.num_cores = int(num_cores or self.spec.num_cores)
         self.rank = int(rank)
         self.host_model = validate_host_model(host_model)
+        #: what other ranks impose on this rank's collectives (runs simulated together; see timeline)
+        self.collective_constraints: CollectiveConstraints = {}
         self._templates: dict[tuple, KernelTemplate | None] = {}
 
     def cores(self) -> list[tuple[int, int]]:
@@ -133,7 +135,7 @@ class SimulatedRuntime(DeviceRuntime):
         prog = extract_program(host_ops, p.host, graphs)
         temps = self.templates(prog, p)
         topo = Topology.for_target(self.target, self.num_cores)
-        return prog, temps, project(prog, temps, p, topo, world_size), p
+        return prog, temps, project(prog, temps, p, topo, world_size, self.collective_constraints), p
 
     # ------------------------------------------------------------------ emit
     def emit(self, builder: "TraceBuilder", host_ops: pd.DataFrame) -> None:
