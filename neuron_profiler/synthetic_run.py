@@ -59,7 +59,8 @@ def step_ops(layers: int, hidden: int, tokens: int, tp: int, ranks: int, step: i
                                        "In msg nelems": tokens * hidden, "Out msg nelems": tokens * hidden,
                                        "dtype": "c10::BFloat16"})})
             seq += 1
-            add(op("aten::native_layer_norm", 0, 500, [x[0], [hidden], [hidden], [hidden], []], [BF16] * 4 + ["Scalar"]))
+            add(op("aten::native_layer_norm", 0, 500, [x[0], [hidden], [hidden], [hidden], []],
+                   [BF16] * 4 + ["Scalar"]))
             for _ in range(mult):
                 add(op("aten::mm", 0, 500, [[tokens, hidden], [hidden, f]], [BF16, BF16]))
                 add(op("aten::gelu", 0, 500, [[tokens, f]], [BF16]))
