@@ -112,5 +112,5 @@ def start_from_env() -> None:
         return
     try:
         start(options)
-    except ImportError as exc:
+    except (ImportError, ValueError, TypeError, RuntimeError) as exc:  # bad options, runtime unavailable
         print(f"neuron-profile: not profiling this process ({exc})", file=sys.stderr)
