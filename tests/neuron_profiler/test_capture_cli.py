@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from neuron_profiler.capture import cli  # noqa: E402
+from neuron_profiler.launch import cli  # noqa: E402
 from neuron_profiler.trace import read_trace  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def _env(**extra):
 def test_capture_cli_profiles_optimizer_steps_and_keeps_exit_status(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    r = subprocess.run([sys.executable, "-m", "neuron_profiler.capture.cli", "capture", "--run-id", "cli",
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.launch.cli", "capture", "--run-id", "cli",
                         "--warmup", "1", "--active", "2", "--repeat", "2", "--runtime", "simulated", "--",
                         "python", str(script), "9", "7"],
                        env=_env(NEURON_RT_INSPECT_OUTPUT_DIR=str(tmp_path / "out"),
@@ -144,7 +144,7 @@ def test_capture_spawned_ranks_whole_run(tmp_path):
 
 
 def test_capture_refuses_an_unavailable_runtime_before_starting_the_command(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "neuron_profiler.capture.cli", "capture", "-o", str(tmp_path / "o"),
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.launch.cli", "capture", "-o", str(tmp_path / "o"),
                         "--runtime", "hardware", "--", "python", "-c", "print('ran')"],
                        env=_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "ran" not in r.stdout

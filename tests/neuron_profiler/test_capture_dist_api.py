@@ -82,7 +82,7 @@ def test_torchrun_ranks_calls_unchanged(tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_under_neuron_profile_capture_calls_unchanged(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "neuron_profiler.capture.cli", "capture", "-o", str(tmp_path / "o"),
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.launch.cli", "capture", "-o", str(tmp_path / "o"),
                         "--run-id", "cap", "--runtime", "simulated", "--", "python", "-m", "torch.distributed.run",
                         "--standalone", "--nproc-per-node", "2", str(PROGRAM), "runner", str(tmp_path)],
                        env=_env(), capture_output=True, text=True, timeout=300)

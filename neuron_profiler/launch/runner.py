@@ -1,6 +1,6 @@
 """No-code-change capture: profile a whole Python process from the environment.
 
-``neuron-profile capture -- python train.py`` puts ``capture/bootstrap`` (a ``sitecustomize``) on PYTHONPATH and
+``neuron-profile capture -- python train.py`` puts ``launch/bootstrap`` (a ``sitecustomize``) on PYTHONPATH and
 the options as JSON in ``NEURON_PROFILE_CAPTURE``. At interpreter start-up ``start_from_env()`` builds a
 ``NeuronConfig``, enters a stock ``torch.profiler.profile`` and, at exit, stops it so the last window is exported.
 

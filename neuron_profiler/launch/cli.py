@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from neuron_profiler.capture.runner import ENV_OPTIONS
+from neuron_profiler.launch.runner import ENV_OPTIONS
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
