@@ -72,7 +72,7 @@ def _stop_before_destroy() -> None:
     try:
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
-    except Exception:
+    except ImportError:
         return
     orig = c10d.destroy_process_group
 
