@@ -107,19 +107,19 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
         if name == "aten::convolution":
             try:
                 concrete = e.concrete_inputs()
-            except Exception:
+            except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 concrete = None
         flops = op_flops(name, shapes, concrete, dtypes) if shapes else 0
         if not flops and name not in _CONV_PARENTS:  # their aten::convolution child carries the count
             try:
                 flops = int(e.flops() or 0)
-            except Exception:
+            except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 flops = 0
         comm_shapes = shapes
         if name.startswith("c10d::"):  # tensor lists only show up in the structured shapes
             try:
                 comm_shapes = e.structured_input_shapes()
-            except Exception:
+            except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 comm_shapes = shapes
         if name.startswith(("gloo:", "nccl:")) and dtypes:
             dtype_hints.append((e.start_ns(), dtypes[0]))

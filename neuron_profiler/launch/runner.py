@@ -1,6 +1,6 @@
 """No-code-change capture: profile a whole Python process from the environment.
 
-``neuron-profile capture -- python train.py`` puts ``capture/bootstrap`` (a ``sitecustomize``) on PYTHONPATH and
+``neuron-profile capture -- python train.py`` puts ``launch/bootstrap`` (a ``sitecustomize``) on PYTHONPATH and
 the options as JSON in ``NEURON_PROFILE_CAPTURE``. At interpreter start-up ``start_from_env()`` builds a
 ``NeuronConfig``, enters a stock ``torch.profiler.profile`` and, at exit, stops it so the last window is exported.
 
@@ -72,7 +72,7 @@ def _stop_before_destroy() -> None:
     try:
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
-    except Exception:
+    except ImportError:
         return
     orig = c10d.destroy_process_group
 
@@ -112,5 +112,5 @@ def start_from_env() -> None:
         return
     try:
         start(options)
-    except ImportError as exc:
+    except (ImportError, ValueError, TypeError, RuntimeError) as exc:  # bad options, runtime unavailable
         print(f"neuron-profile: not profiling this process ({exc})", file=sys.stderr)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
-from neuron_profiler.capture.runner import ENV_OPTIONS
+from neuron_profiler.launch.runner import ENV_OPTIONS
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -70,17 +69,19 @@ def add_capture_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--repeat", type=int, default=1, help="schedule: windows (0 = until the program ends)")
     c.add_argument("--with-stack", action="store_true", help="record Python stacks")
     c.add_argument("--no-modules", action="store_true", help="do not record the nn.Module hierarchy")
-    c.add_argument("--no-shapes", action="store_true", help="do not record input shapes")
+    c.add_argument("--no-shapes", action="store_true", help="do not record input shapes (DEVICE mode records them anyway: the device model needs them)")
 
 
 def options_from_args(a: argparse.Namespace, env: "dict[str, str]") -> dict[str, object]:
-    """Validated capture options (JSON-serialisable). Raises ``ValueError`` on bad values, before anything runs."""
-    from neuron_profiler.config import ProfileMode, check_output_dir, parse_nc_ranges, VALID_RUNTIMES, VALID_TARGETS
+    """Validated capture options (JSON-serialisable). Raises ``ValueError`` on bad values, and when the device
+    runtime asked for (or found by "auto") cannot deliver device events, before anything runs."""
+    from neuron_profiler.hardware import TARGETS
+    from neuron_profiler.modes import RUNTIMES, ProfileMode, check_choice, check_output_dir, check_run_id, parse_nc_ranges
+    from neuron_profiler.runtime.base import RuntimeUnavailableError
+    from neuron_profiler.runtime.factory import resolve_runtime
     modes = [ProfileMode.parse(m).name for m in a.modes.split(",") if m.strip()] if a.modes else modes_from_env(env)
-    if a.target not in VALID_TARGETS:
-        raise ValueError(f"unknown target {a.target!r}; valid targets: {', '.join(VALID_TARGETS)}")
-    if a.runtime not in VALID_RUNTIMES:
-        raise ValueError(f"unknown runtime {a.runtime!r}; valid runtimes: {', '.join(VALID_RUNTIMES)}")
+    check_choice("target", a.target, TARGETS)
+    check_choice("runtime", a.runtime, RUNTIMES)
     max_ev = a.max_events_per_nc
     if max_ev is None and env.get("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC"):
         raw = env["NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC"]
@@ -94,11 +95,14 @@ def options_from_args(a: argparse.Namespace, env: "dict[str, str]") -> dict[str,
     for name in ("wait", "warmup", "active", "repeat"):
         if getattr(a, name) < 0:
             raise ValueError(f"--{name}: expected >= 0, found {getattr(a, name)}")
+    if modes is None or "DEVICE" in modes:
+        try:
+            resolve_runtime(a.runtime)
+        except RuntimeUnavailableError as exc:
+            raise ValueError(str(exc)) from None
     out = a.output_dir or env.get("NEURON_RT_INSPECT_OUTPUT_DIR") or "./output"
     out = str(check_output_dir(out).resolve())
-    run_id = a.run_id or time.strftime("run_%Y%m%dT%H%M%SZ", time.gmtime())
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", run_id):
-        raise ValueError(f"--run-id: expected letters, digits, '_', '.' or '-' (it names a folder), found {run_id!r}")
+    run_id = check_run_id(a.run_id or time.strftime("run_%Y%m%dT%H%M%SZ", time.gmtime()), "--run-id")
     return {"modes": modes, "profile_output_dir": out, "max_events_per_nc": max_ev, "capture_enabled_for_nc": cores,
             "target": a.target, "runtime": a.runtime, "run_id": run_id, "num_cores": a.num_cores,
             "wait": a.wait, "warmup": a.warmup, "active": a.active, "repeat": a.repeat,

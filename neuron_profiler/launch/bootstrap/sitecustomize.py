@@ -14,6 +14,6 @@ if _spec is not None and _spec.loader is not None:
     _mod = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_mod)
 
-from neuron_profiler.capture.runner import start_from_env  # noqa: E402
+from neuron_profiler.launch.runner import start_from_env  # noqa: E402
 
 start_from_env()
