@@ -20,7 +20,9 @@ def test_sync_methods_are_marked_once_and_restored():
     assert isinstance(s, str) and isinstance(v, float)
     h = read_trace(p.neuron_profiler.paths[0]).table("host_ops")
     marks = h[h["name"].astype(str).str.startswith(SYNC_PREFIX)]["name"].astype(str).tolist()
-    assert marks == [SYNC_PREFIX + "Tensor.cpu", SYNC_PREFIX + "Tensor.__repr__", SYNC_PREFIX + "Tensor.tolist"]
+    # (torch.profiler itself calls torch.neuron.synchronize() when the window ends)
+    own = [m for m in marks if m != SYNC_PREFIX + "torch.neuron.synchronize"]
+    assert own == [SYNC_PREFIX + "Tensor.cpu", SYNC_PREFIX + "Tensor.__repr__", SYNC_PREFIX + "Tensor.tolist"]
     # the simulated host waits at each: the mm's kernel ends before the .cpu() marker does
     ins = read_trace(p.neuron_profiler.paths[0]).table("instructions")
     mm_row = h.index[h["name"].astype(str) == "aten::mm"][0]
