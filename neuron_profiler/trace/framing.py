@@ -1,8 +1,13 @@
 """Byte-level file layout: magic, record frames, trailer. Only the reader and writer use this module.
 
     MAGIC | frame(Header) | frame(Chunk)* | frame(Footer) | trailer
-    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B reserved> <I crc32(payload)> payload
+    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B flags> <I crc32> payload
     trailer = <Q footer_frame_offset> b"NTRACEND"
+
+``flags`` bit 0 (``FLAG_CRC_FRAME``, written since format 2.2) says the CRC covers the frame's first 8 bytes
+(length, record type, codec, table id, flags) followed by the payload, so every byte that changes how a record
+is read is checksummed; without it (files of 2.0/2.1) the CRC covers the payload only and the reader validates
+the other fields. Any other flag bit is corruption.
 """
 from __future__ import annotations
 
@@ -24,6 +29,10 @@ CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB, "zstd": CODEC_ZSTD, "lz4": COD
 DEFAULT_COMPRESSION = "lz4"
 LZ4_LEVEL = 4
 
+#: Frame flag: the CRC covers the frame's first 8 bytes and the payload (format 2.2 and later).
+FLAG_CRC_FRAME = 1
+KNOWN_FLAGS = FLAG_CRC_FRAME
+
 #: No single record may be larger than this (a declared length above it is corruption, not a trace).
 MAX_RECORD_BYTES = 1 << 30
 #: No chunk holds more rows than this (writers split larger batches; readers treat more as corruption).
@@ -32,11 +41,24 @@ MAX_CHUNK_ROWS = 1 << 22
 MAX_DECOMPRESSED_BYTES = 1 << 31
 
 
-def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, table_id: int = 0) -> bytes:
-    """Frame ``payload`` (already compressed when codec != none)."""
+_HEAD = struct.Struct("<IBBBB")  # the frame bytes before the CRC
+
+
+def frame_crc(length: int, record_type: int, codec: int, table_id: int, flags: int, payload: bytes) -> int:
+    """The CRC a frame with these fields stores: over the first 8 frame bytes and the payload when ``flags``
+    has ``FLAG_CRC_FRAME``, else over the payload only (2.0/2.1 files)."""
+    if flags & FLAG_CRC_FRAME:
+        return zlib.crc32(payload, zlib.crc32(_HEAD.pack(length, record_type, codec, table_id, flags)))
+    return zlib.crc32(payload)
+
+
+def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, table_id: int = 0,
+                 flags: int = FLAG_CRC_FRAME) -> bytes:
+    """Frame ``payload`` (already compressed when codec != none); the CRC covers the frame fields too."""
     if len(payload) > MAX_RECORD_BYTES:
         raise ValueError(f"record of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
-    return FRAME.pack(len(payload), record_type, codec, table_id, 0, zlib.crc32(payload)) + payload
+    crc = frame_crc(len(payload), record_type, codec, table_id, flags, payload)
+    return FRAME.pack(len(payload), record_type, codec, table_id, flags, crc) + payload
 
 
 try:  # core dependencies; imported eagerly so the first chunk read does not pay for the import
@@ -75,24 +97,32 @@ def compress(data: bytes, codec: int, level: int | None = None) -> bytes:
     return data
 
 
-def decompress(data: bytes, codec: int) -> bytes:
-    """Undo ``compress``; raises ValueError on an unknown codec, a bad stream or a decompression bomb."""
+def decompress(data: bytes, codec: int, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Undo ``compress``. Raises ValueError (only) on an unknown codec, a bad stream, or output above ``limit``
+    bytes; the output size is checked before it is allocated (zlib, which declares no size, is decompressed
+    with ``limit`` as its maximum output)."""
+    limit = min(int(limit), MAX_DECOMPRESSED_BYTES)
     if codec == CODEC_NONE:
+        if len(data) > limit:
+            raise ValueError(f"record of {len(data)} bytes is above the {limit}-byte limit")
         return bytes(data)
     if codec == CODEC_ZLIB:
-        d = zlib.decompressobj()
-        out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
-        if d.unconsumed_tail:
-            raise ValueError(f"chunk decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")
-        if not d.eof:
-            raise ValueError("zlib stream is incomplete")
+        try:
+            d = zlib.decompressobj()
+            out = d.decompress(data, limit)
+            if d.unconsumed_tail:
+                raise ValueError(f"zlib stream decompresses to more than {limit} bytes (the limit)")
+            if not d.eof:
+                raise ValueError("zlib stream is incomplete")
+        except zlib.error as e:
+            raise ValueError(f"zlib stream is invalid: {e}") from None
         return out
     if codec == CODEC_ZSTD:
         zstd = _zstd()
         try:
             size = zstd.frame_content_size(data)
-            if not 0 <= size <= MAX_DECOMPRESSED_BYTES:
-                raise ValueError(f"zstd frame declares {size} bytes (limit {MAX_DECOMPRESSED_BYTES})")
+            if not 0 <= size <= limit:
+                raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
             out = zstd.ZstdDecompressor().decompress(data, max_output_size=size)
         except zstd.ZstdError as e:
             raise ValueError(f"zstd stream is invalid: {e}") from None
@@ -104,11 +134,35 @@ def decompress(data: bytes, codec: int) -> bytes:
         if len(data) < 4:
             raise ValueError("lz4 block is shorter than its 4-byte size prefix")
         size = int.from_bytes(bytes(data[:4]), "little")
-        if size > MAX_DECOMPRESSED_BYTES or size > 255 * len(data) + 64:  # LZ4 cannot expand more than ~255x
+        if size > limit or size > 255 * len(data) + 64:  # LZ4 cannot expand more than ~255x
             raise ValueError(f"lz4 block of {len(data)} bytes declares {size} decompressed bytes, more than "
-                             f"LZ4 can produce (or the {MAX_DECOMPRESSED_BYTES}-byte limit)")
+                             f"LZ4 can produce or the {limit}-byte limit")
         try:
             return lz4.decompress(data)
         except lz4.LZ4BlockError as e:
             raise ValueError(f"lz4 block is invalid: {e}") from None
     raise ValueError(f"unknown codec {codec} (known: {sorted(CODECS.values())})")
+
+
+def decompress_prefix(data: bytes, codec: int, n: int, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """At least the first ``n`` decompressed bytes of ``data`` (all of them when shorter) without inflating the rest
+    where the codec allows (none, zlib, zstd; an LZ4 block is inflated whole, within ``limit``). ValueError on a bad
+    stream."""
+    if codec == CODEC_NONE:
+        return bytes(data[:n])
+    if codec == CODEC_ZLIB:
+        try:
+            return zlib.decompressobj().decompress(data, n)
+        except zlib.error as e:
+            raise ValueError(f"zlib stream is invalid: {e}") from None
+    if codec == CODEC_ZSTD:
+        zstd = _zstd()
+        try:
+            size = zstd.frame_content_size(data)
+            if not 0 <= size <= limit:
+                raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
+            with zstd.ZstdDecompressor().stream_reader(data) as r:
+                return r.read(n)
+        except zstd.ZstdError as e:
+            raise ValueError(f"zstd stream is invalid: {e}") from None
+    return decompress(data, codec, limit)
