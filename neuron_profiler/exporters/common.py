@@ -6,6 +6,7 @@ by the batch size, the tracks table and the flows, whatever the number of events
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,19 @@ EVENT_TABLES = {"host_ops": "name", "instructions": "name", "dma": "variable", "
 BATCH_ROWS = 1 << 18
 #: Track kinds that head a process in timeline viewers (the others become its threads / child tracks).
 PROCESS_KINDS = ("process", "device")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Cyclic garbage collection off while an export builds millions of short-lived containers (no cycles among
+    them): the collector's passes over them took half of the Chrome export's time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @contextlib.contextmanager
@@ -64,14 +78,17 @@ class TrackLayout:
         return (track >= 0) & (track < len(self))
 
 
+def string_array(col: pd.Series) -> np.ndarray:
+    """A Categorical (or any) column as an object array of Python str ("" for missing)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = np.append(np.asarray(col.cat.categories, dtype=object), "")  # code -1 -> ""
+        return cats[col.cat.codes.to_numpy()]
+    return col.astype(str).to_numpy(dtype=object)
+
+
 def strings(col: pd.Series) -> list[str]:
     """A Categorical (or any) column as a list of Python str."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = np.asarray(col.cat.categories, dtype=object)
-        codes = col.cat.codes.to_numpy()
-        out = cats[codes] if len(cats) else np.full(len(codes), "", dtype=object)
-        return out.tolist()
-    return col.astype(str).tolist()
+    return string_array(col).tolist()
 
 
 class FlowEnds:

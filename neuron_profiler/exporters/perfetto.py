@@ -25,7 +25,7 @@ from typing import IO
 
 import numpy as np
 
-from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, TrackLayout, opened, strings
+from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, TrackLayout, gc_paused, opened
 from neuron_profiler.exporters.protowire import Batch
 from neuron_profiler.trace import TIME_COLUMNS, TraceFile
 from neuron_profiler.trace.files import atomic_output
@@ -34,8 +34,8 @@ SEQ_ID = 1
 _BEGIN, _END, _COUNTER = 1, 2, 4
 _INCREMENTAL_STATE_CLEARED, _NEEDS_INCREMENTAL_STATE = 1, 2
 _EXPLICIT_ORDER = 3
-#: Events (slices + counter samples) per time window.
-WINDOW_ROWS = 1 << 20
+#: Events (slices + counter samples) per time window (~100 MB of arrays while a window is encoded).
+WINDOW_ROWS = 1 << 18
 
 
 def _perfetto():
@@ -52,7 +52,7 @@ def export_perfetto(src: str | os.PathLike | TraceFile, out: str | os.PathLike) 
     ``out`` (the file appears only when complete)."""
     pf = _perfetto()
     out = Path(out)
-    with opened(src) as tf, atomic_output(out) as tmp, open(tmp, "wb") as f:
+    with opened(src) as tf, atomic_output(out) as tmp, open(tmp, "wb") as f, gc_paused():
         _Export(tf, f, pf).run()
     return out
 
@@ -180,8 +180,9 @@ class _Export:
         ev = self._events(a, b, last)
         n = len(ev["start"])
         lanes, depth = self._lanes(ev["track"], ev["start"], ev["end"])
-        uuid = np.array([self._uuid(int(t), int(k)) for t, k in zip(ev["track"].tolist(), lanes.tolist())]
-                        if n else [], dtype=np.int64)
+        uuid = ev["track"] + 1
+        odd = np.flatnonzero((lanes > 0) | (ev["track"] < 0))  # lanes beyond the first, events without a track
+        uuid[odd] = [self._uuid(int(t), int(k)) for t, k in zip(ev["track"][odd].tolist(), lanes[odd].tolist())]
         seq = self.seq + np.arange(n, dtype=np.int64)
         self.seq += n
         ends = _Pending(np.concatenate([self.pending.ts, ev["end"]]), np.concatenate([self.pending.uuid, uuid]),
@@ -332,9 +333,9 @@ def _packets(ts: np.ndarray, kind: np.ndarray, uuid: np.ndarray, iid: np.ndarray
 
 
 def _reorder_csr(counts: np.ndarray, ids: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    starts = np.cumsum(counts) - counts
     c = counts[order]
-    if not c.sum():
-        return c, ids[:0]
+    if not len(ids):
+        return c, ids
+    starts = np.cumsum(counts) - counts
     first = np.repeat(starts[order] - (np.cumsum(c) - c), c)
     return c, ids[first + np.arange(int(c.sum()))]

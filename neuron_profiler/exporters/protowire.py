@@ -20,7 +20,19 @@ _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 
 def varint_size(v: np.ndarray) -> np.ndarray:
     """Bytes of each value as a varint (uint64 view: negative int64 take 10 bytes)."""
-    return np.searchsorted(_THRESHOLDS, v.astype(np.uint64, copy=False), side="right").astype(np.int64) + 1
+    u = v.astype(np.uint64, copy=False)
+    n = np.ones(len(u), dtype=np.int64)
+    if not len(u):
+        return n
+    lo, hi = u.min(), u.max()
+    for t in _THRESHOLDS:  # one comparison per byte some value needs; none where all need it
+        if t > hi:
+            break
+        if t <= lo:
+            n += 1
+        else:
+            n += u >= t
+    return n
 
 
 def _key(number: int, wire: int) -> np.ndarray:

@@ -135,16 +135,19 @@ def rewrite_trace(src: str | os.PathLike | TraceFile, dst: str | os.PathLike, *,
                   compression: str = framing.DEFAULT_COMPRESSION, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Path:
     """Copy trace ``src`` (a path or an open ``TraceFile``) to ``dst`` with another codec (e.g. ``"zstd"`` for
     smaller archives): same header, rows, row ids, dropped-event counts and footer metadata. One table is held
-    in memory at a time. When ``src`` is partial (its ``loss_report()`` is not None), the copy keeps that report
+    in memory at a time (streamed in batches of whole chunks). When ``src`` is partial (its ``loss_report()`` is not None), the copy keeps that report
     in its footer metadata (``reader.LOSS_KEY``), so it reports the loss too instead of passing for complete."""
     tf = src if isinstance(src, TraceFile) else read_trace(src)
     try:
         if tf.path.resolve() == Path(dst).resolve():
             raise ValueError(f"{dst}: the output must differ from the input")
         with TraceWriter(dst, tf.header, chunk_rows=chunk_rows, compression=compression) as w:
-            for table, rows in tf.row_counts.items():
-                if rows:
-                    w.append(table, _fill_gaps(table, tf.table(table)))
+            for table in TABLES:
+                expected = 0  # next row id: rows missing from a partial source are filled in
+                for df in tf.iter_table(table, batch_rows=chunk_rows * 4):
+                    if len(df):
+                        w.append(table, _fill_gaps(table, df, expected))
+                        expected = int(df.index[-1]) + 1
             w.dropped_events.update(tf.dropped_events)
             w.footer_metadata.update(tf.footer_metadata)
             loss = tf.loss_report()
@@ -156,13 +159,14 @@ def rewrite_trace(src: str | os.PathLike | TraceFile, dst: str | os.PathLike, *,
     return Path(dst)
 
 
-def _fill_gaps(table: str, df: pd.DataFrame) -> pd.DataFrame | dict[str, Any]:
-    """``df`` with rows missing from a partial trace (ids in a gap) filled with default values, so row ids, which
-    other tables refer to, stay the same in a copy (the copy's loss report names the missing rows)."""
-    if isinstance(df.index, pd.RangeIndex) and df.index.start == 0:
+def _fill_gaps(table: str, df: pd.DataFrame, first: int) -> pd.DataFrame | dict[str, Any]:
+    """The rows ``first`` to ``df``'s last row id: ``df``, with rows a partial trace is missing (ids in a gap) filled
+    with default values, so row ids, which other tables refer to, stay the same in a copy (the copy's loss report
+    names the missing rows)."""
+    ids = df.index.to_numpy() - first
+    n = int(ids[-1]) + 1
+    if n == len(df):
         return df
-    ids = df.index.to_numpy()
-    n = int(ids.max()) + 1 if len(ids) else 0
     out: dict[str, Any] = {}
     for name, col in columns_of(table).items():
         if col.kind == "string":

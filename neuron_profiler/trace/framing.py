@@ -1,13 +1,13 @@
 """Byte-level file layout: magic, record frames, trailer. Only the reader and writer use this module.
 
     MAGIC | frame(Header) | frame(Chunk)* | frame(Footer) | trailer
-    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B flags> <I crc32> payload
+    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B check> <I crc32(payload)> payload
     trailer = <Q footer_frame_offset> b"NTRACEND"
 
-``flags`` bit 0 (``FLAG_CRC_FRAME``, written since format 2.2) says the CRC covers the frame's first 8 bytes
-(length, record type, codec, table id, flags) followed by the payload, so every byte that changes how a record
-is read is checksummed; without it (files of 2.0/2.1) the CRC covers the payload only and the reader validates
-the other fields. Any other flag bit is corruption.
+``check`` (since format 2.2; a reserved 0 before) is the CRC-8 of the frame's first 7 bytes (length, record type,
+codec, table id), so every byte that changes how a record is read is checksummed: any one-byte change of them is
+caught (a CRC-8 detects every error burst of up to 8 bits), the payload is covered by its CRC-32 as before.
+The payload CRC is unchanged, so readers of 2.0/2.1 (which ignore the reserved byte) still read 2.2 files.
 """
 from __future__ import annotations
 
@@ -29,9 +29,8 @@ CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB, "zstd": CODEC_ZSTD, "lz4": COD
 DEFAULT_COMPRESSION = "lz4"
 LZ4_LEVEL = 4
 
-#: Frame flag: the CRC covers the frame's first 8 bytes and the payload (format 2.2 and later).
-FLAG_CRC_FRAME = 1
-KNOWN_FLAGS = FLAG_CRC_FRAME
+#: First format version whose frames carry the CRC-8 check byte.
+CHECK_SINCE = (2, 2)
 
 #: No single record may be larger than this (a declared length above it is corruption, not a trace).
 MAX_RECORD_BYTES = 1 << 30
@@ -41,24 +40,36 @@ MAX_CHUNK_ROWS = 1 << 22
 MAX_DECOMPRESSED_BYTES = 1 << 31
 
 
-_HEAD = struct.Struct("<IBBBB")  # the frame bytes before the CRC
+_HEAD = struct.Struct("<IBBB")  # the frame bytes the check byte covers
 
 
-def frame_crc(length: int, record_type: int, codec: int, table_id: int, flags: int, payload: bytes) -> int:
-    """The CRC a frame with these fields stores: over the first 8 frame bytes and the payload when ``flags``
-    has ``FLAG_CRC_FRAME``, else over the payload only (2.0/2.1 files)."""
-    if flags & FLAG_CRC_FRAME:
-        return zlib.crc32(payload, zlib.crc32(_HEAD.pack(length, record_type, codec, table_id, flags)))
-    return zlib.crc32(payload)
+def _crc8_table() -> bytes:
+    table = bytearray(256)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = ((c << 1) ^ 0x07) & 0xFF if c & 0x80 else (c << 1) & 0xFF
+        table[i] = c
+    return bytes(table)
 
 
-def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, table_id: int = 0,
-                 flags: int = FLAG_CRC_FRAME) -> bytes:
-    """Frame ``payload`` (already compressed when codec != none); the CRC covers the frame fields too."""
+_CRC8 = _crc8_table()  # CRC-8/SMBUS: polynomial x^8 + x^2 + x + 1, initial value 0
+
+
+def frame_check(length: int, record_type: int, codec: int, table_id: int) -> int:
+    """The check byte of a frame with these fields: the CRC-8 of its first 7 bytes."""
+    c = 0
+    for b in _HEAD.pack(length, record_type, codec, table_id):
+        c = _CRC8[c ^ b]
+    return c
+
+
+def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, table_id: int = 0) -> bytes:
+    """Frame ``payload`` (already compressed when codec != none) with the check byte and the payload's CRC-32."""
     if len(payload) > MAX_RECORD_BYTES:
         raise ValueError(f"record of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
-    crc = frame_crc(len(payload), record_type, codec, table_id, flags, payload)
-    return FRAME.pack(len(payload), record_type, codec, table_id, flags, crc) + payload
+    check = frame_check(len(payload), record_type, codec, table_id)
+    return FRAME.pack(len(payload), record_type, codec, table_id, check, zlib.crc32(payload)) + payload
 
 
 try:  # core dependencies; imported eagerly so the first chunk read does not pay for the import

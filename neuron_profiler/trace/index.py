@@ -27,7 +27,7 @@ class Frame(NamedTuple):
     rtype: int
     codec: int
     table_id: int
-    flags: int
+    check: int  # CRC-8 of the 7 bytes before it (2.2+; 0 in 2.0/2.1 files)
     crc: int
 
 
@@ -56,12 +56,13 @@ def read_frame(buf: bytes, size: int, pos: int) -> Frame | None:
     return Frame(*framing.FRAME.unpack_from(buf, pos))
 
 
-def frame_problem(fr: Frame, require_crc_flag: bool) -> str | None:
-    """What is wrong with a frame's fixed fields (None when they are valid); the CRC is checked on read."""
-    if fr.flags & ~framing.KNOWN_FLAGS:
-        return f"unknown frame flags 0x{fr.flags:02x}"
-    if require_crc_flag and not fr.flags & framing.FLAG_CRC_FRAME:
-        return "frame lacks the frame-checksum flag that every frame of a 2.2+ file has"
+def frame_problem(fr: Frame, require_check: bool) -> str | None:
+    """What is wrong with a frame's fixed fields (None when they are valid); the payload CRC is checked on read.
+    ``require_check``: the file is 2.2+, whose frames carry the CRC-8 check byte (older ones hold 0 there, or the
+    check written by a newer writer)."""
+    check = framing.frame_check(fr.length, fr.rtype, fr.codec, fr.table_id)
+    if fr.check != check and (require_check or fr.check != 0):
+        return f"frame check byte mismatch (0x{fr.check:02x}, expected 0x{check:02x}): the frame is corrupt"
     if fr.rtype not in framing.RECORD_TYPES:
         return f"unknown record type {fr.rtype}"
     if fr.codec not in framing.CODECS.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -68,7 +69,7 @@ class TraceFile:
             self._check_magic()
             self.header, pos = self._read_header()
             version = (self.header.format_major, self.header.format_minor)
-            self._require_crc = version >= (2, 2)
+            self._require_crc = version >= framing.CHECK_SINCE
             self._newer_minor = self.header.format_minor > FORMAT_MINOR
             self.footer: pb.Footer | None = None
             self.lost_bytes = 0
@@ -347,7 +348,7 @@ class TraceFile:
                         f"found {head!r}{hint}")
 
     def _frame_at(self, pos: int) -> Frame | None:
-        """The frame at ``pos`` (length, rtype, codec, table_id, flags, crc), None when the file ends inside it."""
+        """The frame at ``pos`` (length, rtype, codec, table_id, check, crc), None when the file ends inside it."""
         return read_frame(self._buf, self.size, pos)
 
     def _record(self, pos: int, fr: Frame, limit: int, what: str, prefix: int | None = None) -> bytes:
@@ -361,7 +362,7 @@ class TraceFile:
             raise self._err(TruncatedTraceError, pos, f"record declares {fr.length} bytes but only "
                             f"{self.size - start} remain (file truncated)")
         data = self._buf[start:start + fr.length]
-        if framing.frame_crc(fr.length, fr.rtype, fr.codec, fr.table_id, fr.flags, data) != fr.crc:
+        if zlib.crc32(data) != fr.crc:
             raise self._err(CorruptTraceError, pos, f"checksum mismatch ({what} record is corrupt)")
         try:
             if prefix is not None:
@@ -393,8 +394,9 @@ class TraceFile:
             raise self._err(UnsupportedVersionError, None, f"file has format version "
                             f"{h.format_major}.{h.format_minor}, a pre-release layout this reader no longer "
                             f"reads (it supports {FORMAT_MAJOR}.x); re-import or re-capture the trace")
-        if (h.format_major, h.format_minor) >= (2, 2) and not fr.flags & framing.FLAG_CRC_FRAME:
-            raise self._err(CorruptTraceError, pos, "the header frame of a 2.2+ file lacks the frame-checksum flag")
+        problem = frame_problem(fr, (h.format_major, h.format_minor) >= framing.CHECK_SINCE)
+        if problem:  # a 2.2+ header frame must carry its check byte (known only now that the version is)
+            raise self._err(CorruptTraceError, pos, problem)
         return h, pos + framing.FRAME.size + fr.length
 
     def _index(self, pos: int) -> list[ChunkRef]:

@@ -230,3 +230,33 @@ def test_every_corpus_file_gives_documented_errors_only(tmp_path: Path) -> None:
             validate_trace(p)
         except TraceFormatError:
             pass
+
+
+def test_every_byte_of_a_2_2_frame_is_checked(tmp_path: Path) -> None:
+    """Format 2.2: the frame's check byte is the CRC-8 of its length, record type, codec and table id, so any
+    one-byte change of the 8 bytes before the payload CRC is found, in the header, a chunk and the footer."""
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+    from neuron_profiler.trace import framing
+
+    src = write_synthetic_trace(tmp_path / "s.nprof", 2000, chunk_rows=512)
+    data = src.read_bytes()
+    footer_at = int.from_bytes(data[-16:-8], "little")
+    tf = read_trace(src)
+    chunk_at = tf.chunk_index("instructions")[1].offset
+    p = tmp_path / "flipped.nprof"
+    for frame_at, what in ((len(framing.MAGIC), "header"), (chunk_at, "chunk"), (footer_at, "footer")):
+        for byte in range(8):
+            for xor in (0x01, 0x80, 0xFF, 0x03):
+                bad = bytearray(data)
+                bad[frame_at + byte] ^= xor
+                p.write_bytes(bytes(bad))
+                if what == "header":
+                    with pytest.raises(TraceFormatError):
+                        read_trace(p)
+                    continue
+                lenient = read_trace(p, strict=False)
+                lenient.tables()
+                assert lenient.loss_report(), (what, byte, xor)
+                if what == "chunk":
+                    with pytest.raises(TraceFormatError):
+                        read_trace(p).tables()
