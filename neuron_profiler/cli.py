@@ -72,6 +72,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from neuron_profiler.trace import read_trace
 
     out = Path(args.output)
+    if args.to == "parquet" and Path(args.trace).is_dir():  # a run: one dataset partitioned by rank
+        return _convert_run(Path(args.trace), out)
     with read_trace(args.trace, strict=False) as tf:
         try:
             written = _export(tf, out, args)
@@ -84,6 +86,24 @@ def cmd_convert(args: argparse.Namespace) -> int:
         print(p)
     if loss:
         print(f"neuron-trace: warning: {args.trace}: {loss}", file=sys.stderr)
+    return 0
+
+
+def _convert_run(run: Path, out: Path) -> int:
+    from neuron_profiler.exporters.parquet import export_parquet, trace_files
+    from neuron_profiler.trace import read_trace
+
+    files = [read_trace(f, strict=False) for f in trace_files(run)]
+    try:
+        for p in export_parquet(files, out):
+            print(p)
+        for tf in files:
+            loss = tf.loss_report()
+            if loss:
+                print(f"neuron-trace: warning: {tf.path}: {loss}", file=sys.stderr)
+    finally:
+        for tf in files:
+            tf.close()
     return 0
 
 
@@ -128,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_validate)
     s = sub.add_parser("convert", help="export to Chrome trace JSON (chrome://tracing), Perfetto protobuf "
                                        "(ui.perfetto.dev), Parquet, or .nprof with another codec")
-    s.add_argument("trace")
+    s.add_argument("trace", help="a .nprof trace (for --to parquet also a directory of them: one run, all ranks)")
     s.add_argument("-o", "--output", required=True, help="output file (.json or .json.gz) or directory (parquet)")
     s.add_argument("--to", choices=["chrome", "perfetto", "parquet", "nprof"], default="chrome",
                    help="nprof: rewrite the trace with another --compression")

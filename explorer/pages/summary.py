@@ -48,6 +48,9 @@ def _layout(ctx: Ctx, state: ViewState):
     parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
     if getattr(trace, "simulated", False):
         parts.append(note("Device events in this trace come from the simulated Neuron runtime."))
+    if trace.loss_report():  # a partial file (truncated, unreadable chunks): say what is missing
+        parts.append(html.Div(f"Incomplete trace file: {trace.loss_report()}", id="loss-banner", className="note",
+                              style={"color": "#8a1c1c", "background": "#fdecea", "padding": "6px 10px"}))
     parts.append(section("Key figures", guarded(lambda: kpi_cards(analysis.summary(trace)))))
     group = ctx.store.open(state.trace)
     if len(getattr(group, "traces", ())) > 1:

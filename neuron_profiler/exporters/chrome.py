@@ -171,7 +171,8 @@ def _slices(table: str, namecol: str, df: pd.DataFrame, layout: TrackLayout, bas
         idx = np.flatnonzero(bits == pattern)
         present = [name for k, name in enumerate(keys) if pattern >> k & 1]
         arg_keys = ("nprof.table", "nprof.row", "nprof.track", *present)
-        vals = [[table] * len(idx), rows[idx].tolist(), track[idx].tolist(), *(cols[c][0][idx].tolist() for c in present)]
+        vals = [[table] * len(idx), rows[idx].tolist(), track[idx].tolist(),
+                *(cols[c][0][idx].tolist() for c in present)]
         args = [dict(zip(arg_keys, v)) for v in zip(*vals)]
         if pattern >> len(keys) & 1:
             for a, i in zip(args, idx.tolist()):

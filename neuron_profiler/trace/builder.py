@@ -135,7 +135,8 @@ def rewrite_trace(src: str | os.PathLike | TraceFile, dst: str | os.PathLike, *,
                   compression: str = framing.DEFAULT_COMPRESSION, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Path:
     """Copy trace ``src`` (a path or an open ``TraceFile``) to ``dst`` with another codec (e.g. ``"zstd"`` for
     smaller archives): same header, rows, row ids, dropped-event counts and footer metadata. One table is held
-    in memory at a time (streamed in batches of whole chunks). When ``src`` is partial (its ``loss_report()`` is not None), the copy keeps that report
+    in memory at a time (streamed in batches of whole chunks). When ``src`` is partial (its ``loss_report()`` is not
+    None), the copy keeps that report
     in its footer metadata (``reader.LOSS_KEY``), so it reports the loss too instead of passing for complete."""
     tf = src if isinstance(src, TraceFile) else read_trace(src)
     try:

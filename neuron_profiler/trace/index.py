@@ -94,7 +94,8 @@ def chunks_from_footer(ft: pb.Footer, frame_at: Callable[[int], Frame | None], d
         if e.offset + e.length > footer_off:
             return [], f"the entry at byte {e.offset} reaches past the footer"
         if e.rows > framing.MAX_CHUNK_ROWS:
-            return [], f"the entry at byte {e.offset} declares a chunk of {e.rows} rows (at most {framing.MAX_CHUNK_ROWS})"
+            return [], (f"the entry at byte {e.offset} declares a chunk of {e.rows} rows (at most "
+                        f"{framing.MAX_CHUNK_ROWS})")
         if e.first_row + e.rows > MAX_ROW_ID:
             return [], f"the entry at byte {e.offset} declares first row {e.first_row}"
         fr = frame_at(e.offset)

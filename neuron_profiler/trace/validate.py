@@ -46,7 +46,8 @@ def _index_problems(tf: TraceFile, tables: dict[str, pd.DataFrame]) -> list[str]
             start = rows[tcol].to_numpy()
             end = start + rows[dcol].to_numpy() if dcol else start
             if (int(start.min()), int(end.max())) != (c.min_ts, c.max_end_ts):
-                out.append(f"footer index: {t} chunk at byte {c.offset} says times {c.min_ts}..{c.max_end_ts}, its rows "
+                out.append(f"footer index: {t} chunk at byte {c.offset} says times {c.min_ts}..{c.max_end_ts}, "
+                           f"its rows "
                            f"span {int(start.min())}..{int(end.max())} (time-window reads would miss rows)")
     return out
 

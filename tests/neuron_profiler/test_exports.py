@@ -37,7 +37,8 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _nested_trace(tmp_path: Path) -> Path:
     """Hand-made edge cases: nested and equal-start slices, zero-length slices at a parent's start and end,
     overlapping DMA transfers, a slice without a track, a flow, two counters."""
-    hdr = make_header("tests", simulated=True, devices=[pb.Device(index=0, kind="trn2", name="Trainium2", simulated=True)])
+    dev = pb.Device(index=0, kind="trn2", name="Trainium2", simulated=True)
+    hdr = make_header("tests", simulated=True, devices=[dev])
     hdr.simulation.model, hdr.simulation.target = "neuron_profiler.simulated test", "trn2"
     b = TraceBuilder(hdr)
     proc = b.add_track("process", "rank 0", pid=42)
@@ -57,7 +58,8 @@ def _decode(path: Path) -> tuple[list, dict[int, pf.TrackDescriptor], dict[str, 
     trace = pf.Trace()
     trace.ParseFromString(path.read_bytes())
     tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet if p.HasField("track_descriptor")}
-    meta = {m.name: m.string_value for p in trace.packet if p.HasField("chrome_events") for m in p.chrome_events.metadata}
+    meta = {m.name: m.string_value for p in trace.packet if p.HasField("chrome_events")
+            for m in p.chrome_events.metadata}
     return list(trace.packet), tracks, meta
 
 
@@ -324,6 +326,16 @@ def test_parquet_dataset_layout_and_metadata(run_dir: Path, tmp_path: Path) -> N
     meta = pq.read_metadata(root / "instructions" / "rank=1" / "part-00000.parquet").metadata
     h = json.loads(meta[b"neuron_profiler.header"])
     assert h["rank"] == 1 and h["worldSize"] == 3 and h["simulated"] is True and meta[b"neuron_profiler.loss"] == b""
+
+
+def test_cli_converts_a_run_directory_to_one_dataset(run_dir: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    from neuron_profiler.cli import main
+
+    assert main(["convert", str(run_dir), "--to", "parquet", "-o", str(tmp_path / "pq")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 3 * len(TABLES) and sorted(p.name for p in (tmp_path / "pq" / "dma").iterdir()) == \
+        ["rank=0", "rank=1", "rank=2"]
 
 
 def test_parquet_refuses_two_traces_of_one_rank(run_dir: Path, tmp_path: Path) -> None:

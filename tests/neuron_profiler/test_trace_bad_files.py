@@ -154,7 +154,8 @@ def _headed_bomb(tmp_path: Path, codec: int) -> Path:
     ("zstd_bomb.nprof", "zstd frame declares 2147483647 bytes of content", "1 of 1 instructions chunks unreadable"),
     ("zlib_bomb.nprof", "chunk starts with field 0 of wire type 0", "1 of 1 instructions chunks unreadable"),
     ("headed_zlib", "zlib stream decompresses to more than 65784 bytes", "1 of 1 instructions chunks unreadable"),
-    ("headed_zstd", "at byte 31: chunk cannot be decompressed: zstd frame declares", "1 of 1 instructions chunks unreadable"),
+    ("headed_zstd", "at byte 31: chunk cannot be decompressed: zstd frame declares",
+     "1 of 1 instructions chunks unreadable"),
 ])
 def test_bombs_are_refused_before_allocating(tmp_path: Path, name: str, strict_error: str, lenient: str | None) -> None:
     """Was: 2.37 GB and 16.7M default rows without a warning (807 bytes); 2.16 GB peak for a 65 KB zstd chunk,
@@ -260,3 +261,48 @@ def test_every_byte_of_a_2_2_frame_is_checked(tmp_path: Path) -> None:
                 if what == "chunk":
                     with pytest.raises(TraceFormatError):
                         read_trace(p).tables()
+
+
+def _truncated_synthetic(tmp_path: Path) -> tuple[Path, str]:
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+
+    full = write_synthetic_trace(tmp_path / "full.nprof", 20_000, chunk_rows=2048)
+    data = full.read_bytes()
+    cut = tmp_path / "cut.nprof"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    return cut, read_trace(cut).loss_report()
+
+
+def test_neuron_analyze_prints_the_loss_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Was: a truncated trace was analysed as if complete, without a word."""
+    from analysis.cli import main as analyze
+
+    cut, report = _truncated_synthetic(tmp_path)
+    assert report.startswith("truncated at byte")
+    assert analyze([str(cut)]) == 0
+    captured = capsys.readouterr()
+    assert f"neuron-analyze: warning: {cut}: {report}" in captured.err and captured.out
+
+
+def test_explorer_summary_shows_the_loss_report(tmp_path: Path) -> None:
+    """Was: the explorer showed a Summary of a partial file like any other."""
+    import plotly
+
+    from explorer.app import build_page
+    from explorer.pages.common import Ctx
+    from explorer.state import ViewState
+    from explorer.store import TraceStore
+
+    cut, report = _truncated_synthetic(tmp_path)
+    (tmp_path / "full.nprof").unlink()
+    ctx = Ctx(TraceStore(tmp_path))
+    page = json.dumps(build_page(ctx, ViewState(page="summary", trace="cut.nprof")), cls=plotly.utils.PlotlyJSONEncoder)
+    assert '"loss-banner"' in page and f"Incomplete trace file: {report}" in page
+    complete = tmp_path / "complete"
+    complete.mkdir()
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+
+    write_synthetic_trace(complete / "ok.nprof", 2000)
+    page = json.dumps(build_page(Ctx(TraceStore(complete)), ViewState(page="summary", trace="ok.nprof")),
+                      cls=plotly.utils.PlotlyJSONEncoder)
+    assert '"loss-banner"' not in page and '"summary-page"' in page
