@@ -51,7 +51,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     for k, v in tf.dropped_events.items():
         print(f"dropped     {k}: {v:,} events (max_events_per_nc)")
     for w in tf.warnings:
-        print(f"detail      {w}")
+        if w not in (loss or ""):  # e.g. each unreadable chunk's error
+            print(f"detail      {w}")
     return 0
 
 
@@ -162,9 +163,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _special_input(path: str) -> None:
+    """A FIFO, device or socket given as input is refused at once (opening a FIFO blocks forever, /dev/zero never
+    ends); missing paths, files and directories are left to the subcommand."""
+    from neuron_profiler.trace.files import check_input_file
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        check_input_file(p)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _special_input(getattr(args, "trace", None) or getattr(args, "source", None) or ".")
         return args.func(args)
     except BrokenPipeError:
         return 0

@@ -34,8 +34,8 @@ SEQ_ID = 1
 _BEGIN, _END, _COUNTER = 1, 2, 4
 _INCREMENTAL_STATE_CLEARED, _NEEDS_INCREMENTAL_STATE = 1, 2
 _EXPLICIT_ORDER = 3
-#: Events (slices + counter samples) per time window (~100 MB of arrays while a window is encoded).
-WINDOW_ROWS = 1 << 18
+#: Events (slices + counter samples) per time window (~1 KB of arrays per event while a window is encoded).
+WINDOW_ROWS = 1 << 17
 
 
 def _perfetto():

@@ -60,7 +60,8 @@ def check_input_file(path: str | os.PathLike) -> Path:
     except (OSError, ValueError) as e:
         raise TraceFormatError(f"{p}: cannot open: {getattr(e, 'strerror', None) or e}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise NotATraceError(f"{p}: is a {_kind(st.st_mode)}, not a trace file (regular files only)")
+        raise NotATraceError(f"{p}: is a {_kind(st.st_mode)}, not a trace file (traces are read from regular files "
+                             f"only)")
     return p
 
 

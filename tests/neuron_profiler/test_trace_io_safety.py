@@ -173,3 +173,12 @@ def test_cli_ctrl_c_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert main(["convert", str(src), "-o", str(tmp_path / "c.json")]) == 130
     assert "interrupted" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
     _no_temporaries(tmp_path)
+
+
+def test_import_of_a_fifo_or_device_is_refused(tmp_path: Path) -> None:
+    """Was: `neuron-trace import` blocked forever on a FIFO and read /dev/zero until the memory ran out."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for src in (fifo, Path("/dev/zero")):
+        r = _cli("import", str(src), "-o", str(tmp_path / "o.nprof"), timeout=60)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a trace file" in r.stderr, r.stderr
