@@ -199,6 +199,15 @@ def test_cli_shows_the_loss_report(tmp_path: Path, name: str, capsys: pytest.Cap
     js = tmp_path / "copy.json"
     assert main(["convert", str(p), "-o", str(js)]) == 0
     assert json.loads(js.read_text())["neuronProfiler"]["loss"] == report
+    pf = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    assert main(["convert", str(p), "--to", "perfetto", "-o", str(tmp_path / "c.pftrace")]) == 0
+    trace = pf.Trace.FromString((tmp_path / "c.pftrace").read_bytes())
+    meta = {m.name: m.string_value for pk in trace.packet for m in pk.chrome_events.metadata}
+    assert meta["neuron_profiler.loss"] == report
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert main(["convert", str(p), "--to", "parquet", "-o", str(tmp_path / "pq")]) == 0
+    part = tmp_path / "pq" / "instructions" / "rank=0" / "part-00000.parquet"
+    assert pq.read_metadata(part).metadata[b"neuron_profiler.loss"].decode() == report
 
 
 @pytest.mark.parametrize("name", ["header_codec_zlib.nprof", "first_row_2e63.nprof"])
