@@ -3,12 +3,14 @@ for synthetic traces of about 1M and 10M events (``neuron_profiler.synthetic_tra
 6 engines, DMA transfers, host ops, collectives, counters, flows).
 
 Each export runs in a fresh process (``os.wait4`` gives that process's own peak RSS), so the figures do not mix.
-``--code DIR`` runs the exports with another checkout's ``neuron_profiler`` (e.g. the code before a change:
-``git archive <commit> | tar -x -C DIR``) on the same traces, for before/after figures; ``--max-gb`` caps each
-export's address space (an export that needs more is reported as failed, not left to swap the shared machine).
+``--code DIR`` (repeatable) runs the exports with that checkout's ``neuron_profiler`` (e.g. the code before a
+change: ``git archive <commit> | tar -x -C DIR``); with two, each export runs with both, one after the other, and
+the ratio of the last to the first is printed from the same run (the machine is shared: compare ratios, not
+times across runs). ``--max-gb`` caps each export's address space (an export that needs more is reported as
+failed, not left to swap the shared machine).
 
     python bench/bench_export.py [--sizes 1000000 10000000] [--formats chrome perfetto parquet nprof]
-                                 [--code /tmp/before] [--max-gb 12]
+                                 [--code /tmp/before --code .] [--max-gb 12]
 """
 from __future__ import annotations
 
@@ -73,25 +75,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS))
-    ap.add_argument("--code", type=Path, default=ROOT, help="checkout whose neuron_profiler exports")
+    ap.add_argument("--code", type=Path, action="append", help="checkout whose neuron_profiler exports (repeatable; "
+                                                                "default this one)")
     ap.add_argument("--traces", type=Path, default=Path(tempfile.gettempdir()) / "bench_export_traces",
                     help="where the synthetic traces are kept between runs")
     ap.add_argument("--max-gb", type=float, default=12.0)
     args = ap.parse_args()
+    codes = [c.resolve() for c in (args.code or [ROOT])]
     args.traces.mkdir(parents=True, exist_ok=True)
-    print(f"code: {args.code}")
-    print(f"{'events':>12} {'format':<10} {'seconds':>8} {'events/s':>12} {'peak RSS MB':>12} {'size MB':>9} "
+    for k, c in enumerate(codes):
+        print(f"code {k}: {c}")
+    print(f"{'events':>12} {'format':<14} {'seconds':>8} {'events/s':>12} {'peak RSS MB':>12} {'size MB':>9} "
           f"{'bytes/event':>11}  note")
     for n in args.sizes:
         src = args.traces / f"synthetic_{n}.nprof"
         events = make_trace(src, n)
-        print(f"{events:>12,} {'(source)':<10} {'':>8} {'':>12} {'':>12} {src.stat().st_size / 1e6:>9.1f} "
+        print(f"{events:>12,} {'(source)':<14} {'':>8} {'':>12} {'':>12} {src.stat().st_size / 1e6:>9.1f} "
               f"{src.stat().st_size / events:>11.2f}")
         for fmt in args.formats:
-            with tempfile.TemporaryDirectory(dir=args.traces) as d:
-                secs, peak, size, err = run_export(fmt, src, Path(d), args.code, args.max_gb)
-            print(f"{events:>12,} {fmt:<10} {secs:>8.1f} {events / secs:>12,.0f} {peak / 1e6:>12,.0f} "
-                  f"{size / 1e6:>9.1f} {size / events:>11.2f}  {('FAILED: ' + err[:120]) if err else ''}", flush=True)
+            runs = []
+            for k, code in enumerate(codes):
+                with tempfile.TemporaryDirectory(dir=args.traces) as d:
+                    secs, peak, size, err = run_export(fmt, src, Path(d), code, args.max_gb)
+                runs.append((secs, peak, size, err))
+                label = fmt if len(codes) == 1 else f"{fmt} [{k}]"
+                print(f"{events:>12,} {label:<14} {secs:>8.1f} {events / secs:>12,.0f} {peak / 1e6:>12,.0f} "
+                      f"{size / 1e6:>9.1f} {size / events:>11.2f}  {('FAILED: ' + err[:120]) if err else ''}",
+                      flush=True)
+            if len(runs) > 1 and not runs[0][3] and not runs[-1][3]:
+                (t0, p0, s0, _), (t1, p1, s1, _) = runs[0], runs[-1]
+                print(f"{'':>12} {fmt + ' ratio':<14} speed {t0 / t1:.1f}x, peak RSS {p1 / p0:.2f}x, size "
+                      f"{s1 / s0:.2f}x (code {len(runs) - 1} vs code 0, this run)", flush=True)
 
 
 if __name__ == "__main__":

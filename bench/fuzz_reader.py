@@ -427,15 +427,15 @@ def fuzz(n_inputs: int, *, workers: int = 2, seed: int = 1, timeout: float = 20.
 
 
 def _atheris(argv: list[str]) -> None:
+    """Coverage-guided fuzzing with atheris (libFuzzer flags in ``argv``, e.g. -runs=N -rss_limit_mb=2048
+    -timeout=20); the seeds are the starting corpus. Undocumented exceptions stop it with the input saved."""
     import atheris
 
-    with atheris.instrument_imports(include=["neuron_profiler.trace"]):
-        from neuron_profiler.trace import reader  # noqa: F401
-
+    corpus = Path(tempfile.mkdtemp(prefix="atheris_corpus_"))
+    for k, s in enumerate(make_seeds(corpus / "made")):
+        (corpus / f"seed{k}.nprof").write_bytes(s)
+    atheris.instrument_all()  # the reader's modules are imported already: instrument their bytecode now
     path = os.path.join(tempfile.mkdtemp(prefix="atheris_"), "input.nprof")
-    seeds_dir = Path(tempfile.mkdtemp(prefix="atheris_seeds_"))
-    for k, s in enumerate(make_seeds(seeds_dir / "made")):
-        (seeds_dir / f"seed{k}.nprof").write_bytes(s)
 
     def one(data: bytes) -> None:
         with open(path, "wb") as f:
@@ -445,7 +445,7 @@ def _atheris(argv: list[str]) -> None:
         except TraceFormatError:
             pass
 
-    atheris.Setup([sys.argv[0], *argv, str(seeds_dir)], one)
+    atheris.Setup([sys.argv[0], *argv, "-max_len=200000", str(corpus)], one)
     atheris.Fuzz()
 
 
