@@ -80,6 +80,12 @@ class Trace:
     def simulated(self) -> bool:
         return bool(self.header.simulated)
 
+    def loss_report(self) -> str | None:
+        """What the trace file is missing (truncated, unreadable chunks, an inconsistent index), None when it is
+        complete: the reader's ``TraceFile.loss_report()`` (None for an in-memory builder)."""
+        report = getattr(self._source, "loss_report", None)
+        return report() if callable(report) else None
+
     @property
     def window_bounds(self) -> tuple[int, int] | None:
         """(start_ns, end_ns) of the restriction, or None for the whole trace."""

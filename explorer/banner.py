@@ -24,16 +24,9 @@ def simulation_line(trace) -> str | None:
 
 
 def loss_line(trace) -> str | None:
-    """The reader's one-line loss report of a truncated or partial file (``TraceFile.loss_report()``, when the
-    reader offers it), else None."""
-    source = getattr(trace, "_source", None)
-    report = getattr(source, "loss_report", None)
-    if not callable(report):
-        return None
-    try:
-        line = report()
-    except Exception:  # noqa: BLE001 - a failing report is not a reason to hide the page
-        return None
+    """The reader's one-line loss report of a truncated or partial file (``Trace.loss_report()``), else None."""
+    report = getattr(trace, "loss_report", None)
+    line = report() if callable(report) else None
     return str(line) if line else None
 
 

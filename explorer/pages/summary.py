@@ -65,9 +65,9 @@ def layout(ctx: Ctx, state: ViewState):
 def _layout(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
     origin = int(trace.time_range[0])
-    parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})"),
-             section("Key figures", _region_picker(ctx, state),
-                     html.Div(guarded(_figures, ctx, state), id="sum-figures"))]
+    parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
+    parts.append(section("Key figures", _region_picker(ctx, state),
+                         html.Div(guarded(_figures, ctx, state), id="sum-figures")))
     notes = notes_for(ctx, state)
     if notes:
         parts.append(section("Notes", note_list(notes, state, with_delete=False)))
