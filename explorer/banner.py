@@ -41,5 +41,5 @@ def banner(ctx, state):
                               className="nx-banner nx-banner-sim", id="sim-banner"))
     loss = loss_line(trace)
     if loss:
-        parts.append(html.Div(f"Incomplete file: {loss}", className="nx-banner nx-banner-loss", id="loss-banner"))
+        parts.append(html.Div(f"Incomplete trace file: {loss}", className="nx-banner nx-banner-loss", id="loss-banner"))
     return html.Div(parts) if parts else None
