@@ -1,5 +1,6 @@
 """plotly figure builders, one per analysis. Each takes a Trace (or the analysis DataFrame) and returns a
-``plotly.graph_objects.Figure``; nothing here imports Dash."""
+``plotly.graph_objects.Figure``; nothing here imports Dash. ``FIGURES``: {analysis name: builder}, from the
+registry (:func:`analysis.registry.figure_index`)."""
 from __future__ import annotations
 
 from .breakdown import (comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure,
@@ -19,3 +20,11 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
            "rank_timeline_figure"]
+
+
+def __getattr__(name: str):
+    if name == "FIGURES":
+        from ..registry import figure_index
+
+        return figure_index()
+    raise AttributeError(f"module 'analysis.figures' has no attribute {name!r}")

@@ -7,7 +7,7 @@ from dash.exceptions import PreventUpdate
 
 import analysis
 from analysis import figures
-from analysis.hot_ops import GROUPINGS
+from analysis.analyses.hot_ops import GROUPINGS
 
 from ..state import ViewState, decode
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error

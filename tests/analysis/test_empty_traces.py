@@ -12,17 +12,17 @@ from _traces import gpu_builder, neuron_builder
 
 import analysis
 import analysis.figures as F
-from analysis import breakdown as B
-from analysis.collectives import ACROSS_COLUMNS, COLLECTIVE_COLUMNS
-from analysis.diff import DIFF_COLUMNS
-from analysis.dma import QUEUE_COLUMNS, SIZE_COLUMNS, THROUGHPUT_COLUMNS
+from analysis.analyses import breakdown as B
+from analysis.analyses.collectives import ACROSS_COLUMNS, COLLECTIVE_COLUMNS
+from analysis.analyses.diff import DIFF_COLUMNS
+from analysis.analyses.dma import QUEUE_COLUMNS, SIZE_COLUMNS, THROUGHPUT_COLUMNS
 from analysis.figures import breakdown as FB
-from analysis.flops import WORK_COLUMNS
-from analysis.hot_ops import HOT_OPS_COLUMNS
-from analysis.recommend import REC_COLUMNS
-from analysis.roofline import ROOFLINE_COLUMNS
-from analysis.steps import STEP_COLUMNS
-from analysis.summary import SUMMARY_COLUMNS
+from analysis.analyses.work import WORK_COLUMNS
+from analysis.analyses.hot_ops import HOT_OPS_COLUMNS
+from analysis.analyses.recommend import REC_COLUMNS
+from analysis.analyses.roofline import ROOFLINE_COLUMNS
+from analysis.analyses.steps import STEP_COLUMNS
+from analysis.analyses.summary import SUMMARY_COLUMNS
 from neuron_profiler.hardware import neuron_device
 from neuron_profiler.trace import TraceBuilder, make_header
 

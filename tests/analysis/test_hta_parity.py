@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from realdata import REALTRACES
 
-from analysis.breakdown import (IDLE_COLUMNS, comm_comp_overlap, hta_kernel_selection, idle_time_breakdown,
+from analysis.analyses.breakdown import (IDLE_COLUMNS, comm_comp_overlap, hta_kernel_selection, idle_time_breakdown,
                                 kernel_breakdown, temporal_breakdown)
 from neuron_profiler.importers.kineto import load_kineto_builder
 

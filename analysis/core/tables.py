@@ -1,0 +1,31 @@
+"""Names of the trace tables and of the columns the analyses read (the trace format's names, in one place)."""
+from __future__ import annotations
+
+__all__ = ["TABLE_NAMES", "ANALYSIS_COLUMNS", "WINDOW_COLUMNS", "TIMED_TABLES", "columns_of_table",
+           "MATRIX_ENGINES", "COPY_ENGINES", "NON_COMPUTE_ENGINES"]
+
+TABLE_NAMES = ("tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows")
+#: tables whose rows are intervals (``start_ts`` + ``duration_ns``)
+TIMED_TABLES = ("host_ops", "instructions", "dma", "collectives")
+#: The columns the analyses read, per table (tables not listed: all columns). ``Trace.analysis_table`` loads
+#: only these (the reader decodes only the requested columns); ``Trace.table`` / the properties load all.
+ANALYSIS_COLUMNS = {"instructions": ("track", "start_ts", "duration_ns", "engine", "opcode", "name", "framework_op",
+                                     "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "dtype",
+                                     "tensor_instruction_type")}
+#: columns a window restriction needs, per table
+WINDOW_COLUMNS = {t: ("start_ts", "duration_ns") for t in TIMED_TABLES}
+WINDOW_COLUMNS.update(counters=("ts",), flows=("src_table", "src_row", "dst_table", "dst_row"))
+
+#: engines of matrix work (Neuron Tensor engine; FLOPs there are "model FLOPs")
+MATRIX_ENGINES = ("Tensor", "TensorMatrix")
+#: GPU copy engines (memcpy / memset rows carry their own byte counts)
+COPY_ENGINES = ("Memcpy", "Memset")
+#: engines whose rows are neither compute nor data movement of an op (syncs, semaphores)
+NON_COMPUTE_ENGINES = ("Memcpy", "Memset", "Sync")
+
+
+def columns_of_table(name: str) -> list[str]:
+    """Every column of table ``name`` in the trace format."""
+    from neuron_profiler.trace.columns import columns_of
+
+    return list(columns_of(name))
