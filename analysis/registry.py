@@ -19,8 +19,9 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, cast
 
 __all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "install", "figure_index", "column_label",
            "column_unit", "columns_of"]
@@ -101,7 +102,7 @@ def register(name: str | None = None, *, columns: Iterable[Column] = (), figure:
                 bound = sig.bind(*args, **kw)
                 bound.apply_defaults()
                 key = ("analysis", n) + tuple((k, _freeze(v)) for k, v in bound.arguments.items() if k != first)
-                return subj.memo(key, lambda: func(*args, **kw))
+                return cast(Any, subj).memo(key, lambda: func(*args, **kw))
             return func(*args, **kw)
 
         spec = Analysis(n, func, tuple(columns), figure, n if method == "" else method, subject, returns, memo,

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,12 +50,12 @@ class Trace:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_builder(cls, builder: Any, name: str = "builder") -> "Trace":
+    def from_builder(cls, builder: Any, name: str = "builder") -> Trace:
         """Wrap an in-memory ``TraceBuilder`` (tables as written so far)."""
         return cls(builder, name=name)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "Trace":
+    def from_file(cls, path: str | os.PathLike) -> Trace:
         """Open a ``.nprof`` file lazily (raises ``TraceFormatError`` on a bad file)."""
         from neuron_profiler.trace import read_trace
 
@@ -227,6 +228,7 @@ class Trace:
         return self.table(name, cols) if cols is not None else self.table(name)
 
     def _restrict(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
+        assert self._window is not None
         lo, hi = self._window
         if name == "tracks":
             return df
@@ -284,7 +286,7 @@ class Trace:
         return (int(min(lo)), int(max(hi))) if lo else (0, 0)
 
     # ------------------------------------------------------------------ windows
-    def window(self, start_ns: int, end_ns: int) -> "Trace":
+    def window(self, start_ns: int, end_ns: int) -> Trace:
         """A Trace restricted to rows overlapping [start_ns, end_ns)."""
         if end_ns <= start_ns:
             raise ValueError(f"window end ({end_ns}) must be after its start ({start_ns})")
@@ -294,7 +296,7 @@ class Trace:
         return Trace(self._source, path=self.path, name=self._name, window=(start_ns, end_ns),
                      _shared=self._shared)
 
-    def whole(self) -> "Trace":
+    def whole(self) -> Trace:
         """The unrestricted trace this one is a window of (itself when not windowed); shares loaded tables
         and whole-trace derived frames."""
         if self._window is None:
@@ -303,9 +305,11 @@ class Trace:
             self._shared["whole"] = Trace(self._source, path=self.path, name=self._name, _shared=self._shared)
         return self._shared["whole"]
 
-    def select_steps(self, first: int, last: int | None = None) -> "Trace":
-        """A Trace restricted to steps ``first``..``last`` (inclusive step numbers; see :func:`analysis.step_window`)."""
-        return self.window(*self.step_window(first, last))  # type: ignore[attr-defined]  (registry method)
+    def select_steps(self, first: int, last: int | None = None) -> Trace:
+        """A Trace restricted to steps ``first``..``last`` (inclusive step numbers; :func:`analysis.step_window`)."""
+        from . import registry
+
+        return self.window(*registry.call("step_window", self, first, last))
 
     def __repr__(self) -> str:
         w = f", window={self._window}" if self._window else ""
@@ -336,7 +340,8 @@ class TraceSet:
         return sorted({t.rank for t in self.traces})
 
     def _labelled_groups(self) -> list[tuple[str, list[Trace]]]:
-        out, seen = [], {}
+        out: list[tuple[str, list[Trace]]] = []
+        seen: dict[str, int] = {}
         for g in group_runs(self.traces):
             label = run_label(run_key(g[0]))
             seen[label] = seen.get(label, 0) + 1
@@ -348,7 +353,7 @@ class TraceSet:
         """Labels of the runs in this set (see :meth:`groups`), in order of their first trace."""
         return [label for label, _ in self._labelled_groups()]
 
-    def groups(self) -> list["TraceSet"]:
+    def groups(self) -> list[TraceSet]:
         """One TraceSet per run, in order of their first trace (traces that stand alone are sets of one)."""
         return [TraceSet(g, path=self.path) for _, g in self._labelled_groups()]
 
@@ -356,7 +361,7 @@ class TraceSet:
         """The traces (windows) of one rank."""
         return [t for t in self.traces if t.rank == rank]
 
-    def by_run(self, run: str) -> "TraceSet":
+    def by_run(self, run: str) -> TraceSet:
         """The traces of one run: a label of :attr:`runs`, or a ``header.run_id``."""
         for label, g in self._labelled_groups():
             if label == run or (run and g[0].header.run_id == run):

@@ -72,6 +72,12 @@ def kernel_type_codes(ins: pd.DataFrame) -> np.ndarray:
                     per_category(engine, by_engine, _KT_CODE[OTHER])).astype(np.int8)
 
 
+def kernel_type_mask(act: pd.DataFrame, *types: str) -> np.ndarray:
+    """Rows of an activity frame whose kernel type is one of ``types`` (on the Categorical codes)."""
+    codes = np.asarray(act["kernel_type"].cat.codes)
+    return np.isin(codes, [KERNEL_TYPES.index(t) for t in types])
+
+
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     """An int64 column; missing values (e.g. rows concatenated from another table) become ``default``."""
     if col not in df.columns:
@@ -132,17 +138,20 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
     start, end, kt, track, fop, table, row, idx = (cat(p) for p in (starts, ends, ktypes, tracks, fops, tables,
                                                                         rows, index))
     name, opcode = concat_categoricals(names), concat_categoricals(opcodes)
+    ncodes, ocodes = np.asarray(name.codes), np.asarray(opcode.codes)
     if hta_rounding:
         start, end = -((-start) // 1000) * 1000, (end // 1000) * 1000
     if window is not None:
         start, end = clip(start, end, *window)
     if sort and len(start) and not is_sorted(start):
         o = np.argsort(start, kind="stable")
-        start, end, kt, track, fop, table, row, idx, name, opcode = (
-            x[o] for x in (start, end, kt, track, fop, table, row, idx, name, opcode))
-    return pd.DataFrame({"start_ts": start, "end_ts": end, "name": name,
+        start, end, kt, track, fop, table, row, idx, ncodes, ocodes = (
+            np.take(x, o) for x in (start, end, kt, track, fop, table, row, idx, ncodes, ocodes))
+    return pd.DataFrame({"start_ts": start, "end_ts": end,
+                         "name": pd.Categorical.from_codes(ncodes, name.categories, validate=False),
                          "kernel_type": pd.Categorical.from_codes(kt, list(KERNEL_TYPES), validate=False),
-                         "track": track, "opcode": opcode, "framework_op": fop, "table": table, "row": row},
+                         "track": track, "opcode": pd.Categorical.from_codes(ocodes, opcode.categories, validate=False),
+                         "framework_op": fop, "table": table, "row": row},
                         index=pd.Index(idx, name=ins.index.name), copy=False)
 
 

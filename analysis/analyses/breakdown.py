@@ -35,10 +35,23 @@ import pandas as pd
 
 from ..core.categorical import categorical, category_names, per_category
 from ..core.intervals import intersection_ns, is_sorted, merge
+from ..core.tables import row_positions
 from ..registry import Column, register
-from .activity import (ACTIVITY_COLUMNS, COMMUNICATION, COMPUTATION, HTA_IDLE_KERNEL_OPCODES, KERNEL_TYPES,
-                       KINETO_DEVICE_OPCODES, MEMORY, NEURON_COMPUTE_ENGINES, OTHER, activity_frame, analysis_span,
-                       classify_kernels, trace_activity)
+from .activity import (
+    COMMUNICATION,
+    COMPUTATION,
+    HTA_IDLE_KERNEL_OPCODES,
+    KERNEL_TYPES,
+    KINETO_DEVICE_OPCODES,
+    MEMORY,
+    NEURON_COMPUTE_ENGINES,
+    OTHER,
+    activity_frame,
+    analysis_span,
+    classify_kernels,
+    kernel_type_mask,
+    trace_activity,
+)
 from .hta_selection import hta_kernel_selection
 
 __all__ = ["TEMPORAL_COLUMNS", "KERNEL_TYPE_COLUMNS", "KERNEL_NAME_COLUMNS", "OVERLAP_COLUMNS", "IDLE_COLUMNS",
@@ -52,7 +65,8 @@ merge_intervals = merge
 TEMPORAL_SPEC = (Column("rank", "count", "Rank"),
                  Column("idle_time_ns", "ns", "Idle", "Span minus the union of all device activity"),
                  Column("compute_time_ns", "ns", "Compute", "Union of COMPUTATION intervals"),
-                 Column("non_compute_time_ns", "ns", "Non-compute", "Busy but not computing: memory, communication, syncs"),
+                 Column("non_compute_time_ns", "ns", "Non-compute",
+                        "Busy but not computing: memory, communication, syncs"),
                  Column("kernel_time_ns", "ns", "Device span", "The span the shares divide by"),
                  Column("idle_time_pctg", "percent", "Idle share"),
                  Column("compute_time_pctg", "percent", "Compute share"),
@@ -64,14 +78,21 @@ KERNEL_NAME_SPEC = (Column("name", "", "Kernel"), Column("kernel_type", "", "Ker
                     Column("sum_ns", "ns", "Total time"), Column("max_ns", "ns", "Longest"),
                     Column("min_ns", "ns", "Shortest"), Column("mean_ns", "ns", "Mean"),
                     Column("std_ns", "ns", "Standard deviation"), Column("count", "count", "Calls"))
-OVERLAP_SPEC = (Column("rank", "count", "Rank"), Column("comm_time_ns", "ns", "Communication", "Union of COMMUNICATION"),
+OVERLAP_SPEC = (Column("rank", "count", "Rank"),
+                Column("comm_time_ns", "ns", "Communication", "Union of COMMUNICATION"),
                 Column("overlap_time_ns", "ns", "Overlapped", "Communication time with computation running"),
                 Column("comp_comm_overlap_pctg", "percent", "Communication overlapped",
                        "Share of communication time hidden under computation"))
 IDLE_SPEC = (Column("rank", "count", "Rank"), Column("stream", "count", "Stream"),
              Column("idle_category", "", "Why idle", "host_wait / kernel_wait / other"),
-             Column("idle_time_ns", "ns", "Idle time"), Column("idle_time_ratio", "", "Share of the stream's idle time"))
-ACTIVITY_SPEC = tuple(Column(c, "ns" if c.endswith("_ts") else "", c.replace("_", " ")) for c in ACTIVITY_COLUMNS)
+             Column("idle_time_ns", "ns", "Idle time"),
+             Column("idle_time_ratio", "", "Share of the stream's idle time"))
+ACTIVITY_SPEC = (Column("start_ts", "ns", "Start"), Column("end_ts", "ns", "End"), Column("name", "", "Kernel / event"),
+                 Column("kernel_type", "", "Kernel type", "COMPUTATION, COMMUNICATION, MEMORY or OTHER (HTA)"),
+                 Column("track", "count", "Track"), Column("opcode", "", "Opcode / Kineto category"),
+                 Column("framework_op", "count", "Host op row", "-1 none"),
+                 Column("table", "count", "Source table", "0 instructions, 1 dma, 2 collectives"),
+                 Column("row", "count", "Row position", "Position of the row in its table"))
 TEMPORAL_COLUMNS = [c.name for c in TEMPORAL_SPEC]
 KERNEL_TYPE_COLUMNS = [c.name for c in KERNEL_TYPE_SPEC]
 KERNEL_NAME_COLUMNS = [c.name for c in KERNEL_NAME_SPEC]
@@ -122,15 +143,11 @@ def _explicit(trace, dma, collectives) -> pd.DataFrame:
                           window=trace.window_bounds)
 
 
-def _type_mask(act: pd.DataFrame, ktype: str) -> np.ndarray:
-    return np.asarray(act["kernel_type"].cat.codes) == KERNEL_TYPES.index(ktype) \
-        if isinstance(act["kernel_type"].dtype, pd.CategoricalDtype) else (act["kernel_type"] == ktype).to_numpy()
-
-
 def _merged(act: pd.DataFrame, ktype: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     s, e = act["start_ts"].to_numpy(np.int64), act["end_ts"].to_numpy(np.int64)
     if ktype is not None:
-        m = _type_mask(act, ktype)
+        m = kernel_type_mask(act, ktype) if isinstance(act["kernel_type"].dtype, pd.CategoricalDtype) \
+            else (act["kernel_type"] == ktype).to_numpy()
         s, e = s[m], e[m]
     return merge(s, e)
 
@@ -146,7 +163,8 @@ def _activity(instructions, kw: dict) -> pd.DataFrame:
         if kw.get("hta_compatible") or (dma is TRACE_TABLES and cc is TRACE_TABLES):
             return trace_activity(instructions, kw.get("hta_compatible", False))
         return _explicit(instructions, dma, cc)
-    return activity_frame(instructions, dma=_table(dma), collectives=_table(cc), hta_rounding=kw.get("hta_rounding", False))
+    return activity_frame(instructions, dma=_table(dma), collectives=_table(cc),
+                          hta_rounding=kw.get("hta_rounding", False))
 
 
 def _rank(instructions, rank: int | None) -> int:
@@ -181,7 +199,7 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
         compute = int(ce.sum() - cs.sum())
     idle = width - busy
     non_compute = width - compute - idle
-    row = {"rank": _rank(instructions, rank), "idle_time_ns": idle, "compute_time_ns": compute,
+    row: dict[str, float] = {"rank": _rank(instructions, rank), "idle_time_ns": idle, "compute_time_ns": compute,
            "non_compute_time_ns": non_compute, "kernel_time_ns": width}
     for k in ("idle_time", "compute_time", "non_compute_time"):
         row[f"{k}_pctg"] = round(100.0 * row[f"{k}_ns"] / width, 2) if width else 0.0
@@ -191,8 +209,8 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
 def _type_time(act: pd.DataFrame, types: list[str]) -> pd.DataFrame:
     """HTA ``_get_gpu_kernel_type_time``: sweep over the per-type unions with one bit per type."""
     times, deltas = [], []
-    for i, t in enumerate(types):
-        gs, ge = _merged(act, t)
+    for i, ktype in enumerate(types):
+        gs, ge = _merged(act, ktype)
         times += [gs, ge]
         deltas += [np.full(len(gs), 1 << i), np.full(len(ge), -(1 << i))]
     if not times or sum(len(x) for x in times) == 0:
@@ -285,7 +303,7 @@ def _launch_start(k: pd.DataFrame, host_ops: pd.DataFrame | None, flows: pd.Data
     src = flows["src_row"].to_numpy(np.int64)[m]
     dst, first = np.unique(dst, return_index=True)  # first launch flow of each instruction, as drop_duplicates
     src = src[first]
-    hpos = host_ops.index.get_indexer(src)
+    hpos = row_positions(host_ops.index, src)
     ok = hpos >= 0
     dst, src_ts = dst[ok], host_ops["start_ts"].to_numpy(np.int64)[hpos[ok]]
     pos = np.searchsorted(dst, k.index.to_numpy(np.int64)) if len(dst) else np.zeros(len(k), np.int64)
@@ -340,7 +358,7 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
     t_ids = np.flatnonzero(np.bincount(track - t_lo)) + t_lo if len(track) else track
     t_stream = t_ids
     if tracks is not None and len(tracks) and len(k):
-        pos = tracks.index.get_indexer(t_ids)
+        pos = row_positions(tracks.index, t_ids)
         t_stream = np.where(pos >= 0, tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)], -1)
     s_vals, t_code = np.unique(t_stream, return_inverse=True)
     lut = np.zeros(int(t_ids[-1] - t_lo) + 1 if len(t_ids) else 1, dtype=np.int32)

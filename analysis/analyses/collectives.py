@@ -1,7 +1,7 @@
 """Collectives: per-op bandwidth, and the same collective matched across ranks (skew, wait, stragglers)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -96,7 +96,8 @@ def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
     once all ranks arrived), last_arrival_rank (the straggler of this collective).
     Assumes the ranks share one clock (same host, or synchronised hosts).
     """
-    parts, runs = [], set()
+    parts: list[pd.DataFrame] = []
+    runs: set[str] = set()
     for group in group_runs(list(traces)):
         label = run_label(run_key(group[0]))
         label = label if label not in runs else f"{label} #{len(runs) + 1}"

@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.devicetime import bound
+from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import invocation_group_time
 from .summary import primary_device
@@ -53,7 +54,7 @@ def op_profile(trace, keys: tuple[str, ...] = KEYS) -> pd.DataFrame:
             fo = w["framework_op"].to_numpy()
             if len(ho):
                 sh = ho["input_shapes"].astype(str).to_numpy()
-                pos = ho.index.get_indexer(fo)
+                pos = row_positions(ho.index, fo)
                 cols[k] = np.where(pos >= 0, sh[np.where(pos >= 0, pos, 0)], "")
             else:
                 cols[k] = np.full(len(w), "", dtype=object)

@@ -49,12 +49,12 @@ def _binned_bytes(start: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, edges:
     np.add.at(out, b0[same], nbytes[same].astype(float))
     sp = ~same
     if sp.any():
-        s0, e0, r0, f, l = s[sp], e[sp], r[sp], b0[sp], b1[sp]
+        s0, e0, r0, f, last = s[sp], e[sp], r[sp], b0[sp], b1[sp]
         np.add.at(out, f, r0 * (edges[f + 1] - s0))
-        np.add.at(out, l, r0 * (e0 - edges[l]))
+        np.add.at(out, last, r0 * (e0 - edges[last]))
         diff = np.zeros(nb + 1)
         np.add.at(diff, f + 1, r0)
-        np.add.at(diff, l, -r0)
+        np.add.at(diff, last, -r0)
         out += np.cumsum(diff[:nb]) * np.diff(edges)
     return out
 

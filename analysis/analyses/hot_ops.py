@@ -12,9 +12,10 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.categorical import cat_values
-from ..core.devicetime import exclusive_ns, group_sum, group_time, physical
 from ..core.devices import device_peaks
+from ..core.devicetime import exclusive_ns, group_sum, group_time, physical
 from ..core.intervals import clip, merge
+from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import INSTRUCTIONS, analysis_span, invocation_time, trace_activity
 from .steps import steps
@@ -109,11 +110,11 @@ def _launch_time(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> np.ndarra
         & cat_values(fl["dst_table"], ["instructions"])
     if not m.any():
         return out
-    pos = w.index.get_indexer(fl["dst_row"].to_numpy()[m])
+    pos = row_positions(w.index, fl["dst_row"].to_numpy()[m])
     src = fl["src_row"].to_numpy()[m]
     ok = pos >= 0
     ho = trace.whole_table("host_ops", ["duration_ns"])
-    hpos = ho.index.get_indexer(src[ok])
+    hpos = row_positions(ho.index, src[ok])
     good = hpos >= 0
     g = codes[pos[ok]][good].astype(np.int64)
     h = hpos[good].astype(np.int64)
@@ -179,7 +180,8 @@ def _known_sum(codes: np.ndarray, values: np.ndarray, known: np.ndarray, k: int)
     return np.where((n_rows > 0) & (n_known == 0), np.nan, tot)
 
 
-@register("hot_ops", columns=HOT_OPS_SPEC, figure="hot_ops_figure", index=Column("op", "", "Op / module / stack / engine"))
+@register("hot_ops", columns=HOT_OPS_SPEC, figure="hot_ops_figure",
+          index=Column("op", "", "Op / module / stack / engine"))
 def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
     """Device time per group, sorted by self device time (descending).
 
@@ -268,7 +270,7 @@ def _totals(trace, df: pd.DataFrame, w: pd.DataFrame, by: str) -> None:
         parent = host_op_parents(trace)
         per = invocation_time(trace)
         per_ho = np.zeros(len(full))
-        pos = full.index.get_indexer(per.index)
+        pos = row_positions(full.index, per.index.to_numpy())
         per_ho[pos[pos >= 0]] = per.to_numpy()[pos >= 0]
         tot = _subtree_sum(per_ho, parent)
         in_win = full.index.isin(trace.table("host_ops", ["start_ts"]).index)
@@ -289,23 +291,23 @@ def _totals(trace, df: pd.DataFrame, w: pd.DataFrame, by: str) -> None:
 
 def _group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Per group code: the highest compute peak and memory roof its rows could reach (per-core ceilings of
-    their device × the distinct cores they ran on)."""
-    dev = w["device"].to_numpy()
-    core = w["nc_idx"].to_numpy()
+    their main device × the distinct cores they ran on)."""
     peak, roof = np.full(k, np.nan), np.full(k, np.nan)
-    if not len(w):
+    if not len(w) or k == 0:
         return peak, roof
-    pair = pd.DataFrame({"g": codes, "d": dev, "c": core}).drop_duplicates()
-    cores = pair.groupby("g")["c"].nunique()
-    main_dev = pair.groupby("g")["d"].first()
-    cache: dict = {}
-    for gcode, d in main_dev.items():
-        if d not in cache:
-            p = device_peaks(trace, int(d))
-            cache[d] = (np.nan, np.nan) if p is None else (
-                max([*p.matrix.values(), *p.vector.values()], default=np.nan), p.memory_roof)
-        n = cores.get(gcode, 1)
-        peak[gcode], roof[gcode] = cache[d][0] * n, cache[d][1] * n
+    dev = w["device"].to_numpy() + 1
+    core = w["nc_idx"].to_numpy() + 1
+    nd, nc = int(dev.max()) + 1, int(core.max()) + 1
+    by_dev = np.bincount(codes * nd + dev, minlength=k * nd).reshape(k, nd)
+    cores = (np.bincount(codes * nc + core, minlength=k * nc).reshape(k, nc) > 0).sum(axis=1)
+    main = by_dev.argmax(axis=1) - 1
+    for d in np.unique(main):
+        p = device_peaks(trace, int(d))
+        if p is None:
+            continue
+        sel = main == d
+        peak[sel] = max([*p.matrix.values(), *p.vector.values()], default=np.nan) * cores[sel]
+        roof[sel] = p.memory_roof * cores[sel]
     return peak, roof
 
 

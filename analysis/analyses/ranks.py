@@ -1,7 +1,7 @@
 """Load balance across the ranks of one run: who computes longer, who idles, who makes the others wait."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -9,7 +9,7 @@ import pandas as pd
 from ..core.intervals import coarsen, merge
 from ..core.runs import group_runs, run_key, run_label
 from ..registry import Column, register
-from .activity import COMMUNICATION, COMPUTATION, MEMORY, OTHER, trace_activity
+from .activity import COMMUNICATION, COMPUTATION, MEMORY, OTHER, kernel_type_mask, trace_activity
 from .breakdown import comm_comp_overlap, temporal_breakdown
 from .collectives import collective_time_ns, collectives_across_ranks, straggler_ranks
 from .steps import steps
@@ -20,7 +20,8 @@ RANK_BALANCE_SPEC = (
     Column("run", "", "Run", "The run the trace belongs to (analysis.core.runs)"),
     Column("span_ns", "ns", "Analysed time"), Column("step_count", "count", "Steps"),
     Column("step_time_mean_ns", "ns", "Step time (mean)"), Column("step_time_max_ns", "ns", "Step time (max)"),
-    Column("device_active_percent", "percent", "Device busy"), Column("mfu_estimated_percent", "percent", "MFU (estimated)"),
+    Column("device_active_percent", "percent", "Device busy"),
+    Column("mfu_estimated_percent", "percent", "MFU (estimated)"),
     Column("compute_time_ns", "ns", "Compute"), Column("non_compute_time_ns", "ns", "Non-compute"),
     Column("idle_time_ns", "ns", "Idle"), Column("kernel_time_ns", "ns", "Device span"),
     Column("collective_time_ns", "ns", "Collective time", "Union of the rank's collectives"),
@@ -128,11 +129,10 @@ def rank_timeline(traces: Iterable, *, max_intervals: int = 1000) -> pd.DataFram
                                        "busy_ns": (st["end_ts"] - st["start_ts"]).to_numpy(),
                                        "label": [f"step {n}" for n in st["step"]]}))
         act = trace_activity(t)
-        kt = act["kernel_type"].to_numpy()
         for lane, types in RANK_LANES.items():
             if not types:
                 continue
-            m = np.isin(kt, types)
+            m = kernel_type_mask(act, *types)
             if not m.any():
                 continue
             s, e, busy = coarsen(*merge(act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m],

@@ -23,10 +23,10 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.categorical import cat_values, cat_where
-from ..core.intervals import merge, union_ns, union_sorted_ns
+from ..core.intervals import merge, union_by_key, union_ns, union_sorted_ns
 from ..core.tables import MATRIX_ENGINES
 from ..registry import Column, register
-from .activity import COMMUNICATION, COMPUTATION, MEMORY, analysis_span, trace_activity
+from .activity import COMMUNICATION, COMPUTATION, KERNEL_TYPES, MEMORY, analysis_span, kernel_type_mask, trace_activity
 from .breakdown import comm_comp_overlap
 from .collectives import collectives as collectives_table
 from .roofline import roofline
@@ -63,7 +63,7 @@ def _rec(rule, title, evidence, action, saved, rows=None, table="", lo=None, hi=
             "start_ts": int(lo) if lo is not None else -1, "end_ts": int(hi) if hi is not None else -1}
 
 
-def _span_of(df: pd.DataFrame):
+def _span_of(df: pd.DataFrame) -> tuple[int | None, int | None]:
     if not len(df):
         return None, None
     s = df["start_ts"].to_numpy()
@@ -77,7 +77,8 @@ def _busy(df: pd.DataFrame) -> float:
 
 
 def _flop_share_rules(trace, ctx):
-    w, out = ctx["work"], []
+    w = ctx["work"]
+    out: list[dict] = []
     tens = w[cat_values(w["engine"], MATRIX_ENGINES)]
     if not len(tens):
         return out
@@ -237,7 +238,7 @@ def _exposed_comm_rule(trace, ctx):
     if exposed <= 0 or exposed < EXPOSED_COMM_SHARE * (hi - lo):
         return []
     act = ctx["activity"]
-    comm = act[act["kernel_type"].to_numpy() == COMMUNICATION]
+    comm = act[kernel_type_mask(act, COMMUNICATION)]
     table = "collectives" if (comm["table"].to_numpy() == 2).any() else "instructions"
     ids = comm.index.to_numpy()
     rows = -1 - ids[ids < 0] if table == "collectives" else ids[ids >= 0]
@@ -276,11 +277,10 @@ def time_pools(trace) -> dict[str, float]:
     act = trace_activity(trace)
     s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
     busy = float(union_sorted_ns(s, e))
-    kt = act["kernel_type"].to_numpy()
     pools = {"span": float(hi - lo), "busy": busy, "idle": float(max(hi - lo - busy, 0))}
+    per_type = union_by_key(act["kernel_type"].cat.codes.to_numpy(), s, e, sorted_by_start=True)
     for name, ktype in (("compute", COMPUTATION), ("memory", MEMORY), ("communication", COMMUNICATION)):
-        m = kt == ktype
-        pools[name] = float(union_sorted_ns(s[m], e[m]))
+        pools[name] = float(per_type.get(KERNEL_TYPES.index(ktype), 0))
     return pools
 
 

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as M
-from ..core.devicetime import bound, physical
 from ..core.devices import device_peaks
+from ..core.devicetime import bound, physical
 from ..registry import Column, register
 from .activity import invocation_group_time
 from .work import instruction_work
@@ -71,6 +71,8 @@ def roofline_ceilings(trace) -> pd.DataFrame:
     rows = []
     for pos, d in enumerate(trace.header.devices):
         p = device_peaks(trace, pos)
+        if p is None:
+            continue
         bw = p.memory_roof
         for dt, v in sorted(p.matrix.items(), key=lambda kv: -kv[1]):
             dt_c = M.canonical_dtype(dt) or dt

@@ -17,7 +17,8 @@ import pandas as pd
 from .. import metrics as M
 from ..core.categorical import cat_values, cat_where
 from ..core.devices import DevicePeaks, device_peaks
-from ..core.intervals import union_ns, union_sorted_ns
+from ..core.devicetime import RATE_TOLERANCE
+from ..core.intervals import union_by_key, union_ns, union_sorted_ns
 from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
 from .activity import analysis_span, trace_activity
@@ -133,16 +134,16 @@ def _step_rows(trace, R: _Rows) -> None:
 
 
 def _engine_rows(trace, act: pd.DataFrame, total: int, R: _Rows) -> None:
-    ins = act[act["table"].to_numpy() == 0]
-    if not len(ins):
+    is_ins = act["table"].to_numpy() == 0
+    if not is_ins.any():
         return
     eng = trace.analysis_table("instructions")["engine"]
-    codes = eng.cat.codes.to_numpy()[ins["row"].to_numpy()]
-    s, e = ins["start_ts"].to_numpy(), ins["end_ts"].to_numpy()
+    codes = eng.cat.codes.to_numpy()[act["row"].to_numpy()[is_ins]]
+    busy = union_by_key(codes, act["start_ts"].to_numpy()[is_ins], act["end_ts"].to_numpy()[is_ins],
+                        sorted_by_start=True)
     for code, name in enumerate(eng.cat.categories):
-        m = codes == code
-        if m.any():
-            R.add(f"{name}_active_percent", M._div(100.0 * union_sorted_ns(s[m], e[m]), total), "percent",
+        if code in busy.index:
+            R.add(f"{name}_active_percent", M._div(100.0 * busy[code], total), "percent",
                   f"Time the {name} engine/stream is busy, over total_time", f"{name} busy")
 
 
@@ -152,6 +153,11 @@ def _unknown_work(w: pd.DataFrame, col: str) -> tuple[float, float]:
     compute = ~cat_values(w["engine"], NON_COMPUTE_ENGINES) & ~cat_where(w["op"], _is_communication)
     d = w["duration_ns"].to_numpy().astype(float)
     return float(d[compute & ~w[col].to_numpy()].sum()), float(d[compute].sum())
+
+
+def _physical_pct(value: float, why: str) -> tuple[float, str]:
+    """A utilisation, or NaN and the reason when it is above 100 % (impossible: its inputs are estimates)."""
+    return (math.nan, why) if np.isfinite(value) and value > 100.0 * (1 + RATE_TOLERANCE) else (value, "")
 
 
 def _is_communication(name: str) -> bool:
@@ -177,10 +183,12 @@ def _compute_rows(w: pd.DataFrame, src: str, peaks: DevicePeaks | None, cores: i
                  "input shapes, or kernels without a launching op)")
     elif unknown > 0:
         fsrc += f"; a lower bound: the FLOPs of {100 * unknown / busy:.0f}% of the device time are unknown"
-    R.add("mfu_estimated_percent", M.mfu_pct(model_flops, total, peak), "percent",
-          f"Model FLOPs / (BF16 matrix peak × active cores × total_time); {fsrc}{why}")
-    R.add("hfu_estimated_percent", M.hfu_pct(hw_flops, total, peak), "percent",
-          f"Hardware FLOPs incl. transposes / (peak × total_time){why}")
+    over = "; NaN: above 100 %, so the FLOP count overstates the work (estimated from shapes)"
+    mfu, mwhy = _physical_pct(M.mfu_pct(model_flops, total, peak), over)
+    hfu, hwhy = _physical_pct(M.hfu_pct(hw_flops, total, peak), over)
+    R.add("mfu_estimated_percent", mfu, "percent",
+          f"Model FLOPs / (BF16 matrix peak × active cores × total_time); {fsrc}{why}{mwhy}")
+    R.add("hfu_estimated_percent", hfu, "percent", f"Hardware FLOPs incl. transposes / (peak × total_time){why}{hwhy}")
     R.add("model_flops", model_flops, "FLOP", f"Matrix FLOPs excluding transposes ({fsrc})")
     R.add("hardware_flops", hw_flops, "FLOP", "Matrix FLOPs including transposes")
     R.add("transpose_flops", tr_flops, "FLOP", "Tensor-engine FLOPs spent on TRANSPOSE instructions")
@@ -202,8 +210,10 @@ def _memory_rows(trace, w: pd.DataFrame, src: str, peaks: DevicePeaks | None, co
             hbm_desc += f"; a lower bound: the bytes of {100 * unknown / busy:.0f}% of the device time are unknown"
     bw = (peaks.hbm_per_core if peaks is not None else math.nan) * cores
     bwhy = "" if np.isfinite(bw) else " (NaN: the trace header has no HBM bandwidth for this device)"
-    R.add("mbu_estimated_percent", M.mbu_pct(hbm, total, bw), "percent",
-          f"(HBM read + write bytes) / total_time / (HBM bandwidth per core × active cores); {hbm_desc}{bwhy}")
+    mbu, uwhy = _physical_pct(M.mbu_pct(hbm, total, bw), "; NaN: above 100 %, so the HBM bytes overstate the "
+                              "traffic (estimated from shapes, or served from cache)")
+    R.add("mbu_estimated_percent", mbu, "percent",
+          f"(HBM read + write bytes) / total_time / (HBM bandwidth per core × active cores); {hbm_desc}{bwhy}{uwhy}")
     R.add("hbm_bandwidth_bytes_per_s", bw, "bytes/s",
           f"MBU denominator: HBM bandwidth per core (one HBM stack per NeuronCore; a GPU's HBM) × {cores}{bwhy}")
     roof = peaks.memory_roof if peaks is not None else math.nan

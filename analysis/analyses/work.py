@@ -20,7 +20,7 @@ import pandas as pd
 from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature
 
 from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, column, empty_cat
-from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES
+from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
 from ..registry import Column, register
 
@@ -141,7 +141,7 @@ def _placement(trace) -> pd.DataFrame:
     ins = trace.table("instructions", ["track"])
     tr = trace.whole_table("tracks", ["device", "nc_idx", "name"])
     n = len(ins)
-    tpos = tr.index.get_indexer(ins["track"].to_numpy()) if len(tr) else np.full(n, -1)
+    tpos = row_positions(tr.index, ins["track"].to_numpy()) if len(tr) else np.full(n, -1)
     ok = tpos >= 0
     safe = np.where(ok, tpos, 0)
     dev = np.where(ok, tr["device"].to_numpy()[safe], -1) if len(tr) else tpos
@@ -213,7 +213,7 @@ def _work(trace) -> pd.DataFrame:
     ho = trace.whole_table("host_ops", ["name", "module", "stack", "duration_ns"])
     n = len(ins)
     fo = column(ins, "framework_op", -1).to_numpy().astype("int64", copy=False)
-    hpos = ho.index.get_indexer(fo) if len(ho) else np.full(n, -1)
+    hpos = row_positions(ho.index, fo) if len(ho) else np.full(n, -1)
     has_ho = hpos >= 0
     op, module, stack = _labels(trace, ins, ho, hpos, has_ho)
     dur = ins["duration_ns"].to_numpy().astype("int64", copy=False)
@@ -227,7 +227,8 @@ def _work(trace) -> pd.DataFrame:
                         "device": place["device"].to_numpy(), "nc_idx": place["nc_idx"].to_numpy(),
                         "start_ts": ins["start_ts"].to_numpy(), "duration_ns": dur, "framework_op": fo,
                         "flops": cols["flops"], "hardware_flops": cols["hw"], "transpose_flops": cols["tflops"],
-                        "hbm_read_bytes": cols["rd"], "hbm_write_bytes": cols["wr"], "hbm_bytes": cols["rd"] + cols["wr"],
+                        "hbm_read_bytes": cols["rd"], "hbm_write_bytes": cols["wr"],
+                        "hbm_bytes": cols["rd"] + cols["wr"],
                         "is_matmul": cols["is_mm"], "flops_known": cols["fk"], "bytes_known": cols["bk"]},
                        index=ins.index, copy=False)
     for c in ("op", "module", "stack", "engine", "dtype"):

@@ -2,7 +2,7 @@
 Python strings. The reader stores every string column as a Categorical; these helpers keep it that way."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,8 @@ def category_names(cat: pd.Categorical | pd.Series) -> np.ndarray:
 
 def per_category(cat: pd.Categorical, per_cat: np.ndarray, missing: object) -> np.ndarray:
     """Row values looked up by category code (``per_cat[i]`` for category i, ``missing`` for NaN)."""
-    return np.append(np.asarray(per_cat), missing)[np.asarray(cat.codes)]
+    vals = np.asarray(per_cat)
+    return np.append(vals, np.asarray([missing], dtype=vals.dtype if len(vals) else None))[np.asarray(cat.codes)]
 
 
 def cat_values(s: pd.Series, values: Iterable[str]) -> np.ndarray:

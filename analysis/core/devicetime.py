@@ -21,7 +21,6 @@ either is unknown (:func:`bound`).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from .intervals import exclusive_ns, union_by_key
 

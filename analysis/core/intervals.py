@@ -162,15 +162,6 @@ def coarsen(s: np.ndarray, e: np.ndarray, resolution: float) -> tuple[np.ndarray
     return s[first], np.maximum.reduceat(e, first), np.add.reduceat(e - s, first)
 
 
-def _covered_before(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
-    """Length of window coverage in (-inf, t] for each t (windows: sorted, disjoint)."""
-    length = we - ws
-    before = np.concatenate(([0], np.cumsum(length)))
-    i = np.searchsorted(ws, t, side="right") - 1
-    inside = np.where(i >= 0, np.minimum(t - ws[np.maximum(i, 0)], length[np.maximum(i, 0)]), 0)
-    return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0).astype(np.float64)
-
-
 def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, np.ndarray] | None = None
                  ) -> np.ndarray:
     """Each interval's exclusive share of wall time (float ns): time when k intervals run at once counts 1/k for
@@ -185,38 +176,41 @@ def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, 
         out = np.empty(n)
         out[o] = exclusive_ns(s[o], np.asarray(end, dtype=np.int64)[o], windows)
         return out
-    pts = np.empty(2 * n, dtype=np.int64)
+    ws, we = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if windows is None else \
+        (np.asarray(windows[0], dtype=np.int64), np.asarray(windows[1], dtype=np.int64))
+    m = len(ws)
+    pts = np.empty(2 * n + 2 * m, dtype=np.int64)
     pts[:n] = s
-    np.maximum(np.asarray(end, dtype=np.int64), s, out=pts[n:])
+    np.maximum(np.asarray(end, dtype=np.int64), s, out=pts[n:2 * n])
+    pts[2 * n:2 * n + m], pts[2 * n + m:] = ws, we
     # sorted starts then ends: two nearly sorted runs, which timsort merges in about linear time
     order = np.argsort(pts, kind="stable")
-    is_start = order < n
     t = pts[order]
     del pts
-    step = is_start.astype(np.int8)
-    step *= 2
-    step -= 1
-    count = np.cumsum(step[:-1], dtype=np.int32)  # intervals running in [t[j], t[j+1])
-    del step
-    seg = np.empty(2 * n - 1)
-    if windows is None:
-        np.subtract(t[1:], t[:-1], out=seg, casting="unsafe")
-    else:
-        cov = _covered_before(t, np.asarray(windows[0]), np.asarray(windows[1]))
-        np.subtract(cov[1:], cov[:-1], out=seg)
-        del cov
+    kind = np.zeros(len(order), np.int8)  # +1 row start, -1 row end, 0 window bound
+    kind[order < n] = 1
+    kind[(order >= n) & (order < 2 * n)] = -1
+    count = np.cumsum(kind[:-1], dtype=np.int32)  # rows running in [t[j], t[j+1])
+    seg = np.empty(len(t) - 1)
+    np.subtract(t[1:], t[:-1], out=seg, casting="unsafe")
     del t
+    if m:  # only time inside the windows counts
+        wk = np.zeros(len(order), np.int8)
+        wk[(order >= 2 * n) & (order < 2 * n + m)] = 1
+        wk[order >= 2 * n + m] = -1
+        seg[np.cumsum(wk[:-1], dtype=np.int32) <= 0] = 0.0
+        del wk
     np.divide(seg, count, out=seg, where=count > 0)
     seg[count <= 0] = 0.0
     del count
-    acc = np.empty(2 * n)
+    acc = np.empty(len(order))
     acc[0] = 0.0
     np.cumsum(seg, out=acc[1:])
     del seg
     # the stable sort keeps the (sorted) starts in row order, so the k-th start point is row k's start
     out = np.empty(n)
-    ends = ~is_start
+    ends = kind == -1
     out[order[ends] - n] = acc[ends]
-    out -= acc[is_start]
+    out -= acc[kind == 1]
     np.maximum(out, 0.0, out=out)
     return out

@@ -12,7 +12,8 @@ Anything else is a run of its own, so unrelated traces are never compared as ran
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["run_key", "run_label", "group_runs"]
 

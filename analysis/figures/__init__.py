@@ -3,8 +3,7 @@
 registry (:func:`analysis.registry.figure_index`)."""
 from __future__ import annotations
 
-from .breakdown import (comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure,
-                        temporal_breakdown_figure)
+from .breakdown import comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure, temporal_breakdown_figure
 from .collectives import collectives_figure, skew_heatmap
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure

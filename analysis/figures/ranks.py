@@ -63,8 +63,8 @@ def rank_timeline_figure(obj, max_intervals: int = 1000) -> go.Figure:
     multi_window = df["window"].nunique() > 1
     rows = df[["rank", "window"]].drop_duplicates().itertuples(index=False)
     order = [f"rank {r}" + (f" w{w}" if multi_window else "") + f" · {lane}" for r, w in rows for lane in RANK_LANES]
-    label = (("rank " + df["rank"].astype(str) + (" w" + df["window"].astype(str) if multi_window else "")
-              + " · " + df["lane"].astype(str)))
+    label = ("rank " + df["rank"].astype(str) + (" w" + df["window"].astype(str) if multi_window else "")
+              + " · " + df["lane"].astype(str))
     present = set(label)
     order = [o for o in order if o in present]
     fig = go.Figure()

@@ -9,7 +9,6 @@ from plotly.colors import qualitative
 from ..analyses.roofline import roofline, roofline_ceilings
 from ._common import empty_figure, short
 
-
 _BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "unknown": "#7f7f7f"}
 _CEILING_COLORS = ("#222222", "#8c564b", "#2ca02c", "#9467bd", "#17becf", "#bcbd22", "#e377c2")  # not the point colours
 COLOR_BY = ("bound", "engine")
@@ -19,10 +18,10 @@ def roofline_figure(trace, top: int = 200, dtypes: tuple[str, ...] | None = None
                     ops: pd.DataFrame | None = None, color_by: str = "bound") -> go.Figure:
     """Log-log roofline of the ``top`` ops by device time: x = FLOP/byte, y = achieved TFLOP/s, marker size
     ~ device time, colour = ``color_by`` ("bound" or "engine"); ceilings = compute peaks (per dtype /
-    engine) under the memory roof per core (min of HBM and DMA bandwidth on Neuron, HBM on GPUs). ``dtypes``: limit the compute ceilings drawn (default: the dtypes of the
-    plotted ops). ``ops``: the rows of :func:`analysis.roofline` to plot (e.g. a filtered subset; default:
-    all). Each point's ``customdata`` is [device time µs, % of roof, dtype, row label in ``roofline(trace)``]
-    so a click can find its op."""
+    engine) under the memory roof per core (min of HBM and DMA bandwidth on Neuron, HBM on GPUs).
+    ``dtypes``: limit the compute ceilings drawn (default: the dtypes of the plotted ops). ``ops``: the rows
+    of :func:`analysis.roofline` to plot (e.g. a filtered subset; default: all). Each point's ``customdata``
+    is [device time µs, % of roof, dtype, row label in ``roofline(trace)``] so a click can find its op."""
     if color_by not in COLOR_BY:
         raise ValueError(f"unknown color_by {color_by!r}; valid: {', '.join(COLOR_BY)}")
     r = roofline(trace) if ops is None else ops

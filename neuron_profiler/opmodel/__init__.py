@@ -13,5 +13,5 @@ from .shapes import Tensor, parse_json_list, tensor_args
 from .traffic import FLOPS_PER_ELEMENT, Traffic, elementwise_flops, traffic
 from .work import OpWork, lower_signature
 
-__all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list", "tensor_args",
-           "OpWork", "lower_signature", "Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]
+__all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list",
+           "tensor_args", "OpWork", "lower_signature", "Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]

@@ -189,9 +189,9 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         w.out_elems = batch * m * n
     elif cls == "attention":
         t4 = [t for t in inputs if len(t.shape) >= 3]
-        first = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
-        q = t4[first] if len(t4) > first else None
-        kk = t4[first + 1] if len(t4) > first + 1 else None
+        lead = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
+        q = t4[lead] if len(t4) > lead else None
+        kk = t4[lead + 1] if len(t4) > lead + 1 else None
         if q is None or kk is None:
             return _unknown("attention without query and key shapes")
         bh = math.prod(q.shape[:-2])
@@ -206,7 +206,7 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         if cls == "reduce":
             last = first.shape[-1] if first.shape else 1
             w.out_elems = max(1, first.numel // max(last, 1))
-        elif base.startswith("_foreach_") or base.startswith("_fused_"):
+        elif base.startswith(("_foreach_", "_fused_")):
             w.out_elems = first.numel
             w.elems = sum(t.numel for t in inputs)
         elif cls in ("gpsimd",) and base in ("embedding", "index_select", "gather", "take"):

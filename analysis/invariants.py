@@ -19,8 +19,9 @@ Checked (each row of the report is one invariant on one subject):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,8 +29,9 @@ import pandas as pd
 from .core.categorical import cat_values
 from .core.devices import device_peaks
 from .core.intervals import union_sorted_ns
+from .core.tables import row_positions
 
-__all__ = ["check", "CheckReport", "CHECK_COLUMNS"]
+__all__ = ["check", "check_path", "CheckReport", "CHECK_COLUMNS"]
 
 CHECK_COLUMNS = ["invariant", "subject", "value", "limit", "status", "reason"]
 PCT_TOL = 0.01  # percent points (breakdown percentages are rounded to 2 decimals)
@@ -104,6 +106,16 @@ def check(obj: Any) -> CheckReport:
     return CheckReport(name, pd.DataFrame(R.rows, columns=CHECK_COLUMNS))
 
 
+def check_path(path: str) -> list[str]:
+    """The failed invariants of :func:`check` on a trace file or folder, one line each (empty when all hold or
+    are explained); used by ``neuron-trace validate --analysis``."""
+    from .trace import load
+
+    rep = check(load(path, cache=False))
+    return [f"analysis invariant failed: {r.invariant} [{r.subject}]: {r.value:.6g} vs limit {r.limit:.6g}"
+            + (f" ({r.reason})" if r.reason else "") for r in rep.failures.itertuples(index=False)]
+
+
 def _check_trace(t, R: _Rows, prefix: str) -> None:
     from . import registry
 
@@ -120,7 +132,7 @@ def _check_trace(t, R: _Rows, prefix: str) -> None:
               abs(v["idle_percent"] - tb["idle_time_pctg"]) <= PCT_TOL)
     _check_union(t, R, prefix)
     _check_temporal(t, R, prefix + "trace", call("temporal_breakdown", t))
-    _check_known(t, v, R, prefix)
+    _check_known(t, s, R, prefix)
     for by in ("op", "module", "stack", "engine"):
         h = call("hot_ops", t, by=by)
         R.within("hot_ops share within 0-100 %", f"{prefix}hot_ops by {by}", h["share_of_step_time_percent"],
@@ -153,18 +165,22 @@ def _check_temporal(t, R: _Rows, subject: str, tb: pd.DataFrame, explained: str 
           explained=explained if min(parts) < 0 else "")
 
 
-def _check_known(t, v: dict, R: _Rows, prefix: str) -> None:
+def _check_known(t, s: pd.DataFrame, R: _Rows, prefix: str) -> None:
+    """MFU / MBU are numbers wherever the device's peaks and the work are known; a NaN there must say why."""
     from .analyses.summary import primary_device
 
     _, peaks, _ = primary_device(t)
     if peaks is None:
         return
+    v = dict(zip(s["metric"], s["value"]))
+    desc = dict(zip(s["metric"], s["description"]))
     for metric, known, peak in (("mfu_estimated_percent", "model_flops", peaks.matrix_peak()),
                                 ("mbu_estimated_percent", "hbm_total_bytes", peaks.hbm_per_core)):
         work = v.get(known, math.nan)
         if np.isfinite(peak) and np.isfinite(work) and v.get("total_time", 0) > 0:
+            why = desc[metric].split("NaN: ", 1)[1] if "NaN: " in desc[metric] else ""
             R.add(f"{metric} known where peaks and work are", prefix + "summary", v[metric], peak,
-                  bool(np.isfinite(v[metric])))
+                  bool(np.isfinite(v[metric])), explained=why if not np.isfinite(v[metric]) else "")
 
 
 def _check_rates(t, R: _Rows, prefix: str) -> None:
@@ -237,8 +253,8 @@ def _check_launch_order(t, R: _Rows, prefix: str) -> None:
         return
     ho = t.whole_table("host_ops", ["start_ts"])
     ins = t.whole_table("instructions", ["start_ts"])
-    hp = ho.index.get_indexer(fl["src_row"].to_numpy()[m])
-    ip = ins.index.get_indexer(fl["dst_row"].to_numpy()[m])
+    hp = row_positions(ho.index, fl["src_row"].to_numpy()[m])
+    ip = row_positions(ins.index, fl["dst_row"].to_numpy()[m])
     ok = (hp >= 0) & (ip >= 0)
     early = ho["start_ts"].to_numpy()[hp[ok]] - ins["start_ts"].to_numpy()[ip[ok]]
     worst = float(early.max()) if len(early) else 0.0
