@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.categorical import categorical, category_names, concat_categoricals, per_category
-from ..core.intervals import clip, is_sorted, union_by_key
+from ..core.intervals import clip, first_rows, is_sorted, union_by_key
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
@@ -74,8 +74,9 @@ def kernel_type_codes(ins: pd.DataFrame) -> np.ndarray:
 
 def kernel_type_mask(act: pd.DataFrame, *types: str) -> np.ndarray:
     """Rows of an activity frame whose kernel type is one of ``types`` (on the Categorical codes)."""
-    codes = np.asarray(act["kernel_type"].cat.codes)
-    return np.isin(codes, [KERNEL_TYPES.index(t) for t in types])
+    lut = np.zeros(len(KERNEL_TYPES), dtype=bool)
+    lut[[KERNEL_TYPES.index(t) for t in types]] = True
+    return lut[np.asarray(act["kernel_type"].cat.codes)]
 
 
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
@@ -145,8 +146,14 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
         start, end = clip(start, end, *window)
     if sort and len(start) and not is_sorted(start):
         o = np.argsort(start, kind="stable")
-        start, end, kt, track, fop, table, row, idx, ncodes, ocodes = (
-            np.take(x, o) for x in (start, end, kt, track, fop, table, row, idx, ncodes, ocodes))
+        start, end, kt, track, fop, idx, ncodes, ocodes = (
+            np.take(x, o) for x in (start, end, kt, track, fop, idx, ncodes, ocodes))
+        # table and row follow from the position in the concatenation: arithmetic, not a gather
+        bounds = np.cumsum([len(r) for r in rows])
+        table = np.searchsorted(bounds, o, side="right").astype(np.int8)
+        row = o - np.concatenate(([0], bounds[:-1]))[table] if len(bounds) > 1 else o
+        table = np.asarray([tables[i][0] if len(tables[i]) else 0 for i in range(len(tables))],
+                           dtype=np.int8)[table]
     return pd.DataFrame({"start_ts": start, "end_ts": end,
                          "name": pd.Categorical.from_codes(ncodes, name.categories, validate=False),
                          "kernel_type": pd.Categorical.from_codes(kt, list(KERNEL_TYPES), validate=False),
@@ -214,7 +221,7 @@ def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups
     linked = fop >= 0
     t = np.zeros(n_groups)
     if linked.any():
-        inv, first_idx = np.unique(fop[linked], return_index=True)
+        inv, first_idx = first_rows(fop[linked])
         elapsed = invocation_time(trace).reindex(inv).fillna(0.0).to_numpy()
         t += np.bincount(group[linked][first_idx], weights=elapsed, minlength=n_groups)
     if (~linked).any():

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.categorical import categorical, category_names, per_category
-from ..core.intervals import intersection_ns, is_sorted, merge
+from ..core.intervals import first_rows, intersection_ns, merge, stable_key_order
 from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import (
@@ -301,14 +301,16 @@ def _launch_start(k: pd.DataFrame, host_ops: pd.DataFrame | None, flows: pd.Data
                          category_names(categorical(flows, "dst_table")) == "instructions", False))
     dst = flows["dst_row"].to_numpy(np.int64)[m]
     src = flows["src_row"].to_numpy(np.int64)[m]
-    dst, first = np.unique(dst, return_index=True)  # first launch flow of each instruction, as drop_duplicates
-    src = src[first]
-    hpos = row_positions(host_ops.index, src)
+    dst, first = first_rows(dst)  # first launch flow of each instruction, as HTA's drop_duplicates
+    hpos = row_positions(host_ops.index, src[first])
     ok = hpos >= 0
     dst, src_ts = dst[ok], host_ops["start_ts"].to_numpy(np.int64)[hpos[ok]]
-    pos = np.searchsorted(dst, k.index.to_numpy(np.int64)) if len(dst) else np.zeros(len(k), np.int64)
-    pos = np.minimum(pos, max(len(dst) - 1, 0))
-    has = (dst[pos] == k.index.to_numpy(np.int64)) if len(dst) else has
+    ids = k.index.to_numpy(np.int64)
+    if not len(dst):
+        return launch, has
+    pos = np.searchsorted(dst, ids)  # dst is sorted (first_rows returns ascending keys)
+    pos = np.minimum(pos, len(dst) - 1)
+    has = dst[pos] == ids
     launch[has] = src_ts[pos[has]]
     return launch, has
 
@@ -371,9 +373,9 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64),
                              "idle_category": pd.Series(dtype=object), "idle_time_ns": pd.Series(dtype=np.int64),
                              "idle_time_ratio": pd.Series(dtype=float)})
-    if is_sorted(start) and len(s_vals) < (1 << 15):  # already by start: a stable radix sort by stream
-        o = np.argsort(s_codes.astype(np.int16), kind="stable")
-    else:
+    o = stable_key_order(s_codes)  # by stream (linear); rows usually come time-ordered within their stream
+    so, st = s_codes[o], start[o]
+    if not ((st[1:] >= st[:-1]) | (so[1:] != so[:-1])).all():
         o = np.lexsort((start, s_codes))  # by stream, then start (stable)
     s_codes, start, end, launch, has_launch = s_codes[o], start[o], end[o], launch[o], has_launch[o]
     first = np.ones(len(start), dtype=bool)

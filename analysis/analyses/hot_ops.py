@@ -14,7 +14,7 @@ from .. import metrics as M
 from ..core.categorical import cat_values
 from ..core.devices import device_peaks
 from ..core.devicetime import exclusive_ns, group_sum, group_time, physical
-from ..core.intervals import clip, merge
+from ..core.intervals import clip, first_rows, merge
 from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import INSTRUCTIONS, analysis_span, invocation_time, trace_activity
@@ -172,6 +172,21 @@ def _activity_groups(trace, w: pd.DataFrame, by: str) -> tuple[pd.Index, np.ndar
     return cats, codes, g
 
 
+def _self_time(trace, g: np.ndarray, inv: np.ndarray, s: np.ndarray, e: np.ndarray, k: int) -> np.ndarray:
+    """Device time per group when every invocation belongs to one group (op, module, stack): the memoised
+    time of each invocation (:func:`invocation_time`) in its group, plus the union of the rows without one."""
+    t = np.zeros(k)
+    linked = (inv >= 0) & (g >= 0)
+    if linked.any():
+        fo, first = first_rows(inv[linked])
+        per = invocation_time(trace)
+        t += np.bincount(g[linked][first], weights=per.reindex(fo).fillna(0.0).to_numpy(), minlength=k)
+    rest = ~linked & (g >= 0)
+    if rest.any():
+        t += group_time(g[rest], inv[rest], s[rest], e[rest], k, sorted_by_start=True)
+    return t
+
+
 def _known_sum(codes: np.ndarray, values: np.ndarray, known: np.ndarray, k: int) -> np.ndarray:
     """Σ values per group; NaN for a group none of whose rows is known."""
     tot = group_sum(codes, values, k)
@@ -207,7 +222,8 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
     s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
     inv = act["framework_op"].to_numpy() if by != "engine" else np.where(act["table"].to_numpy() == INSTRUCTIONS,
                                                                          act["framework_op"].to_numpy(), -1)
-    self_ns = group_time(g_act, inv, s, e, k, sorted_by_start=True)
+    self_ns = _self_time(trace, g_act, inv, s, e, k) if by != "engine" else \
+        group_time(g_act, inv, s, e, k, sorted_by_start=True)
     share_ns = group_sum(g_act, exclusive_in_steps(trace), k)
     n_ins = np.bincount(codes, minlength=k)
     flops = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["is_sorted", "start_order", "merge", "union_ns", "union_sorted_ns", "union_by_key", "intersection_ns",
-           "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
+__all__ = ["first_rows", "is_sorted", "start_order", "merge", "union_ns", "union_sorted_ns", "union_by_key",
+           "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
 
 _I64_MIN = np.iinfo(np.int64).min
 
@@ -25,6 +25,22 @@ def is_sorted(a: np.ndarray) -> bool:
 def start_order(start: np.ndarray) -> np.ndarray | None:
     """Stable argsort of ``start``, or None when it is already sorted."""
     return None if is_sorted(start) else np.argsort(start, kind="stable")
+
+
+def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct non-negative keys, ascending; the index of each key's first row) in linear time for
+    dense keys such as row ids (``np.unique(..., return_index=True)`` otherwise)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if not len(keys):
+        return keys, np.zeros(0, np.int64)
+    top = int(keys.max())
+    if keys.min() < 0 or top > 8 * len(keys) + 1024:
+        u, i = np.unique(keys, return_index=True)
+        return u, i.astype(np.int64)
+    pos = np.full(top + 1, -1, np.int64)
+    pos[keys[::-1]] = np.arange(len(keys) - 1, -1, -1)  # the last write wins: the first occurrence
+    present = np.flatnonzero(pos >= 0)
+    return present, pos[present]
 
 
 def clip(start: np.ndarray, end: np.ndarray, lo: int | None, hi: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -113,25 +129,31 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
         kc = codes.astype(np.int64)
     o = stable_key_order(kc)  # by key; starts stay sorted within a key
     k, s0, e0 = kc[o], start[o], end[o]
+    del o
     first = np.ones(len(k), dtype=bool)
-    first[1:] = k[1:] != k[:-1]
+    np.not_equal(k[1:], k[:-1], out=first[1:])
     t0 = int(min(s0.min(), e0.min()))
     span = int(e0.max()) - t0 + 1
     if span * (int(k[-1]) + 1) < (1 << 62):  # running max within each key: key i's times shifted by i*span
         shift = k * span
-        reach = np.maximum.accumulate(e0 - t0 + shift)
+        reach = e0 - t0
+        reach += shift
+        np.maximum.accumulate(reach, out=reach)
         reach -= shift
         reach += t0
+        del shift
     else:
         reach = pd.Series(e0).groupby(k).cummax().to_numpy()
-    prev = np.empty_like(reach)
+    prev = np.empty_like(reach)  # reach of the previous row of the same key (-inf at a key's first row)
     prev[1:] = reach[:-1]
+    del reach
     prev[first] = _I64_MIN
-    covered = e0 - np.maximum(s0, prev)
-    np.maximum(covered, 0, out=covered)
+    np.maximum(s0, prev, out=prev)
+    np.subtract(e0, prev, out=prev)
+    np.maximum(prev, 0, out=prev)
     heads = np.flatnonzero(first)
     idx = k[heads] if uniques is None else uniques[k[heads]]
-    return pd.Series(np.add.reduceat(covered, heads), index=idx)
+    return pd.Series(np.add.reduceat(prev, heads), index=idx)
 
 
 def intersection_ns(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> int:
