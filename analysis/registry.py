@@ -7,7 +7,7 @@ An analysis module declares itself with :func:`register`::
     def hot_ops(trace, by="op", top=None) -> pd.DataFrame: ...
 
 and the registry generates: the ``Trace`` method of the same name (or ``method=``), the entry in
-``analysis.__all__``, the figure index (:func:`figure_index`, ``analysis.figures.FIGURES``) and the list the
+``analysis.__all__``, the figure index (``analysis.figures.FIGURES``) and the list the
 empty-trace tests run through. Calls on a trace are memoised per trace (window) and arguments through
 :meth:`analysis.Trace.memo`, and every call hands out a copy the caller owns.
 
@@ -17,13 +17,12 @@ and summary metrics through their ``label`` and ``unit`` columns, never by showi
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-__all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "install", "figure_index", "column_label",
+__all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "install", "column_label",
            "column_unit", "columns_of"]
 
 
@@ -134,12 +133,6 @@ def install(cls: type) -> None:
             return method
 
         setattr(cls, spec.method, make(spec))
-
-
-def figure_index() -> dict[str, Callable[..., Any]]:
-    """{analysis name: figure builder} for every analysis that has one (imports plotly)."""
-    figs = importlib.import_module("analysis.figures")
-    return {n: getattr(figs, s.figure) for n, s in REGISTRY.items() if s.figure}
 
 
 def columns_of(name: str) -> tuple[Column, ...]:

@@ -189,7 +189,7 @@ def instruction_work(trace) -> pd.DataFrame:
     if trace.window_bounds is not None:
         fw = instruction_work(trace.whole())
         idx = trace.table("instructions", ["start_ts"]).index
-        return fw.take(fw.index.get_indexer(idx))
+        return fw.take(row_positions(fw.index, idx.to_numpy()))
     return _work(trace)
 
 

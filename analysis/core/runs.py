@@ -40,7 +40,7 @@ def run_key(trace) -> tuple:
     if d is not None and isinstance(d.get("world_size"), int) and d["world_size"] > 1:
         job = {k: v for k, v in d.items() if k not in ("rank", "local_rank")}
         return ("distributed", json.dumps(job, sort_keys=True))
-    return ("trace", str(trace.path) if trace.path is not None else f"{trace.name}@{id(trace._source)}")
+    return ("trace", str(trace.path) if trace.path is not None else f"{trace.name}@{id(trace.whole())}")
 
 
 def run_label(key: tuple) -> str:

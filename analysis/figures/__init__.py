@@ -1,8 +1,9 @@
 """plotly figure builders, one per analysis. Each takes a Trace (or the analysis DataFrame) and returns a
-``plotly.graph_objects.Figure``; nothing here imports Dash. ``FIGURES``: {analysis name: builder}, from the
-registry (:func:`analysis.registry.figure_index`)."""
+``plotly.graph_objects.Figure``; nothing here imports Dash. ``FIGURES``: {analysis name: builder}, built from
+each analysis's ``figure`` in :mod:`analysis.registry`."""
 from __future__ import annotations
 
+from ..registry import REGISTRY
 from .breakdown import comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure, temporal_breakdown_figure
 from .collectives import collectives_figure, skew_heatmap
 from .diff import diff_figure
@@ -20,10 +21,5 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "comm_comp_overlap_figure", "rank_balance_figure",
            "rank_timeline_figure"]
 
-
-def __getattr__(name: str):
-    if name == "FIGURES":
-        from ..registry import figure_index
-
-        return figure_index()
-    raise AttributeError(f"module 'analysis.figures' has no attribute {name!r}")
+#: {analysis name: its figure builder}, from the registry (every registered analysis that names a figure)
+FIGURES = {name: globals()[spec.figure] for name, spec in REGISTRY.items() if spec.figure}
