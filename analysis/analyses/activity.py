@@ -177,7 +177,7 @@ def _trace_activity(trace, hta: bool) -> pd.DataFrame:
     from .hta_selection import hta_kernel_selection
 
     if hta:
-        sel = hta_kernel_selection(trace.table("instructions"), trace.table("host_ops"), tracks=trace.tracks)
+        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks)
         return activity_frame(sel, hta_rounding=True, sort=True)
     cc = None if trace.is_kineto_import else trace.table("collectives")
     dma = trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"])

@@ -308,9 +308,14 @@ def _launch_start(k: pd.DataFrame, host_ops: pd.DataFrame | None, flows: pd.Data
     ids = k.index.to_numpy(np.int64)
     if not len(dst):
         return launch, has
-    pos = np.searchsorted(dst, ids)  # dst is sorted (first_rows returns ascending keys)
-    pos = np.minimum(pos, len(dst) - 1)
-    has = dst[pos] == ids
+    if ids.min() >= 0 and max(int(ids.max()), int(dst[-1])) < 4 * len(ids) + 1024:  # row ids: a dense lookup
+        by_id = np.full(max(int(ids.max()), int(dst[-1])) + 1, -1, np.int64)
+        by_id[dst] = np.arange(len(dst))
+        pos = by_id[ids]
+        has = pos >= 0
+    else:
+        pos = np.minimum(np.searchsorted(dst, ids), len(dst) - 1)  # dst is sorted (first_rows: ascending)
+        has = dst[pos] == ids
     launch[has] = src_ts[pos[has]]
     return launch, has
 
@@ -339,7 +344,7 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
         host_ops, flows, tracks = t.table("host_ops"), t.flows, t.tracks if tracks is None else tracks
         rank = t.rank if rank is None else rank
         instructions = t.analysis_table("instructions") if not hta_compatible else hta_kernel_selection(
-            t.table("instructions"), host_ops, tracks=tracks, host_ops_with_stream=False)
+            t.analysis_table("instructions"), host_ops, tracks=tracks, host_ops_with_stream=False)
         hta_rounding = hta_rounding or hta_compatible
     rank = 0 if rank is None else int(rank)
     ins = instructions
@@ -375,20 +380,26 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
                              "idle_time_ratio": pd.Series(dtype=float)})
     o = stable_key_order(s_codes)  # by stream (linear); rows usually come time-ordered within their stream
     so, st = s_codes[o], start[o]
-    if not ((st[1:] >= st[:-1]) | (so[1:] != so[:-1])).all():
+    first = np.ones(len(st), dtype=bool)
+    np.not_equal(so[1:], so[:-1], out=first[1:])
+    if not ((st[1:] >= st[:-1]) | first[1:]).all():
         o = np.lexsort((start, s_codes))  # by stream, then start (stable)
-    s_codes, start, end, launch, has_launch = s_codes[o], start[o], end[o], launch[o], has_launch[o]
-    first = np.ones(len(start), dtype=bool)
-    first[1:] = s_codes[1:] != s_codes[:-1]
-    prev_end = np.empty_like(end)
+        so, st = s_codes[o], start[o]
+        first[1:] = so[1:] != so[:-1]
+    en, la, hl = end[o], launch[o], has_launch[o]
+    prev_end = np.empty_like(en)  # end of the previous kernel on the stream (plain previous row, as HTA)
     prev_end[0] = 0
-    prev_end[1:] = end[:-1]
-    gap = np.where(first, 0, start - prev_end)  # first kernel of a stream: no gap (HTA: NaN, summed as 0)
-    host_wait = ~first & has_launch & (launch > prev_end)
-    kernel_wait = ~first & ~host_wait & (gap < consecutive_kernel_delay_ns)
-    cat = np.where(host_wait, 0, np.where(kernel_wait, 1, 2))
-    key = s_codes.astype(np.int64) * 3 + cat
-    sums = np.bincount(key, weights=gap.astype(np.float64), minlength=3 * len(s_vals))
+    prev_end[1:] = en[:-1]
+    del en
+    gap = st - prev_end
+    gap[first] = 0  # first kernel of a stream: no gap (HTA: NaN, summed as 0)
+    host_wait = hl & (la > prev_end)
+    host_wait[first] = False
+    cat = np.where(gap < consecutive_kernel_delay_ns, 1, 2).astype(np.int8)  # kernel_wait, else other
+    cat[first] = 2  # HTA: the first kernel's NaN gap falls through to "other"
+    cat[host_wait] = 0
+    key = so.astype(np.int64) * 3 + cat
+    sums = np.bincount(key, weights=gap, minlength=3 * len(s_vals))
     present = np.flatnonzero(np.bincount(key, minlength=3 * len(s_vals)))
     idle = sums[present].round().astype(np.int64)
     per_stream = np.bincount(present // 3, weights=idle, minlength=len(s_vals))[present // 3]

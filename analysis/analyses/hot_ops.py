@@ -172,6 +172,20 @@ def _activity_groups(trace, w: pd.DataFrame, by: str) -> tuple[pd.Index, np.ndar
     return cats, codes, g
 
 
+def _launching_ops(fo: np.ndarray, codes: np.ndarray, k: int, by: str) -> np.ndarray:
+    """Distinct launching host ops per group. An op / module / stack group owns all rows of its invocations,
+    so a linear first-row pass counts them; engines share invocations and need the distinct pairs."""
+    has = fo >= 0
+    if not has.any():
+        return np.zeros(k, np.int64)
+    if by != "engine":
+        _, first = first_rows(fo[has])
+        return np.bincount(codes[has][first], minlength=k)
+    stride = int(fo.max()) + 2
+    pairs = np.unique(codes[has] * stride + fo[has])  # distinct (group, launching host op)
+    return np.bincount(pairs // stride, minlength=k)
+
+
 def _self_time(trace, g: np.ndarray, inv: np.ndarray, s: np.ndarray, e: np.ndarray, k: int) -> np.ndarray:
     """Device time per group when every invocation belongs to one group (op, module, stack): the memoised
     time of each invocation (:func:`invocation_time`) in its group, plus the union of the rows without one."""
@@ -228,11 +242,7 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
     n_ins = np.bincount(codes, minlength=k)
     flops = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k)
     hbm = _known_sum(codes, w["hbm_bytes"].to_numpy(), w["bytes_known"].to_numpy(), k)
-    fo = w["framework_op"].to_numpy()
-    has = fo >= 0
-    stride = int(fo.max()) + 2 if len(fo) else 1
-    pairs = np.unique(codes[has] * stride + fo[has])  # distinct (group, launching host op)
-    launch_calls = np.bincount(pairs // stride, minlength=k) if len(pairs) else np.zeros(k, int)
+    launch_calls = _launching_ops(w["framework_op"].to_numpy(), codes, k, by)
     df = pd.DataFrame({"instructions": n_ins, "device_time_self_ns": self_ns, "flops": flops, "hbm_bytes": hbm,
                        "_launch_calls": launch_calls, "_share_ns": share_ns,
                        "host_launch_time_ns": _launch_time(trace, w, codes, k)}, index=cats)

@@ -193,37 +193,47 @@ def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, 
     if n == 0:
         return np.zeros(0)
     s = np.asarray(start, dtype=np.int64)
+    e = np.maximum(np.asarray(end, dtype=np.int64), s)
+    ws = we = np.zeros(0, np.int64)
+    if windows is not None:
+        ws, we = np.asarray(windows[0], dtype=np.int64), np.asarray(windows[1], dtype=np.int64)
+        if len(ws) <= 1:  # one window: clipping is exact and cheaper
+            lo, hi = (int(ws[0]), int(we[0])) if len(ws) else (0, 0)
+            s, e = clip(s, e, lo, hi)
+            ws = we = np.zeros(0, np.int64)
     o = start_order(s)
     if o is not None:  # computed on start-sorted rows, returned in the caller's order
         out = np.empty(n)
-        out[o] = exclusive_ns(s[o], np.asarray(end, dtype=np.int64)[o], windows)
+        out[o] = _exclusive_sorted(s[o], e[o], ws, we)
         return out
-    ws, we = (np.zeros(0, np.int64), np.zeros(0, np.int64)) if windows is None else \
-        (np.asarray(windows[0], dtype=np.int64), np.asarray(windows[1], dtype=np.int64))
-    m = len(ws)
-    pts = np.empty(2 * n + 2 * m, dtype=np.int64)
-    pts[:n] = s
-    np.maximum(np.asarray(end, dtype=np.int64), s, out=pts[n:2 * n])
-    pts[2 * n:2 * n + m], pts[2 * n + m:] = ws, we
+    return _exclusive_sorted(s, e, ws, we)
+
+
+def _exclusive_sorted(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    n, m = len(s), len(ws)
+    pts = np.concatenate([s, e, ws, we])
     # sorted starts then ends: two nearly sorted runs, which timsort merges in about linear time
     order = np.argsort(pts, kind="stable")
     t = pts[order]
     del pts
-    kind = np.zeros(len(order), np.int8)  # +1 row start, -1 row end, 0 window bound
-    kind[order < n] = 1
-    kind[(order >= n) & (order < 2 * n)] = -1
-    count = np.cumsum(kind[:-1], dtype=np.int32)  # rows running in [t[j], t[j+1])
+    is_start = order < n
+    if m:
+        is_win = order >= 2 * n
+        delta = is_start.view(np.int8) - (~is_start & ~is_win).view(np.int8)
+    else:
+        delta = is_start.view(np.int8) * np.int8(2) - np.int8(1)
+    count = np.cumsum(delta[:-1], dtype=np.int32)  # rows running in [t[j], t[j+1])
+    del delta
     seg = np.empty(len(t) - 1)
     np.subtract(t[1:], t[:-1], out=seg, casting="unsafe")
     del t
     if m:  # only time inside the windows counts
-        wk = np.zeros(len(order), np.int8)
-        wk[(order >= 2 * n) & (order < 2 * n + m)] = 1
-        wk[order >= 2 * n + m] = -1
+        wk = (order >= 2 * n).view(np.int8) - (order >= 2 * n + m).view(np.int8) * np.int8(2)
         seg[np.cumsum(wk[:-1], dtype=np.int32) <= 0] = 0.0
         del wk
-    np.divide(seg, count, out=seg, where=count > 0)
-    seg[count <= 0] = 0.0
+    # segments where nothing runs lie inside no interval: their weight cancels out of every difference below
+    np.maximum(count, 1, out=count)
+    seg /= count
     del count
     acc = np.empty(len(order))
     acc[0] = 0.0
@@ -231,8 +241,10 @@ def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, 
     del seg
     # the stable sort keeps the (sorted) starts in row order, so the k-th start point is row k's start
     out = np.empty(n)
-    ends = kind == -1
-    out[order[ends] - n] = acc[ends]
-    out -= acc[kind == 1]
+    is_end = ~is_start
+    if m:
+        is_end &= order < 2 * n
+    out[order[is_end] - n] = acc[is_end]
+    out -= acc[is_start]
     np.maximum(out, 0.0, out=out)
     return out
