@@ -35,6 +35,7 @@ from .registry import REGISTRY  # noqa: E402
 from .trace import Trace, TraceSet, load  # noqa: E402, F401
 
 registry.install(Trace)
+registry.install(TraceSet, subjects=("traces",))
 
 # The public functions are the registered analyses (e.g. analysis.summary is the function; its module is
 # analysis.analyses.summary), plus the helpers below.

@@ -118,10 +118,13 @@ def call(name: str, *args: Any, **kw: Any) -> Any:
     return REGISTRY[name].wrapper(*args, **kw)
 
 
-def install(cls: type) -> None:
-    """Give ``cls`` (``analysis.Trace``) one method per registered analysis with ``method`` set."""
+def install(cls: type, subjects: tuple[str, ...] = ("trace", "pair")) -> None:
+    """Give ``cls`` one method per registered analysis with ``method`` set and a subject in ``subjects``:
+    ``analysis.Trace`` gets the trace (and pair: ``t.diff(other)``) analyses, ``analysis.TraceSet`` the
+    analyses of several traces (``ts.rank_balance()``)."""
     for spec in REGISTRY.values():
-        if not spec.method or spec.subject != "trace":
+        if not spec.method or spec.subject not in subjects or hasattr(cls, spec.method) and \
+                not getattr(getattr(cls, spec.method), "_generated", False):
             continue
 
         def make(s: Analysis) -> Callable[..., Any]:
@@ -129,7 +132,8 @@ def install(cls: type) -> None:
             def method(self: Any, *args: Any, **kw: Any) -> Any:
                 return s.wrapper(self, *args, **kw)
 
-            method.__doc__ = f"Method form of :func:`analysis.{s.name}` (memoised on this trace).\n\n{s.doc}"
+            method.__doc__ = f"Method form of :func:`analysis.{s.name}`.\n\n{s.doc}"
+            method._generated = True  # type: ignore[attr-defined]
             return method
 
         setattr(cls, spec.method, make(spec))

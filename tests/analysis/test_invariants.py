@@ -178,6 +178,10 @@ def test_registry_generates_the_api():
             assert callable(getattr(analysis.Trace, spec.method)), spec.name
         for c in spec.columns:
             assert c.label and c.label != c.name or c.name in ("rank",), (spec.name, c.name)
+    t = analysis.Trace.from_builder(two_matmul_trace())
+    assert t.diff(t)["delta_ns"].abs().sum() == 0                     # pair analyses are Trace methods too
+    ts = analysis.load(SAMPLE_TRACES)
+    assert ts.rank_balance().equals(analysis.rank_balance(ts))        # analyses of several traces: TraceSet methods
     import analysis.analyses.summary as m  # a module, not the function (no rebinding of submodule names)
     assert m.__name__ == "analysis.analyses.summary" and callable(analysis.summary)
     labels = analysis.Trace.from_builder(two_matmul_trace()).summary()
