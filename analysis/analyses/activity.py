@@ -148,18 +148,22 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
         o = np.argsort(start, kind="stable")
         start, end, kt, track, fop, idx, ncodes, ocodes = (
             np.take(x, o) for x in (start, end, kt, track, fop, idx, ncodes, ocodes))
-        # table and row follow from the position in the concatenation: arithmetic, not a gather
-        bounds = np.cumsum([len(r) for r in rows])
-        table = np.searchsorted(bounds, o, side="right").astype(np.int8)
-        row = o - np.concatenate(([0], bounds[:-1]))[table] if len(bounds) > 1 else o
-        table = np.asarray([tables[i][0] if len(tables[i]) else 0 for i in range(len(tables))],
-                           dtype=np.int8)[table]
+        table, row = _table_and_row(o, [len(r) for r in rows], [int(t[0]) if len(t) else 0 for t in tables])
     return pd.DataFrame({"start_ts": start, "end_ts": end,
                          "name": pd.Categorical.from_codes(ncodes, name.categories, validate=False),
                          "kernel_type": pd.Categorical.from_codes(kt, list(KERNEL_TYPES), validate=False),
                          "track": track, "opcode": pd.Categorical.from_codes(ocodes, opcode.categories, validate=False),
                          "framework_op": fop, "table": table, "row": row},
                         index=pd.Index(idx, name=ins.index.name), copy=False)
+
+
+def _table_and_row(order: np.ndarray, sizes: list[int], codes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(table code, position in its table) of each sorted row, from its position ``order`` in the concatenation
+    of parts of ``sizes`` rows: arithmetic, not a gather."""
+    bounds = np.cumsum(sizes)
+    part = np.searchsorted(bounds, order, side="right")
+    row = order - np.concatenate(([0], bounds[:-1]))[part] if len(bounds) > 1 else order
+    return np.asarray(codes, dtype=np.int8)[part], row
 
 
 def trace_activity(trace, hta_compatible: bool = False) -> pd.DataFrame:

@@ -320,6 +320,56 @@ def _launch_start(k: pd.DataFrame, host_ops: pd.DataFrame | None, flows: pd.Data
     return launch, has
 
 
+def _stream_codes(k: pd.DataFrame, tracks: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct stream ids, stream code per row): the GPU stream (``tracks.tid``) of each row's track when
+    the tracks table is given, else the track id; one lookup per distinct track, not per row."""
+    track = k["track"].to_numpy(np.int64) if "track" in k else np.full(len(k), -1, np.int64)
+    t_lo = int(track.min()) if len(track) else 0
+    t_ids = np.flatnonzero(np.bincount(track - t_lo)) + t_lo if len(track) else track
+    t_stream = t_ids
+    if tracks is not None and len(tracks) and len(k):
+        pos = row_positions(tracks.index, t_ids)
+        t_stream = np.where(pos >= 0, tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)], -1)
+    s_vals, t_code = np.unique(t_stream, return_inverse=True)
+    lut = np.zeros(int(t_ids[-1] - t_lo) + 1 if len(t_ids) else 1, dtype=np.int32)
+    lut[t_ids - t_lo] = t_code
+    return s_vals, (lut[track - t_lo] if len(track) else np.zeros(0, np.int32))
+
+
+def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
+                      launch: np.ndarray, has_launch: np.ndarray, delay_ns: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HTA's per-stream gaps before each kernel, summed per (stream, category): (present ``stream * 3 +
+    category`` keys, idle ns, share of the stream's idle time)."""
+    o = stable_key_order(s_codes)  # by stream (linear); rows usually come time-ordered within their stream
+    so, st = s_codes[o], start[o]
+    first = np.ones(len(st), dtype=bool)
+    np.not_equal(so[1:], so[:-1], out=first[1:])
+    if not ((st[1:] >= st[:-1]) | first[1:]).all():
+        o = np.lexsort((start, s_codes))  # by stream, then start (stable)
+        so, st = s_codes[o], start[o]
+        first[1:] = so[1:] != so[:-1]
+    en, la, hl = end[o], launch[o], has_launch[o]
+    prev_end = np.empty_like(en)  # end of the previous kernel on the stream (plain previous row, as HTA)
+    prev_end[0] = 0
+    prev_end[1:] = en[:-1]
+    del en
+    gap = st - prev_end
+    gap[first] = 0  # first kernel of a stream: no gap (HTA: NaN, summed as 0)
+    host_wait = hl & (la > prev_end)
+    host_wait[first] = False
+    cat = np.where(gap < delay_ns, 1, 2).astype(np.int8)  # kernel_wait, else other
+    cat[first] = 2  # HTA: the first kernel's NaN gap falls through to "other"
+    cat[host_wait] = 0
+    key = so.astype(np.int64) * 3 + cat
+    sums = np.bincount(key, weights=gap, minlength=3 * n_streams)
+    present = np.flatnonzero(np.bincount(key, minlength=3 * n_streams))
+    idle = sums[present].round().astype(np.int64)
+    per_stream = np.bincount(present // 3, weights=idle, minlength=n_streams)[present // 3]
+    ratio = np.where(per_stream > 0, idle / np.where(per_stream > 0, per_stream, 1), 0.0).round(4)
+    return present, idle, ratio
+
+
 @register("idle_time_breakdown", columns=IDLE_SPEC, figure="idle_time_figure")
 def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flows: pd.DataFrame | None = None, *,
                         rank: int | None = None, tracks: pd.DataFrame | None = None, streams: list[int] | None = None,
@@ -359,18 +409,7 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
     if hta_rounding:
         start, end = -((-start) // 1000) * 1000, (end // 1000) * 1000
         launch = -((-launch) // 1000) * 1000
-    track = k["track"].to_numpy(np.int64) if "track" in k else np.full(len(k), -1, np.int64)
-    # stream per distinct track (few), then per row by lookup: no hashing of millions of rows
-    t_lo = int(track.min()) if len(track) else 0
-    t_ids = np.flatnonzero(np.bincount(track - t_lo)) + t_lo if len(track) else track
-    t_stream = t_ids
-    if tracks is not None and len(tracks) and len(k):
-        pos = row_positions(tracks.index, t_ids)
-        t_stream = np.where(pos >= 0, tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)], -1)
-    s_vals, t_code = np.unique(t_stream, return_inverse=True)
-    lut = np.zeros(int(t_ids[-1] - t_lo) + 1 if len(t_ids) else 1, dtype=np.int32)
-    lut[t_ids - t_lo] = t_code
-    s_codes = lut[track - t_lo] if len(track) else np.zeros(0, np.int32)
+    s_vals, s_codes = _stream_codes(k, tracks)
     if streams:
         m = np.isin(s_vals, list(streams))[s_codes]
         s_codes, start, end, launch, has_launch = s_codes[m], start[m], end[m], launch[m], has_launch[m]
@@ -378,32 +417,8 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
         return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64),
                              "idle_category": pd.Series(dtype=object), "idle_time_ns": pd.Series(dtype=np.int64),
                              "idle_time_ratio": pd.Series(dtype=float)})
-    o = stable_key_order(s_codes)  # by stream (linear); rows usually come time-ordered within their stream
-    so, st = s_codes[o], start[o]
-    first = np.ones(len(st), dtype=bool)
-    np.not_equal(so[1:], so[:-1], out=first[1:])
-    if not ((st[1:] >= st[:-1]) | first[1:]).all():
-        o = np.lexsort((start, s_codes))  # by stream, then start (stable)
-        so, st = s_codes[o], start[o]
-        first[1:] = so[1:] != so[:-1]
-    en, la, hl = end[o], launch[o], has_launch[o]
-    prev_end = np.empty_like(en)  # end of the previous kernel on the stream (plain previous row, as HTA)
-    prev_end[0] = 0
-    prev_end[1:] = en[:-1]
-    del en
-    gap = st - prev_end
-    gap[first] = 0  # first kernel of a stream: no gap (HTA: NaN, summed as 0)
-    host_wait = hl & (la > prev_end)
-    host_wait[first] = False
-    cat = np.where(gap < consecutive_kernel_delay_ns, 1, 2).astype(np.int8)  # kernel_wait, else other
-    cat[first] = 2  # HTA: the first kernel's NaN gap falls through to "other"
-    cat[host_wait] = 0
-    key = so.astype(np.int64) * 3 + cat
-    sums = np.bincount(key, weights=gap, minlength=3 * len(s_vals))
-    present = np.flatnonzero(np.bincount(key, minlength=3 * len(s_vals)))
-    idle = sums[present].round().astype(np.int64)
-    per_stream = np.bincount(present // 3, weights=idle, minlength=len(s_vals))[present // 3]
-    ratio = np.where(per_stream > 0, idle / np.where(per_stream > 0, per_stream, 1), 0.0).round(4)
+    present, idle, ratio = _gaps_by_category(s_codes, len(s_vals), start, end, launch, has_launch,
+                                             consecutive_kernel_delay_ns)
     return pd.DataFrame({"rank": np.full(len(present), int(rank), dtype=np.int64),
                          "stream": np.asarray(s_vals)[present // 3].astype(np.int64),
                          "idle_category": np.array(IDLE_CATEGORIES, dtype=object)[present % 3],

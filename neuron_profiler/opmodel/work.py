@@ -201,22 +201,7 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         w.elems = bh * lq * s
         w.out_elems = bh * lq * d
     else:
-        first = inputs[0]
-        w.elems = max(t.numel for t in inputs)
-        if cls == "reduce":
-            last = first.shape[-1] if first.shape else 1
-            w.out_elems = max(1, first.numel // max(last, 1))
-        elif base.startswith(("_foreach_", "_fused_")):
-            w.out_elems = first.numel
-            w.elems = sum(t.numel for t in inputs)
-        elif cls in ("gpsimd",) and base in ("embedding", "index_select", "gather", "take"):
-            idx = inputs[1] if len(inputs) > 1 else first
-            width = first.shape[-1] if base == "embedding" and first.shape else 1
-            w.out_elems = idx.numel * width
-            w.elems = w.out_elems
-        else:
-            w.out_elems = w.elems
-        w.flops, w.flops_known = elementwise_flops(base, cls, w.elems, w.out_elems)
+        _elementwise(w, base, cls, inputs)
     if flops_col and flops_col > 0:
         w.flops, w.flops_known = int(flops_col), True
     w.out_bytes = int(w.out_elems * size)
@@ -225,3 +210,23 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
         return _unknown("implausible sizes (corrupt record)")
     return w
+
+
+def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
+    """Elements and FLOPs of a non-matrix op (reduction, foreach, gather or elementwise)."""
+    first = inputs[0]
+    w.elems = max(t.numel for t in inputs)
+    if cls == "reduce":
+        last = first.shape[-1] if first.shape else 1
+        w.out_elems = max(1, first.numel // max(last, 1))
+    elif base.startswith(("_foreach_", "_fused_")):
+        w.out_elems = first.numel
+        w.elems = sum(t.numel for t in inputs)
+    elif cls in ("gpsimd",) and base in ("embedding", "index_select", "gather", "take"):
+        idx = inputs[1] if len(inputs) > 1 else first
+        width = first.shape[-1] if base == "embedding" and first.shape else 1
+        w.out_elems = idx.numel * width
+        w.elems = w.out_elems
+    else:
+        w.out_elems = w.elems
+    w.flops, w.flops_known = elementwise_flops(base, cls, w.elems, w.out_elems)
