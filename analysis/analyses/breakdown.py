@@ -336,20 +336,26 @@ def _stream_codes(k: pd.DataFrame, tracks: pd.DataFrame | None) -> tuple[np.ndar
     return s_vals, (lut[track - t_lo] if len(track) else np.zeros(0, np.int32))
 
 
-def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
-                      launch: np.ndarray, has_launch: np.ndarray, delay_ns: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """HTA's per-stream gaps before each kernel, summed per (stream, category): (present ``stream * 3 +
-    category`` keys, idle ns, share of the stream's idle time)."""
-    o = stable_key_order(s_codes)  # by stream (linear); rows usually come time-ordered within their stream
+def _by_stream(s_codes: np.ndarray, start: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Rows grouped by stream, time-ordered within each: (stream codes, start, *cols, first row of a stream).
+    A linear radix order by stream; a sort only when rows are out of time order within a stream."""
+    o = stable_key_order(s_codes)
     so, st = s_codes[o], start[o]
-    first = np.ones(len(st), dtype=bool)
+    first = np.ones(len(so), dtype=bool)
     np.not_equal(so[1:], so[:-1], out=first[1:])
     if not ((st[1:] >= st[:-1]) | first[1:]).all():
         o = np.lexsort((start, s_codes))  # by stream, then start (stable)
         so, st = s_codes[o], start[o]
         first[1:] = so[1:] != so[:-1]
-    en, la, hl = end[o], launch[o], has_launch[o]
+    return (so, st, *(x[o] for x in cols), first)
+
+
+def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
+                      launch: np.ndarray, has_launch: np.ndarray, delay_ns: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HTA's per-stream gaps before each kernel, summed per (stream, category): (present ``stream * 3 +
+    category`` keys, idle ns, share of the stream's idle time)."""
+    so, st, en, la, hl, first = _by_stream(s_codes, start, end, launch, has_launch)
     prev_end = np.empty_like(en)  # end of the previous kernel on the stream (plain previous row, as HTA)
     prev_end[0] = 0
     prev_end[1:] = en[:-1]

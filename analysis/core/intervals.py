@@ -122,7 +122,12 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
         o = start_order(start)
         if o is not None:
             key, start, end = key[o], start[o], end[o]
-    if int(key.min()) >= 0 and int(key.max()) < 4 * len(key) + 1024:
+    lo_k, hi_k = int(key.min()), int(key.max())
+    if lo_k >= 0 and hi_k < 16:  # a few keys (engines, kernel types): one sequential pass per key
+        present = np.flatnonzero(np.bincount(key, minlength=hi_k + 1))
+        return pd.Series([union_sorted_ns(start[m], end[m]) for m in (key == k for k in present)],
+                         index=present, dtype=np.int64)
+    if lo_k >= 0 and hi_k < 4 * len(key) + 1024:
         kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
     else:
         codes, uniques = pd.factorize(key, sort=True)
