@@ -239,12 +239,12 @@ class Trace:
             # keep a link when either end is in the window (a launch may start before it)
             keep = np.zeros(len(df), dtype=bool)
             for side in ("src", "dst"):
-                tab = df[f"{side}_table"].astype(str).to_numpy()
-                rows = df[f"{side}_row"].to_numpy()
-                for t in np.unique(tab):
+                tab = df[f"{side}_table"].astype("category")
+                codes, rows = tab.cat.codes.to_numpy(), df[f"{side}_row"].to_numpy()
+                for code, t in enumerate(tab.cat.categories.astype(str)):  # a few table names
                     if t in TABLE_NAMES and t not in ("flows", "tracks", "counters"):
-                        m = tab == t
-                        keep[m] |= np.isin(rows[m], self.table(t, WINDOW_COLUMNS.get(t)).index.to_numpy())
+                        m = codes == code
+                        keep[m] |= _member(rows[m], self.table(t, WINDOW_COLUMNS.get(t)).index.to_numpy())
             return df[keep]
         start = df["start_ts"].to_numpy()
         end = start + df["duration_ns"].to_numpy()
@@ -314,6 +314,19 @@ class Trace:
     def __repr__(self) -> str:
         w = f", window={self._window}" if self._window else ""
         return f"Trace({self.name!r}, rank={self.rank}{w})"
+
+
+def _member(ids: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """``np.isin(ids, kept)`` for row ids (negative = none: never a member), by a lookup table, not hashing."""
+    kept = kept[kept >= 0]
+    if not len(ids) or not len(kept):
+        return np.zeros(len(ids), dtype=bool)
+    top = int(max(ids.max(), kept.max()))
+    if top >= 1 << 28:  # ids too sparse for a table (at most 256 MB of flags)
+        return np.isin(ids, kept)
+    lut = np.zeros(top + 2, dtype=bool)  # lut[-1] (the extra slot) stays False for negative ids
+    lut[kept] = True
+    return lut[np.where(ids >= 0, ids, top + 1)]
 
 
 def _accepts_columns(source: Any) -> bool:

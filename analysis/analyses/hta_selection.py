@@ -58,7 +58,9 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
         if (tid == -1).any():
             ins = ins[tid != -1]
     if host_ops_with_stream:
-        ins = pd.concat([ins, _host_ops_with_stream(host_ops)])
+        extra = _host_ops_with_stream(host_ops)
+        if len(extra):  # (concatenating an empty frame would still union every Categorical)
+            ins = pd.concat([ins, extra])
     names = host_ops["name"].astype(str)
     is_step = names.str.contains("ProfilerStep", regex=False).to_numpy()
     if names[is_step].nunique() < 2 or len(ins) == 0:
@@ -92,4 +94,6 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     limit = h_end[is_step].max() if include_last_profiler_step else h_start[is_step].max()
     own = (i_start <= limit) if include_last_profiler_step else (i_start < limit)
     reps = np.where(gpu_like, reps, own.astype(np.int64))
+    if reps.max(initial=0) <= 1:
+        return ins[reps.astype(bool)]
     return ins.iloc[np.repeat(np.arange(len(ins)), reps)]
