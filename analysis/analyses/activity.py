@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.categorical import categorical, category_names, concat_categoricals, per_category
-from ..core.intervals import clip, first_rows, is_sorted, union_by_key
+from ..core.intervals import clip, first_rows, is_sorted, merge, union_by_key
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
@@ -233,3 +233,17 @@ def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups
         e = s + work["duration_ns"].to_numpy()[~linked]
         t += group_time(group[~linked], np.full(int((~linked).sum()), -1), s, e, n_groups)
     return t
+
+
+def merged_activity(trace, kernel_type: str | None = None, hta_compatible: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the trace's device activity (of one kernel type, or all) as sorted disjoint (start, end)
+    arrays, memoised: the summary, the breakdowns and the recommendations share it."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        act = trace_activity(trace, hta_compatible)
+        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+        if kernel_type is not None:
+            m = kernel_type_mask(act, kernel_type)
+            s, e = s[m], e[m]
+        return merge(s, e, sorted_by_start=True)
+    return trace.memo(("merged", kernel_type, bool(hta_compatible)), compute)

@@ -50,6 +50,7 @@ from .activity import (
     analysis_span,
     classify_kernels,
     kernel_type_mask,
+    merged_activity,
     trace_activity,
 )
 from .hta_selection import hta_kernel_selection
@@ -152,6 +153,19 @@ def _merged(act: pd.DataFrame, ktype: str | None = None) -> tuple[np.ndarray, np
     return merge(s, e)
 
 
+def _own(instructions, kw: dict) -> bool:
+    """True when a breakdown runs on a trace's own activity (so memoised unions apply)."""
+    return _is_trace(instructions) and kw.get("activity") is None and (
+        kw.get("hta_compatible") or (kw.get("dma", TRACE_TABLES) is TRACE_TABLES
+                                     and kw.get("collectives", TRACE_TABLES) is TRACE_TABLES))
+
+
+def _unions(instructions, kw: dict, act: pd.DataFrame, ktype: str | None) -> tuple[np.ndarray, np.ndarray]:
+    if _own(instructions, kw):
+        return merged_activity(instructions, ktype, bool(kw.get("hta_compatible")))
+    return _merged(act, ktype)
+
+
 def _activity(instructions, kw: dict) -> pd.DataFrame:
     """The activity frame a breakdown works on: ``activity=``, a Trace's, or built from tables."""
     if kw.get("activity") is not None:
@@ -184,18 +198,19 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
     ``non_compute_time_pctg`` (percent, 2 decimals). All zero when there is no device activity (HTA raises
     there). ``activity``: a precomputed :func:`device_activity` frame (then ``instructions``, ``dma``,
     ``collectives``, ``hta_rounding`` are unused); ``span``: (lo, hi) to divide by instead."""
-    act = _activity(instructions, {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding,
-                                   "activity": activity, "hta_compatible": hta_compatible})
+    kw = {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding, "activity": activity,
+          "hta_compatible": hta_compatible}
+    act = _activity(instructions, kw)
     default = activity is None and dma is TRACE_TABLES and collectives is TRACE_TABLES and not hta_compatible
     if span is None and _is_trace(instructions) and default:
         span = analysis_span(instructions) if len(act) else None  # the summary's span
     if len(act) == 0:
         width = busy = compute = 0
     else:
-        gs, ge = _merged(act)
+        gs, ge = _unions(instructions, kw, act, None)
         width = int(ge[-1] - gs[0]) if span is None else int(span[1] - span[0])
         busy = int(ge.sum() - gs.sum())
-        cs, ce = _merged(act, COMPUTATION)
+        cs, ce = _unions(instructions, kw, act, COMPUTATION)
         compute = int(ce.sum() - cs.sum())
     idle = width - busy
     non_compute = width - compute - idle
@@ -276,10 +291,11 @@ def comm_comp_overlap(instructions, rank: int | None = None, *, hta_rounding: bo
     communication and a computation interval both run), ``comp_comm_overlap_pctg`` (percent, 2 decimals;
     NaN when there is no communication, like HTA's 0/0). ``activity``, ``hta_compatible``: see
     :func:`temporal_breakdown`."""
-    act = _activity(instructions, {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding,
-                                   "activity": activity, "hta_compatible": hta_compatible})
-    cs, ce = _merged(act, COMMUNICATION)
-    ps, pe = _merged(act, COMPUTATION)
+    kw = {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding, "activity": activity,
+          "hta_compatible": hta_compatible}
+    act = _activity(instructions, kw)
+    cs, ce = _unions(instructions, kw, act, COMMUNICATION)
+    ps, pe = _unions(instructions, kw, act, COMPUTATION) if len(cs) else (cs, ce)  # no comm: nothing overlaps
     comm = int(ce.sum() - cs.sum())
     overlap = intersection_ns(cs, ce, ps, pe)
     pct = round(100.0 * overlap / comm, 2) if comm else float("nan")

@@ -23,10 +23,18 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.categorical import cat_values, cat_where
-from ..core.intervals import merge, union_by_key, union_ns, union_sorted_ns
+from ..core.intervals import union_ns
 from ..core.tables import MATRIX_ENGINES
 from ..registry import Column, register
-from .activity import COMMUNICATION, COMPUTATION, KERNEL_TYPES, MEMORY, analysis_span, kernel_type_mask, trace_activity
+from .activity import (
+    COMMUNICATION,
+    COMPUTATION,
+    MEMORY,
+    analysis_span,
+    kernel_type_mask,
+    merged_activity,
+    trace_activity,
+)
 from .breakdown import comm_comp_overlap
 from .collectives import collectives as collectives_table
 from .roofline import roofline
@@ -274,13 +282,15 @@ def time_pools(trace) -> dict[str, float]:
     """The time each kind of saving can come from (ns, within the analysed span): ``idle`` (no device
     activity), ``busy`` (any), ``compute``, ``memory``, ``communication`` (unions of that kernel type), ``span``."""
     lo, hi = analysis_span(trace)
-    act = trace_activity(trace)
-    s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
-    busy = float(union_sorted_ns(s, e))
+
+    def length(ktype: str | None) -> float:
+        s, e = merged_activity(trace, ktype)
+        return float((e - s).sum())
+
+    busy = length(None)
     pools = {"span": float(hi - lo), "busy": busy, "idle": float(max(hi - lo - busy, 0))}
-    per_type = union_by_key(act["kernel_type"].cat.codes.to_numpy(), s, e, sorted_by_start=True)
     for name, ktype in (("compute", COMPUTATION), ("memory", MEMORY), ("communication", COMMUNICATION)):
-        pools[name] = float(per_type.get(KERNEL_TYPES.index(ktype), 0))
+        pools[name] = length(ktype)
     return pools
 
 
@@ -320,7 +330,7 @@ def recommendations(trace) -> pd.DataFrame:
     act = trace_activity(trace)
     ctx = {"work": instruction_work(trace), "summary": summary_dict(trace), "span": analysis_span(trace),
            "activity": act,
-           "merged": merge(act["start_ts"].to_numpy(), act["end_ts"].to_numpy(), sorted_by_start=True)}
+           "merged": merged_activity(trace)}
     total = max(1, ctx["span"][1] - ctx["span"][0])
     recs = [r for rule in RULES for r in rule(trace, ctx)]
     df = pd.DataFrame(recs, columns=[c for c in REC_COLUMNS if c != "severity"])

@@ -18,10 +18,10 @@ from .. import metrics as M
 from ..core.categorical import cat_values, cat_where
 from ..core.devices import DevicePeaks, device_peaks
 from ..core.devicetime import RATE_TOLERANCE
-from ..core.intervals import union_by_key, union_ns, union_sorted_ns
+from ..core.intervals import union_by_key, union_ns
 from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
-from .activity import analysis_span, trace_activity
+from .activity import analysis_span, merged_activity, trace_activity
 from .breakdown import comm_comp_overlap, idle_time_breakdown
 from .collectives import collective_time_ns
 from .steps import steps
@@ -104,7 +104,8 @@ def summary(trace) -> pd.DataFrame:
     _step_rows(trace, R)
     w = instruction_work(trace)
     act = trace_activity(trace)
-    dev_active = union_sorted_ns(act["start_ts"].to_numpy(), act["end_ts"].to_numpy())
+    ms, me = merged_activity(trace)
+    dev_active = int((me - ms).sum())
     R.add("device_active_percent", M._div(100.0 * dev_active, total), "percent",
           "Union of all device activity (instructions, DMA, collectives) over total_time")
     _engine_rows(trace, act, total, R)
