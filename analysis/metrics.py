@@ -136,7 +136,8 @@ def canonical_dtype(dtype) -> str:
 def adjusted_flops_multiplier(dtype: str, device_kind: str) -> float:
     """BF16-equivalent multiplier of ``raw_flops`` (Explorer ``adjusted_flops``) for a dtype on a Neuron
     device kind, from the hardware table; 1.0 for GPUs and unknown pairs."""
-    from neuron_profiler.hardware import TARGETS, adjusted_flops_multiplier as _mult
+    from neuron_profiler.hardware import TARGETS
+    from neuron_profiler.hardware import adjusted_flops_multiplier as _mult
 
     kind = str(device_kind).lower()
     return _mult(kind, dtype) if kind in TARGETS else 1.0

@@ -60,6 +60,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from neuron_profiler.trace.validate import validate_trace
 
     problems = validate_trace(args.trace)
+    if not problems and getattr(args, "analysis", False):  # the analysis invariants (analysis.check)
+        from analysis.invariants import check_path
+
+        problems = check_path(args.trace)
     for p in problems:
         print(f"{args.trace}: {p}")
     if not problems:
@@ -171,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_info)
     s = sub.add_parser("validate", help="decode every chunk and check every reference (exit 1 on problems)")
     s.add_argument("trace")
+    s.add_argument("--analysis", action="store_true",
+                   help="also check the analysis invariants (shares, peaks, spans: analysis.check)")
     s.set_defaults(func=cmd_validate)
     s = sub.add_parser("convert", help="export to Chrome trace JSON (chrome://tracing), Perfetto protobuf "
                                        "(ui.perfetto.dev), Parquet, or .nprof with another codec")

@@ -9,7 +9,7 @@ from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
 from analysis import figures
-from analysis.hot_ops import GROUPINGS
+from analysis.analyses.hot_ops import GROUPINGS
 
 from .. import frames
 from ..labels import stack_labels

@@ -1,20 +1,56 @@
 """Collectives: per-op bandwidth, and the same collective matched across ranks (skew, wait, stragglers)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from . import metrics as M
+from .. import metrics as M
+from ..core.intervals import union_ns
+from ..core.runs import group_runs, run_key, run_label
+from ..registry import Column, register
+from .activity import analysis_span
 
-COLLECTIVE_COLUMNS = ["operation", "process_group", "sequence_number", "group_size", "dtype", "start_ts", "end_ts",
-                      "duration_ns", "size_bytes", "algbw_bytes_per_s", "busbw_bytes_per_s", "framework_op"]
-ACROSS_COLUMNS = ["collective", "process_group", "sequence_number", "operation", "rank", "start_ts", "end_ts",
-                  "duration_ns", "size_bytes", "ranks_seen", "arrival_delay_ns", "arrival_skew_ns", "wait_ns",
-                  "transfer_ns", "busbw_bytes_per_s", "last_arrival_rank"]
+COLLECTIVE_SPEC = (
+    Column("operation", "", "Operation", "Canonical name: all_reduce, all_gather, reduce_scatter, ..."),
+    Column("process_group", "", "Process group"), Column("sequence_number", "count", "Sequence number"),
+    Column("group_size", "count", "Group size"), Column("dtype", "", "Data type"),
+    Column("start_ts", "ns", "Start"), Column("end_ts", "ns", "End"), Column("duration_ns", "ns", "Duration"),
+    Column("size_bytes", "bytes", "Message size", "Larger of input and output bytes of the rank"),
+    Column("algbw_bytes_per_s", "bytes/s", "Algorithm bandwidth", "size / duration (nccl-tests algbw)"),
+    Column("busbw_bytes_per_s", "bytes/s", "Bus bandwidth", "algbw × NCCL bus factor (nccl-tests busbw)"),
+    Column("framework_op", "count", "Host op row"))
+ACROSS_SPEC = (
+    Column("collective", "", "Collective", "<group>#<sequence>"), Column("process_group", "", "Process group"),
+    Column("sequence_number", "count", "Sequence number"), Column("operation", "", "Operation"),
+    Column("rank", "count", "Rank"), Column("start_ts", "ns", "Start"), Column("end_ts", "ns", "End"),
+    Column("duration_ns", "ns", "Duration"), Column("size_bytes", "bytes", "Message size"),
+    Column("ranks_seen", "count", "Ranks seen"),
+    Column("arrival_delay_ns", "ns", "Arrival delay", "Start − earliest start of the collective"),
+    Column("arrival_skew_ns", "ns", "Arrival skew", "Latest − earliest start"),
+    Column("wait_ns", "ns", "Wait", "Latest arrival − own start: time blocked on peers"),
+    Column("transfer_ns", "ns", "Transfer", "End − latest arrival"),
+    Column("busbw_bytes_per_s", "bytes/s", "Bus bandwidth", "Once all ranks arrived"),
+    Column("last_arrival_rank", "count", "Last to arrive"))
+STRAGGLER_SPEC = (Column("rank", "count", "Rank"), Column("times_last", "count", "Times last"),
+                  Column("mean_arrival_delay_ns", "ns", "Mean arrival delay"),
+                  Column("total_wait_caused_ns", "ns", "Wait caused", "Σ skew of the collectives it arrived last at"))
+COLLECTIVE_COLUMNS = [c.name for c in COLLECTIVE_SPEC]
+ACROSS_COLUMNS = [c.name for c in ACROSS_SPEC]
 
 
+def collective_time_ns(trace) -> int:
+    """The rank's collective time: the union of its collective operations (the collectives table), clipped to
+    the analysed span (ns). The one definition used by the summary and the rank balance."""
+    cc = trace.table("collectives", ["start_ts", "duration_ns"])
+    if not len(cc):
+        return 0
+    s = cc["start_ts"].to_numpy()
+    return union_ns(s, s + cc["duration_ns"].to_numpy(), *analysis_span(trace))
+
+
+@register("collectives", columns=COLLECTIVE_SPEC, figure="collectives_figure", method="collective_stats")
 def collectives(trace) -> pd.DataFrame:
     """One row per collective op of the trace (index = collectives row id), in time order.
 
@@ -45,12 +81,13 @@ def collectives(trace) -> pd.DataFrame:
     return out.sort_values("start_ts", kind="stable")
 
 
+@register("collectives_across_ranks", columns=ACROSS_SPEC, figure="skew_heatmap", subject="traces")
 def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
     """Match each collective across ranks by (process_group, sequence_number).
 
     ``traces``: a ``TraceSet`` or an iterable of ``Trace``. When sequence numbers are missing (-1), the
     n-th op of each (process_group, operation) on each rank is matched instead. Traces of different runs
-    (``header.run_id``) are never matched together; then ``collective`` is prefixed with "<run_id>:".
+    (:mod:`analysis.core.runs`) are never matched together; then ``collective`` is prefixed with "<run>:".
     One row per (collective, rank). Columns: collective ("<group>#<seq>"), process_group, sequence_number,
     operation, rank, start_ts, end_ts, duration_ns, size_bytes, ranks_seen (ranks holding this collective),
     arrival_delay_ns (start − earliest start of the collective), arrival_skew_ns (latest − earliest start,
@@ -59,13 +96,16 @@ def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
     once all ranks arrived), last_arrival_rank (the straggler of this collective).
     Assumes the ranks share one clock (same host, or synchronised hosts).
     """
-    parts, runs = [], set()
-    for t in traces:
-        runs.add(t.header.run_id)
-        c = collectives(t)
-        if len(c):
-            c = c.assign(rank=t.rank, run_id=t.header.run_id)
-            parts.append(c)
+    parts: list[pd.DataFrame] = []
+    runs: set[str] = set()
+    for group in group_runs(list(traces)):
+        label = run_label(run_key(group[0]))
+        label = label if label not in runs else f"{label} #{len(runs) + 1}"
+        runs.add(label)
+        for t in group:
+            c = collectives(t)
+            if len(c):
+                parts.append(c.assign(rank=t.rank, run_id=label))
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in ACROSS_COLUMNS})
     df = pd.concat(parts, ignore_index=True)
@@ -96,6 +136,7 @@ def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
     return df[ACROSS_COLUMNS].sort_values(["start_ts", "rank"]).reset_index(drop=True)
 
 
+@register("straggler_ranks", columns=STRAGGLER_SPEC, subject="frame", method=None, memo=False)
 def straggler_ranks(matched: pd.DataFrame) -> pd.DataFrame:
     """Per rank, from :func:`collectives_across_ranks`: times_last (collectives where the rank arrived
     last, among those seen by ≥ 2 ranks), mean_arrival_delay_ns, total_wait_caused_ns (Σ skew of the
@@ -113,6 +154,7 @@ def straggler_ranks(matched: pd.DataFrame) -> pd.DataFrame:
         ["total_wait_caused_ns", "times_last"], ascending=False).reset_index(drop=True)
 
 
+@register("collective_skew_matrix", subject="frame", method=None, memo=False, figure="skew_heatmap")
 def collective_skew_matrix(matched: pd.DataFrame, value: str = "arrival_delay_ns") -> pd.DataFrame:
     """Heatmap data from :func:`collectives_across_ranks`: index = collective (time order), columns =
     rank, values = ``value`` (default arrival_delay_ns; also wait_ns, transfer_ns, duration_ns)."""

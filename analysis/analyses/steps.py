@@ -3,12 +3,19 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..registry import Column, register
+
 #: ``ProfilerStep#12`` (torch.profiler), and our capture's markers such as ``NeuronStep#12`` / ``step#12``.
 STEP_PATTERN = r"^(?:ProfilerStep|NeuronStep|[Ss]tep)\s*#\s*(\d+)$"
 
-STEP_COLUMNS = ["step", "start_ts", "end_ts", "duration_ns"]
+STEP_SPEC = (Column("step", "count", "Step", "Step number N of ProfilerStep#N"),
+             Column("start_ts", "ns", "Start", "Step start"),
+             Column("end_ts", "ns", "End", "Step end"),
+             Column("duration_ns", "ns", "Step time", "end - start"))
+STEP_COLUMNS = [c.name for c in STEP_SPEC]
 
 
+@register("steps", columns=STEP_SPEC, figure="steps_figure")
 def steps(trace) -> pd.DataFrame:
     """One row per step, sorted by step number.
 
@@ -16,9 +23,7 @@ def steps(trace) -> pd.DataFrame:
     copies (``gpu_user_annotation``); when one step appears several times (threads), its span is the union.
     Empty when the trace has no step markers.
     """
-    if "steps" in trace._cache:
-        return trace._cache["steps"]
-    ho = trace.host_ops
+    ho = trace.table("host_ops", ["name", "category", "start_ts", "duration_ns"])
     out = pd.DataFrame({c: pd.Series(dtype="int64") for c in STEP_COLUMNS})
     if len(ho):
         names = ho["name"]
@@ -37,10 +42,10 @@ def steps(trace) -> pd.DataFrame:
             out = df.groupby("step", as_index=False).agg(start_ts=("start_ts", "min"), end_ts=("end_ts", "max"))
             out["duration_ns"] = out["end_ts"] - out["start_ts"]
             out = out.sort_values("step").reset_index(drop=True).astype("int64")
-    trace._cache["steps"] = out
     return out
 
 
+@register("step_window", returns="value", memo=False)
 def step_window(trace, first: int, last: int | None = None) -> tuple[int, int]:
     """(start_ns, end_ns) spanning steps ``first``..``last`` inclusive. ``ValueError`` names the available
     steps when a requested one is missing."""

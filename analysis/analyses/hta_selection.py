@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core.categorical import cat_values
+from ..core.tables import row_positions
+
 
 def _host_ops_with_stream(host_ops: pd.DataFrame) -> pd.DataFrame:
     """Host ops whose Kineto args carry an integer ``stream`` other than -1, shaped as instruction rows."""
@@ -50,9 +53,14 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     CPU time, so our own (non-emulated) breakdowns never include them."""
     ins = instructions
     if tracks is not None and len(tracks) and len(ins):
-        ins = ins[tracks["tid"].reindex(ins["track"].to_numpy()).to_numpy() != -1]
+        pos = row_positions(tracks.index, ins["track"].to_numpy())
+        tid = np.where(pos >= 0, tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)], -2)  # -2: no such track
+        if (tid == -1).any():
+            ins = ins[tid != -1]
     if host_ops_with_stream:
-        ins = pd.concat([ins, _host_ops_with_stream(host_ops)])
+        extra = _host_ops_with_stream(host_ops)
+        if len(extra):  # (concatenating an empty frame would still union every Categorical)
+            ins = pd.concat([ins, extra])
     names = host_ops["name"].astype(str)
     is_step = names.str.contains("ProfilerStep", regex=False).to_numpy()
     if names[is_step].nunique() < 2 or len(ins) == 0:
@@ -72,12 +80,20 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     corr = host_ops["correlation_id"].to_numpy(np.int64)[cutoff_ok]
     counts = pd.Series(corr).value_counts()
     i_corr = ins["correlation_id"].to_numpy(np.int64)
-    i_name = ins["name"].astype(str).to_numpy()
-    gpu_like = (i_corr >= 0) | np.isin(i_name, ["Event Sync", "Context Sync"])
-    reps = counts.reindex(i_corr).fillna(0).to_numpy(np.int64)
+    gpu_like = (i_corr >= 0) | cat_values(ins["name"], ["Event Sync", "Context Sync"])
+    vals, cnt = counts.index.to_numpy(np.int64), counts.to_numpy(np.int64)
+    o = np.argsort(vals)
+    vals, cnt = vals[o], cnt[o]
+    reps = np.zeros(len(i_corr), np.int64)  # host events with the device row's correlation (HTA's merge)
+    if len(vals):
+        at = np.minimum(np.searchsorted(vals, i_corr), len(vals) - 1)
+        hit = vals[at] == i_corr
+        reps[hit] = cnt[at[hit]]
     reps = np.where(gpu_like & (i_corr < 0), np.minimum(reps, 1), reps)  # no -1 cross product
     i_start = r_start(ins["start_ts"].to_numpy(np.int64))
     limit = h_end[is_step].max() if include_last_profiler_step else h_start[is_step].max()
     own = (i_start <= limit) if include_last_profiler_step else (i_start < limit)
     reps = np.where(gpu_like, reps, own.astype(np.int64))
+    if reps.max(initial=0) <= 1:
+        return ins[reps.astype(bool)]
     return ins.iloc[np.repeat(np.arange(len(ins)), reps)]

@@ -4,17 +4,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import metrics as M
-from .summary import analysis_span, union_ns
+from .. import metrics as M
+from ..core.intervals import union_ns
+from ..registry import Column, register
+from .activity import analysis_span
 
-THROUGHPUT_COLUMNS = ["bin_start_ts", "bin_end_ts", "bytes", "throughput_bytes_per_s"]
-QUEUE_COLUMNS = ["queue", "queue_type", "transfers", "bytes", "busy_ns", "utilization_percent",
-                 "achieved_bandwidth_bytes_per_s", "average_bytes", "small_transfer_percent"]
-SIZE_COLUMNS = ["bucket_low_bytes", "bucket_high_bytes", "transfers", "bytes", "below_efficient"]
+THROUGHPUT_SPEC = (Column("bin_start_ts", "ns", "Bin start"), Column("bin_end_ts", "ns", "Bin end"),
+                   Column("bytes", "bytes", "Bytes"), Column("throughput_bytes_per_s", "bytes/s", "Throughput"))
+QUEUE_SPEC = (Column("queue", "", "Queue"), Column("queue_type", "", "Queue type"),
+              Column("transfers", "count", "Transfers"), Column("bytes", "bytes", "Bytes"),
+              Column("busy_ns", "ns", "Busy", "Union of the queue's transfers"),
+              Column("utilization_percent", "percent", "Utilisation", "busy / total_time"),
+              Column("achieved_bandwidth_bytes_per_s", "bytes/s", "Achieved bandwidth", "bytes / busy"),
+              Column("average_bytes", "bytes", "Transfer size (mean)"),
+              Column("small_transfer_percent", "percent", "Small transfers", "Share below 32768 B"))
+SIZE_SPEC = (Column("bucket_low_bytes", "bytes", "From"), Column("bucket_high_bytes", "bytes", "To"),
+             Column("transfers", "count", "Transfers"), Column("bytes", "bytes", "Bytes"),
+             Column("below_efficient", "", "Below 32 KiB"))
+THROUGHPUT_COLUMNS = [c.name for c in THROUGHPUT_SPEC]
+QUEUE_COLUMNS = [c.name for c in QUEUE_SPEC]
+SIZE_COLUMNS = [c.name for c in SIZE_SPEC]
 
 
 def _queue_names(trace, dma: pd.DataFrame) -> pd.Series:
-    tr = trace._full_table("tracks")
+    tr = trace.whole_table("tracks", ["name"])
     if not len(tr):
         return pd.Series("", index=dma.index)
     names = tr["name"].astype(str)
@@ -36,16 +49,17 @@ def _binned_bytes(start: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, edges:
     np.add.at(out, b0[same], nbytes[same].astype(float))
     sp = ~same
     if sp.any():
-        s0, e0, r0, f, l = s[sp], e[sp], r[sp], b0[sp], b1[sp]
+        s0, e0, r0, f, last = s[sp], e[sp], r[sp], b0[sp], b1[sp]
         np.add.at(out, f, r0 * (edges[f + 1] - s0))
-        np.add.at(out, l, r0 * (e0 - edges[l]))
+        np.add.at(out, last, r0 * (e0 - edges[last]))
         diff = np.zeros(nb + 1)
         np.add.at(diff, f + 1, r0)
-        np.add.at(diff, l, -r0)
+        np.add.at(diff, last, -r0)
         out += np.cumsum(diff[:nb]) * np.diff(edges)
     return out
 
 
+@register("dma_throughput", columns=THROUGHPUT_SPEC, figure="dma_throughput_figure")
 def dma_throughput(trace, bins: int = 200, by: str | None = None) -> pd.DataFrame:
     """DMA bytes per time bin over the analysed span (transfers spread uniformly over their duration; in a
     window, the parts outside it are dropped).
@@ -88,6 +102,7 @@ def dma_throughput(trace, bins: int = 200, by: str | None = None) -> pd.DataFram
     return out[[by] + THROUGHPUT_COLUMNS]
 
 
+@register("dma_queues", columns=QUEUE_SPEC, figure="dma_queues_figure")
 def dma_queues(trace) -> pd.DataFrame:
     """Per DMA queue (track name, e.g. qSyncIO0). Columns: queue, queue_type (most frequent), transfers,
     bytes, busy_ns (union of its transfers), utilization_percent (busy / total_time),
@@ -111,6 +126,7 @@ def dma_queues(trace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=QUEUE_COLUMNS).sort_values("bytes", ascending=False).reset_index(drop=True)
 
 
+@register("dma_sizes", columns=SIZE_SPEC, figure="dma_sizes_figure")
 def dma_sizes(trace) -> pd.DataFrame:
     """Histogram of DMA transfer sizes in power-of-two buckets [low, high). Columns: bucket_low_bytes,
     bucket_high_bytes, transfers, bytes, below_efficient (bucket entirely below Neuron Explorer's efficient
