@@ -15,8 +15,14 @@ from neuron_profiler.collectives import bus_factor, normalize_collective
 
 NS_PER_S = 1e9
 
-#: Neuron Explorer's "efficient DMA size": ``average_dma_size`` should be >= 32768 bytes (glossary).
-EFFICIENT_DMA_BYTES = 32768
+def _efficient_dma_bytes() -> int:
+    from neuron_profiler.hardware import model_param
+    return int(model_param("dma_efficient_size_bytes"))
+
+
+#: Neuron Explorer's "efficient DMA size": ``average_dma_size`` should be >= 32768 bytes (glossary); the value
+#: lives in the hardware table (``model.dma_efficient_size_bytes``) with its source.
+EFFICIENT_DMA_BYTES = _efficient_dma_bytes()
 
 
 def _div(num, den):

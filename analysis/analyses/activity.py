@@ -87,6 +87,22 @@ def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     return (s.fillna(default) if s.hasnans else s).to_numpy(np.int64)
 
 
+#: instruction opcodes that are an engine waiting, not working (simulated Neuron traces: a semaphore wait)
+WAIT_OPCODES = ("SemaphoreWait",)
+
+
+def _busy_instructions(ins: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """(the instructions that are work, their positions in ``ins``): waits are idle time of their engine."""
+    if not len(ins) or "opcode" not in ins.columns:
+        return ins, np.arange(len(ins), dtype=np.int64)
+    op = categorical(ins, "opcode")
+    wait = per_category(op, np.isin(category_names(op), list(WAIT_OPCODES)), False)
+    if not wait.any():
+        return ins, np.arange(len(ins), dtype=np.int64)
+    keep = np.flatnonzero(~wait)
+    return ins.iloc[keep], keep
+
+
 def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = None,
                    collectives: pd.DataFrame | None = None, hta_rounding: bool = False, sort: bool = False,
                    window: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -96,18 +112,19 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
     table); index = instruction row id (dma / collective rows get -1 - row).
 
     Kineto rows are classified by name (:func:`classify_kernels`), Neuron rows by engine; DMA rows are MEMORY
-    and collectives without an ``instruction`` COMMUNICATION. ``hta_rounding`` rounds inward to whole µs as HTA
+    and collectives without an ``instruction`` COMMUNICATION; ``WAIT_OPCODES`` rows (an engine waiting on a
+    semaphore) are not activity. ``hta_rounding`` rounds inward to whole µs as HTA
     does on load (ts = ceil, end = floor; may give zero or negative durations, like HTA). ``window`` clips the
     intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every later interval union
     cheap (``Trace.device_activity``)."""
-    ins = instructions
+    ins, pos = _busy_instructions(instructions)
     n = len(ins)
     starts = [ins["start_ts"].to_numpy(np.int64)]
     ends = [starts[0] + ins["duration_ns"].to_numpy(np.int64)]
     names, opcodes = [categorical(ins, "name")], [categorical(ins, "opcode")]
     ktypes = [kernel_type_codes(ins) if n else np.zeros(0, np.int8)]
     tracks, fops = [_int_col(ins, "track")], [_int_col(ins, "framework_op")]
-    tables, rows = [np.zeros(n, np.int8)], [np.arange(n, dtype=np.int64)]
+    tables, rows = [np.zeros(n, np.int8)], [pos]
     index = [ins.index.to_numpy()]
 
     def add(df: pd.DataFrame, name: str, opcode: str, ktype: str, code: int, pos: np.ndarray) -> None:
@@ -146,24 +163,14 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
         start, end = clip(start, end, *window)
     if sort and len(start) and not is_sorted(start):
         o = np.argsort(start, kind="stable")
-        start, end, kt, track, fop, idx, ncodes, ocodes = (
-            np.take(x, o) for x in (start, end, kt, track, fop, idx, ncodes, ocodes))
-        table, row = _table_and_row(o, [len(r) for r in rows], [int(t[0]) if len(t) else 0 for t in tables])
+        start, end, kt, track, fop, idx, ncodes, ocodes, table, row = (
+            np.take(x, o) for x in (start, end, kt, track, fop, idx, ncodes, ocodes, table, row))
     return pd.DataFrame({"start_ts": start, "end_ts": end,
                          "name": pd.Categorical.from_codes(ncodes, name.categories, validate=False),
                          "kernel_type": pd.Categorical.from_codes(kt, list(KERNEL_TYPES), validate=False),
                          "track": track, "opcode": pd.Categorical.from_codes(ocodes, opcode.categories, validate=False),
                          "framework_op": fop, "table": table, "row": row},
                         index=pd.Index(idx, name=ins.index.name), copy=False)
-
-
-def _table_and_row(order: np.ndarray, sizes: list[int], codes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(table code, position in its table) of each sorted row, from its position ``order`` in the concatenation
-    of parts of ``sizes`` rows: arithmetic, not a gather."""
-    bounds = np.cumsum(sizes)
-    part = np.searchsorted(bounds, order, side="right")
-    row = order - np.concatenate(([0], bounds[:-1]))[part] if len(bounds) > 1 else order
-    return np.asarray(codes, dtype=np.int8)[part], row
 
 
 def trace_activity(trace, hta_compatible: bool = False) -> pd.DataFrame:

@@ -125,17 +125,18 @@ class SimulatedRuntime(DeviceRuntime):
             out.append(self._templates[key])
         return out
 
-    def simulate(self, host_ops: pd.DataFrame, world_size: int = 1, graphs: dict[str, dict] | None = None
-                 ) -> tuple[Program, list, Projection, CoreParams]:
+    def simulate(self, host_ops: pd.DataFrame, world_size: int = 1, graphs: dict[str, dict] | None = None,
+                 anchor_ns: int | None = None) -> tuple[Program, list, Projection, CoreParams]:
         """(program, kernel templates, projection, constants) of a window, without writing anything.
-        ``graphs``: compiled graph programs by id (default: those this process compiled)."""
+        ``graphs``: compiled graph programs by id (default: those this process compiled); ``anchor_ns``: where
+        the projected timeline starts (default: the first host op)."""
         p = self.params(world_size)
         if graphs is None:
             graphs = _process_graphs(host_ops)
         prog = extract_program(host_ops, p.host, graphs)
         temps = self.templates(prog, p)
         topo = Topology.for_target(self.target, self.num_cores)
-        return prog, temps, project(prog, temps, p, topo, world_size, self.collective_constraints), p
+        return prog, temps, project(prog, temps, p, topo, world_size, self.collective_constraints, anchor_ns), p
 
     # ------------------------------------------------------------------ emit
     def emit(self, builder: "TraceBuilder", host_ops: pd.DataFrame) -> None:
@@ -144,7 +145,8 @@ class SimulatedRuntime(DeviceRuntime):
         hdr = builder.header
         world = hdr.world_size or 1
         graphs = registry.parse_programs(builder.footer_metadata.get(registry.GRAPHS_KEY)) or None
-        prog, temps, proj, p = self.simulate(host_ops, world, graphs)
+        anchor = builder.footer_metadata.get("window_start_ns")
+        prog, temps, proj, p = self.simulate(host_ops, world, graphs, int(anchor) if str(anchor).isdigit() else None)
         if prog.graphs_used and graphs is None:
             builder.footer_metadata[registry.GRAPHS_KEY] = registry.programs_json(prog.graphs_used)
         self._project_host(builder, host_ops, proj)

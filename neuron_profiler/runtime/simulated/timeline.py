@@ -115,13 +115,17 @@ class _Device:
 
 
 def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams, topo: Topology,
-            world_size: int = 1, constraints: CollectiveConstraints | None = None) -> Projection:
+            world_size: int = 1, constraints: CollectiveConstraints | None = None,
+            anchor_ns: int | None = None) -> Projection:
     """Project ``prog`` (see the module docstring). ``templates[sig]``: the kernel of each signature;
-    ``constraints``: what other ranks impose on its collectives (see ``CollectiveConstraints``)."""
+    ``constraints``: what other ranks impose on its collectives (see ``CollectiveConstraints``);
+    ``anchor_ns``: where the projected timeline starts (the profiler window's start, the closest thing the
+    ranks of a run share; default: the first host op)."""
     h = p.host
     n = prog.n
-    # the clock runs in ns relative to the window start: float64 holds epoch-ns timestamps only to 256 ns
-    base = int(prog.measured_start.min()) if n else 0
+    # the clock runs in ns relative to the anchor: float64 holds epoch-ns timestamps only to 256 ns
+    first = int(prog.measured_start.min()) if n else 0
+    base = first if anchor_ns is None or anchor_ns > first else int(anchor_ns)
     dev = _Device(p, topo, base, constraints or {})
     hs, he = np.zeros(n), np.zeros(n)
     clocks: dict[int, float] = {}
