@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
             if not traces:
                 raise ValueError(f"{path} holds no trace of rank {args.rank}")
             obj = analysis.TraceSet(traces) if len(traces) > 1 else traces[0]
+        for t in getattr(obj, "traces", [obj]):  # a partial file is analysed as far as it reads, and says so
+            if t.loss_report():
+                print(f"neuron-analyze: warning: {t.path or t.name}: {t.loss_report()}", file=sys.stderr)
         sys.stdout.write(text_report(obj, top=args.top, all_metrics=args.all_metrics))
     except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         print(f"neuron-analyze: error: {e}", file=sys.stderr)

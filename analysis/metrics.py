@@ -15,8 +15,14 @@ from neuron_profiler.collectives import bus_factor, normalize_collective
 
 NS_PER_S = 1e9
 
-#: Neuron Explorer's "efficient DMA size": ``average_dma_size`` should be >= 32768 bytes (glossary).
-EFFICIENT_DMA_BYTES = 32768
+def _efficient_dma_bytes() -> int:
+    from neuron_profiler.hardware import model_param
+    return int(model_param("dma_efficient_size_bytes"))
+
+
+#: Neuron Explorer's "efficient DMA size": ``average_dma_size`` should be >= 32768 bytes (glossary); the value
+#: lives in the hardware table (``model.dma_efficient_size_bytes``) with its source.
+EFFICIENT_DMA_BYTES = _efficient_dma_bytes()
 
 
 def _div(num, den):
@@ -136,7 +142,8 @@ def canonical_dtype(dtype) -> str:
 def adjusted_flops_multiplier(dtype: str, device_kind: str) -> float:
     """BF16-equivalent multiplier of ``raw_flops`` (Explorer ``adjusted_flops``) for a dtype on a Neuron
     device kind, from the hardware table; 1.0 for GPUs and unknown pairs."""
-    from neuron_profiler.hardware import TARGETS, adjusted_flops_multiplier as _mult
+    from neuron_profiler.hardware import TARGETS
+    from neuron_profiler.hardware import adjusted_flops_multiplier as _mult
 
     kind = str(device_kind).lower()
     return _mult(kind, dtype) if kind in TARGETS else 1.0

@@ -1,14 +1,15 @@
 """A plain-text report of a trace for the terminal (``neuron-analyze``): key figures, hot ops,
-recommendations and, for a run of several ranks, their load balance. A view: it only formats what the
-analysis functions return."""
+recommendations and, for a run of several ranks, their load balance and cross-rank findings. A view: it only
+formats what the analysis functions return. A folder holding unrelated traces is not a run: each trace is
+reported on its own (:mod:`analysis.core.runs`)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from .hot_ops import hot_ops
-from .ranks import rank_balance
-from .recommend import recommendations
-from .summary import summary
+from .analyses.hot_ops import hot_ops
+from .analyses.ranks import rank_balance, run_recommendations
+from .analyses.recommend import recommendations
+from .analyses.summary import summary
 from .units import format_value
 
 #: summary metrics shown by default, in this order (``all_metrics=True`` shows every row)
@@ -37,8 +38,8 @@ def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
         s = s[s["metric"].isin(KEY_METRICS)].set_index("metric").reindex(
             [m for m in KEY_METRICS if m in set(s["metric"])]).reset_index()
     lines += _section("Summary")
-    width = max((len(str(m)) for m in s["metric"]), default=0)
-    lines += [f"  {str(m):<{width}}  {format_value(v, str(u))}" for m, v, u in zip(s["metric"], s["value"], s["unit"])]
+    width = max((len(str(m)) for m in s["label"]), default=0)
+    lines += [f"  {str(m):<{width}}  {format_value(v, str(u))}" for m, v, u in zip(s["label"], s["value"], s["unit"])]
     ho = hot_ops(trace)
     lines += _section(f"Hot ops (top {min(top, len(ho))} of {len(ho)} by device time)")
     if len(ho):
@@ -61,18 +62,32 @@ def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
     return "\n".join(lines)
 
 
+def run_report(traces: list) -> str:
+    """Load balance and cross-rank findings of the traces of one run."""
+    rb = rank_balance(traces)
+    table = pd.DataFrame({"rank": rb["rank"], "window": rb["window"], "step ms": rb["step_time_mean_ns"].map(_ms),
+                          "vs median": rb["step_time_vs_median"].map(lambda v: f"{v:.2f}"),
+                          "compute ms": rb["compute_time_ns"].map(_ms), "idle ms": rb["idle_time_ns"].map(_ms),
+                          "times last": rb["times_last"], "wait caused ms": rb["total_wait_caused_ns"].map(_ms)})
+    lines = [f"Run {rb['run'].iloc[0]}: {len(traces)} traces (ranks {sorted(set(rb['rank']))})",
+             *_section("Load balance across ranks"), *("  " + ln for ln in table.to_string(index=False).splitlines())]
+    rr = run_recommendations(traces)
+    lines += _section(f"Across ranks ({len(rr)})")
+    for i, r in enumerate(rr.itertuples(index=False), 1):
+        lines += [f"  {i}. [{r.severity}] {r.title}  (time lost {_ms(r.est_time_saved_ns)} ms)",
+                  f"     {r.evidence}", f"     Action: {r.action}"]
+    if not len(rr):
+        lines.append("  no straggler: no rank makes the others wait more than 1% of the run")
+    return "\n".join(lines)
+
+
 def text_report(obj, *, top: int = 10, all_metrics: bool = False) -> str:
-    """The report of a ``Trace``, or of a ``TraceSet``: its load balance across ranks, then each trace."""
-    traces = list(getattr(obj, "traces", [obj]))
+    """The report of a ``Trace``, or of a ``TraceSet``: for each run of several ranks its load balance and
+    cross-rank findings, then each trace (traces that belong to no common run stand alone)."""
+    groups = [g.traces for g in obj.groups()] if hasattr(obj, "groups") else [[obj]]
     parts = []
-    if len(traces) > 1:
-        rb = rank_balance(traces)
-        table = pd.DataFrame({"rank": rb["rank"], "window": rb["window"], "step ms": rb["step_time_mean_ns"].map(_ms),
-                              "vs median": rb["step_time_vs_median"].map(lambda v: f"{v:.2f}"),
-                              "compute ms": rb["compute_time_ns"].map(_ms), "idle ms": rb["idle_time_ns"].map(_ms),
-                              "times last": rb["times_last"], "wait caused ms": rb["total_wait_caused_ns"].map(_ms)})
-        parts.append("\n".join([f"Run of {len(traces)} traces (ranks {sorted(set(rb['rank']))})",
-                                *_section("Load balance across ranks"),
-                                *("  " + ln for ln in table.to_string(index=False).splitlines())]))
-    parts += [trace_report(t, top=top, all_metrics=all_metrics) for t in traces]
+    for traces in groups:
+        if len(traces) > 1:
+            parts.append(run_report(traces))
+        parts += [trace_report(t, top=top, all_metrics=all_metrics) for t in traces]
     return ("\n\n" + "=" * 100 + "\n").join(parts) + "\n"

@@ -3,22 +3,28 @@
 Tables follow the reader conventions (index = row id, strings Categorical, timestamps int64 ns, REF columns
 int64 with -1 = none). A ``Trace`` restricted by ``window()`` / ``select_steps()`` keeps the rows that overlap
 the window (same row ids) and shares the parent's loaded tables.
+
+Everything a ``Trace`` hands out is the caller's to change: tables and memoised analysis results are copies
+(shallow and free under pandas copy-on-write, see :mod:`analysis.core.memo`), so ``h = t.hot_ops();
+h["device_time_self_ns"] = 0`` changes nothing else. The analysis methods (``t.summary()``, ``t.hot_ops()``,
+...) are generated from :mod:`analysis.registry`; each computes once per trace (window) and arguments.
 """
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-TABLE_NAMES = ("tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows")
-#: The columns the analyses read, per table (tables not listed: all columns). ``Trace.analysis_table`` loads
-#: only these (the reader decodes only the requested columns); ``Trace.table`` / the properties load all.
-ANALYSIS_COLUMNS = {"instructions": ("track", "start_ts", "duration_ns", "engine", "opcode", "name", "framework_op",
-                                     "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "dtype",
-                                     "tensor_instruction_type")}
+from .core.memo import handout
+from .core.runs import group_runs, run_key, run_label
+from .core.tables import ANALYSIS_COLUMNS, TABLE_NAMES, WINDOW_COLUMNS, columns_of_table
+
+__all__ = ["Trace", "TraceSet", "load", "TABLE_NAMES", "ANALYSIS_COLUMNS", "columns_of_table"]
 
 
 class Trace:
@@ -35,20 +41,21 @@ class Trace:
         self.path: Path | None = Path(path) if path is not None else None
         self._name = name
         self._window = (int(window[0]), int(window[1])) if window is not None else None
-        self._shared = _shared if _shared is not None else {"tables": {}}  # full tables, shared by windows
-        self._tables: dict[str, pd.DataFrame] = {}
-        self._cache: dict[str, Any] = {}  # derived frames (analysis modules store results here)
+        # loaded whole tables and whole-trace memo, shared by every window of this trace
+        self._shared = _shared if _shared is not None else {"tables": {}, "complete": set(), "memo": {}}
+        self._tables: dict[tuple, pd.DataFrame] = {}
+        self._memo: dict[Hashable, Any] = {}
         if self._window is None:
             self._shared.setdefault("whole", self)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_builder(cls, builder: Any, name: str = "builder") -> "Trace":
+    def from_builder(cls, builder: Any, name: str = "builder") -> Trace:
         """Wrap an in-memory ``TraceBuilder`` (tables as written so far)."""
         return cls(builder, name=name)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "Trace":
+    def from_file(cls, path: str | os.PathLike) -> Trace:
         """Open a ``.nprof`` file lazily (raises ``TraceFormatError`` on a bad file)."""
         from neuron_profiler.trace import read_trace
 
@@ -80,6 +87,23 @@ class Trace:
     def simulated(self) -> bool:
         return bool(self.header.simulated)
 
+    def loss_report(self) -> str | None:
+        """What the trace file is missing (truncated, unreadable chunks, an inconsistent index), None when it is
+        complete: the reader's ``TraceFile.loss_report()`` (None for an in-memory builder)."""
+        report = getattr(self._source, "loss_report", None)
+        return report() if callable(report) else None
+
+    @property
+    def is_kineto_import(self) -> bool:
+        """True for traces imported from torch.profiler (Kineto) JSON (``header.source_format``)."""
+        return self.header is not None and self.header.source_format == "kineto-json"
+
+    @property
+    def run(self) -> str:
+        """Label of the run this trace belongs to (:func:`analysis.core.runs.run_label`): its run id, its Kineto
+        group trace id or distributed job, else the trace itself."""
+        return run_label(run_key(self))
+
     @property
     def window_bounds(self) -> tuple[int, int] | None:
         """(start_ns, end_ns) of the restriction, or None for the whole trace."""
@@ -87,57 +111,76 @@ class Trace:
 
     @property
     def devices(self) -> pd.DataFrame:
-        """One row per ``header.devices`` entry. Columns: index, kind, name, simulated, num_cores,
-        ``peak_flops_per_s_<dtype>`` (per core, dense matrix FLOP/s, one column per listed dtype),
-        ``vector_flops_per_s_<engine>``, hbm_bandwidth_bytes_per_s (device), hbm_bandwidth_per_core_bytes_per_s,
-        dma_bandwidth_per_core_bytes_per_s, hbm_capacity_bytes, interconnect_bandwidth_bytes_per_s,
-        tensor_engine_num_rows, tensor_engine_num_cols, source. Unknown numbers are NaN."""
-        if "devices" in self._cache:
-            return self._cache["devices"]
+        """One row per ``header.devices`` entry, in header order (``position`` = the row's position, the key
+        ``tracks.device`` refers to). Columns: position, index (the vendor's device id, e.g. Kineto's), kind,
+        name, simulated, num_cores, ``peak_flops_per_s_<dtype>`` (per core, dense matrix FLOP/s, one column
+        per listed dtype), ``vector_flops_per_s_<engine>``, hbm_bandwidth_bytes_per_s (device),
+        hbm_bandwidth_per_core_bytes_per_s, dma_bandwidth_per_core_bytes_per_s, hbm_capacity_bytes,
+        interconnect_bandwidth_bytes_per_s, tensor_engine_num_rows, tensor_engine_num_cols, source. Unknown
+        numbers are NaN."""
+        return self.memo("devices", self._devices_frame, shared=True)
+
+    def _devices_frame(self) -> pd.DataFrame:
+        def nz(v: float) -> float:
+            return float(v) if v else np.nan  # 0 = unknown in the format
+
         rows = []
-        for d in self.header.devices:
+        for pos, d in enumerate(self.header.devices):
             s = d.spec
-            nz = lambda v: float(v) if v else np.nan  # noqa: E731  (0 = unknown in the format)
-            r = {"index": int(d.index), "kind": d.kind, "name": d.name, "simulated": bool(d.simulated),
-                 "num_cores": int(s.num_cores) or 1,
+            r = {"position": pos, "index": int(d.index), "kind": d.kind, "name": d.name,
+                 "simulated": bool(d.simulated), "num_cores": int(s.num_cores) or 1,
                  "hbm_bandwidth_bytes_per_s": nz(s.hbm_bandwidth_bytes_per_s),
                  "hbm_bandwidth_per_core_bytes_per_s": nz(s.hbm_bandwidth_per_core_bytes_per_s),
                  "dma_bandwidth_per_core_bytes_per_s": nz(s.dma_bandwidth_per_core_bytes_per_s),
                  "hbm_capacity_bytes": nz(s.hbm_capacity_bytes),
                  "interconnect_bandwidth_bytes_per_s": nz(s.interconnect_bandwidth_bytes_per_s),
                  "tensor_engine_num_rows": int(s.tensor_engine_num_rows),
-                 "tensor_engine_num_cols": int(s.tensor_engine_num_cols),
-                 "source": s.source}
+                 "tensor_engine_num_cols": int(s.tensor_engine_num_cols), "source": s.source}
             for k, v in s.peak_flops_per_s.items():
                 r[f"peak_flops_per_s_{k}"] = nz(v)
             for k, v in s.vector_flops_per_s.items():
                 r[f"vector_flops_per_s_{k}"] = nz(v)
             rows.append(r)
-        cols = ["index", "kind", "name", "simulated", "num_cores", "hbm_bandwidth_bytes_per_s",
-                "hbm_bandwidth_per_core_bytes_per_s", "dma_bandwidth_per_core_bytes_per_s",
-                "hbm_capacity_bytes", "interconnect_bandwidth_bytes_per_s", "tensor_engine_num_rows",
-                "tensor_engine_num_cols", "source"]
-        df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
-        self._cache["devices"] = df
-        return df
+        cols = ["position", "index", "kind", "name", "simulated", "num_cores", "hbm_bandwidth_bytes_per_s",
+                "hbm_bandwidth_per_core_bytes_per_s", "dma_bandwidth_per_core_bytes_per_s", "hbm_capacity_bytes",
+                "interconnect_bandwidth_bytes_per_s", "tensor_engine_num_rows", "tensor_engine_num_cols", "source"]
+        return pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
 
-    def device_spec(self, index: int | None = None):
-        """The ``pb.HardwareSpec`` of device ``index`` (default: the first device), or None."""
+    def device_spec(self, position: int | None = None):
+        """The ``pb.HardwareSpec`` of the device at ``position`` in ``header.devices`` (the key ``tracks.device``
+        holds; not the vendor id ``Device.index``); None / -1: the first device. None when absent."""
         devs = list(self.header.devices)
         if not devs:
             return None
-        if index is None:
-            return devs[0].spec
-        for d in devs:
-            if int(d.index) == int(index):
-                return d.spec
-        return None
+        pos = 0 if position is None or position < 0 else int(position)
+        return devs[pos].spec if pos < len(devs) else None
+
+    # ------------------------------------------------------------------ memo
+    def memo(self, key: Hashable, compute: Callable[[], Any], *, shared: bool = False) -> Any:
+        """``compute()`` once per key, handed out as a copy the caller owns (:func:`analysis.core.memo.handout`).
+
+        ``shared=True`` keeps the value with the whole trace, for results that do not depend on the window
+        (device peaks, per-host-op work); otherwise each window has its own."""
+        store = self._shared["memo"] if shared else self._memo
+        if key not in store:
+            store[key] = compute()
+        return handout(store[key])
+
+    def clear_memo(self, *, shared: bool = True) -> None:
+        """Forget derived results (tables stay loaded): of this trace (window), and of the whole trace when
+        ``shared`` (the default)."""
+        self._memo.clear()
+        if shared:
+            self._shared["memo"].clear()
+            whole = self._shared.get("whole")
+            if whole is not None and whole is not self:
+                whole._memo.clear()
 
     # ------------------------------------------------------------------ tables
-    def _full_table(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def _load_table(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The unrestricted table (shared by all windows) with at least ``columns`` (None: all). Columns load
         on demand: a table first read for the analyses gets its other columns added when a caller wants them."""
-        cache, complete = self._shared["tables"], self._shared.setdefault("complete", set())
+        cache, complete = self._shared["tables"], self._shared["complete"]
         have = cache.get(name)
         if have is not None and (name in complete or (columns is not None and set(columns) <= set(have.columns))):
             return have
@@ -156,6 +199,14 @@ class Trace:
         cache[name] = df
         return df
 
+    def whole_table(self, name: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """The unrestricted table (all rows, whatever the window), with at least ``columns`` (None: all)."""
+        if name not in TABLE_NAMES:
+            raise ValueError(f"unknown table {name!r}; valid: {', '.join(TABLE_NAMES)}")
+        cols = tuple(columns) if columns is not None else None
+        df = self._load_table(name, cols)
+        return handout(df if cols is None else df[list(cols)])
+
     def table(self, name: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
         """A table as a DataFrame (restricted to the window, if any). ``name`` in ``TABLE_NAMES``; ``columns``
         (default all) limits what is loaded and returned."""
@@ -163,19 +214,18 @@ class Trace:
             raise ValueError(f"unknown table {name!r}; valid: {', '.join(TABLE_NAMES)}")
         cols = tuple(columns) if columns is not None else None
         key = (name, cols)
-        if key in self._tables:
-            return self._tables[key]
-        if cols is not None and (name, None) in self._tables:  # the whole table is already here
-            df = self._tables[(name, None)][list(cols)]
-        else:
-            need = None if cols is None else tuple(dict.fromkeys(cols + _WINDOW_COLUMNS.get(name, ())))
-            df = self._full_table(name, need)
-            if self._window is not None:
-                df = self._restrict(name, df)
-            if cols is not None:
-                df = df[list(cols)]
-        self._tables[key] = df
-        return df
+        if key not in self._tables:
+            if cols is not None and (name, None) in self._tables:  # the whole table is already here
+                df = self._tables[(name, None)][list(cols)]
+            else:
+                need = None if cols is None else tuple(dict.fromkeys(cols + WINDOW_COLUMNS.get(name, ())))
+                df = self._load_table(name, need)
+                if self._window is not None:
+                    df = self._restrict(name, df)
+                if cols is not None:
+                    df = df[list(cols)]
+            self._tables[key] = df
+        return handout(self._tables[key])
 
     def analysis_table(self, name: str) -> pd.DataFrame:
         """``table(name)`` with only the columns the analyses read (:data:`ANALYSIS_COLUMNS`): same rows and
@@ -184,6 +234,7 @@ class Trace:
         return self.table(name, cols) if cols is not None else self.table(name)
 
     def _restrict(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
+        assert self._window is not None
         lo, hi = self._window
         if name == "tracks":
             return df
@@ -194,12 +245,12 @@ class Trace:
             # keep a link when either end is in the window (a launch may start before it)
             keep = np.zeros(len(df), dtype=bool)
             for side in ("src", "dst"):
-                tab = df[f"{side}_table"].astype(str).to_numpy()
-                rows = df[f"{side}_row"].to_numpy()
-                for t in np.unique(tab):
+                tab = df[f"{side}_table"].astype("category")
+                codes, rows = tab.cat.codes.to_numpy(), df[f"{side}_row"].to_numpy()
+                for code, t in enumerate(tab.cat.categories.astype(str)):  # a few table names
                     if t in TABLE_NAMES and t not in ("flows", "tracks", "counters"):
-                        m = tab == t
-                        keep[m] |= np.isin(rows[m], self.table(t, _WINDOW_COLUMNS.get(t)).index.to_numpy())
+                        m = codes == code
+                        keep[m] |= _member(rows[m], self.table(t, WINDOW_COLUMNS.get(t)).index.to_numpy())
             return df[keep]
         start = df["start_ts"].to_numpy()
         end = start + df["duration_ns"].to_numpy()
@@ -221,33 +272,27 @@ class Trace:
         """(start_ns, end_ns): the window if restricted, else the span of all timed rows."""
         if self._window is not None:
             return self._window
-        if "time_range" not in self._cache:
-            tr = getattr(self._source, "time_range", None)
-            if tr is not None and tr[1] > tr[0]:
-                self._cache["time_range"] = (int(tr[0]), int(tr[1]))
-            else:
-                lo, hi = [], []
-                for t in ("host_ops", "instructions", "dma", "collectives"):
-                    df = self.table(t, _WINDOW_COLUMNS[t])
-                    if len(df):
-                        s = df["start_ts"].to_numpy()
-                        lo.append(s.min())
-                        hi.append((s + df["duration_ns"].to_numpy()).max())
-                c = self.table("counters", _WINDOW_COLUMNS["counters"])
-                if len(c):
-                    lo.append(c["ts"].min())
-                    hi.append(c["ts"].max())
-                self._cache["time_range"] = (int(min(lo)), int(max(hi))) if lo else (0, 0)
-        return self._cache["time_range"]
+        return self.memo("time_range", self._time_range)
 
-    # ------------------------------------------------------------------ steps and windows
-    def steps(self) -> pd.DataFrame:
-        """Profiler steps; see :func:`analysis.steps.steps`."""
-        from .steps import steps
+    def _time_range(self) -> tuple[int, int]:
+        tr = getattr(self._source, "time_range", None)
+        if tr is not None and tr[1] > tr[0]:
+            return int(tr[0]), int(tr[1])
+        lo, hi = [], []
+        for t in ("host_ops", "instructions", "dma", "collectives"):
+            df = self.table(t, WINDOW_COLUMNS[t])
+            if len(df):
+                s = df["start_ts"].to_numpy()
+                lo.append(s.min())
+                hi.append((s + df["duration_ns"].to_numpy()).max())
+        c = self.table("counters", WINDOW_COLUMNS["counters"])
+        if len(c):
+            lo.append(c["ts"].min())
+            hi.append(c["ts"].max())
+        return (int(min(lo)), int(max(hi))) if lo else (0, 0)
 
-        return steps(self)
-
-    def window(self, start_ns: int, end_ns: int) -> "Trace":
+    # ------------------------------------------------------------------ windows
+    def window(self, start_ns: int, end_ns: int) -> Trace:
         """A Trace restricted to rows overlapping [start_ns, end_ns)."""
         if end_ns <= start_ns:
             raise ValueError(f"window end ({end_ns}) must be after its start ({start_ns})")
@@ -257,7 +302,7 @@ class Trace:
         return Trace(self._source, path=self.path, name=self._name, window=(start_ns, end_ns),
                      _shared=self._shared)
 
-    def whole(self) -> "Trace":
+    def whole(self) -> Trace:
         """The unrestricted trace this one is a window of (itself when not windowed); shares loaded tables
         and whole-trace derived frames."""
         if self._window is None:
@@ -266,130 +311,32 @@ class Trace:
             self._shared["whole"] = Trace(self._source, path=self.path, name=self._name, _shared=self._shared)
         return self._shared["whole"]
 
-    def select_steps(self, first: int, last: int | None = None) -> "Trace":
-        """A Trace restricted to steps ``first``..``last`` (inclusive step numbers)."""
-        from .steps import step_window
+    def select_steps(self, first: int, last: int | None = None) -> Trace:
+        """A Trace restricted to steps ``first``..``last`` (inclusive step numbers; :func:`analysis.step_window`)."""
+        from . import registry
 
-        return self.window(*step_window(self, first, last))
-
-    # ------------------------------------------------------------------ analyses (delegate to pure functions)
-    def summary(self) -> pd.DataFrame:
-        from .summary import summary
-        return summary(self)
-
-    def summary_dict(self) -> dict:
-        from .summary import summary_dict
-        return summary_dict(self)
-
-    def hot_ops(self, by: str = "op", top: int | None = None) -> pd.DataFrame:
-        from .hot_ops import hot_ops
-        return hot_ops(self, by=by, top=top)
-
-    def roofline(self, by: str = "op") -> pd.DataFrame:
-        from .roofline import roofline
-        return roofline(self, by=by)
-
-    def roofline_ceilings(self) -> pd.DataFrame:
-        from .roofline import roofline_ceilings
-        return roofline_ceilings(self)
-
-    def collective_stats(self) -> pd.DataFrame:
-        """Per-collective algbw / busbw (:func:`analysis.collectives.collectives`)."""
-        from .collectives import collectives
-        return collectives(self)
-
-    def dma_throughput(self, bins: int = 200) -> pd.DataFrame:
-        from .dma import dma_throughput
-        return dma_throughput(self, bins=bins)
-
-    def dma_queues(self) -> pd.DataFrame:
-        from .dma import dma_queues
-        return dma_queues(self)
-
-    def dma_sizes(self) -> pd.DataFrame:
-        from .dma import dma_sizes
-        return dma_sizes(self)
-
-    def diff(self, other: "Trace") -> pd.DataFrame:
-        from .diff import diff
-        return diff(self, other)
-
-    def recommendations(self) -> pd.DataFrame:
-        from .recommend import recommendations
-        return recommendations(self)
-
-    @property
-    def is_kineto_import(self) -> bool:
-        """True for traces imported from torch.profiler (Kineto) JSON (``header.source_format``)."""
-        return self.header is not None and self.header.source_format == "kineto-json"
-
-    def device_activity(self, hta_rounding: bool = False) -> pd.DataFrame:
-        """:func:`analysis.breakdown.device_activity` of this trace, sorted by start and computed once per
-        Trace (window) and rounding mode; summary, the breakdowns and recommendations share it.
-
-        Includes DMA transfers (MEMORY) and, for Neuron traces, collectives (COMMUNICATION). Kineto-imported
-        traces leave the collectives table out: its rows are host-side ``record_param_comms`` (e.g. gloo)
-        calls, and the device side of NCCL collectives is already in the instructions as kernels."""
-        key = ("activity", bool(hta_rounding))
-        if key not in self._cache:
-            from .breakdown import device_activity
-
-            cc = None if self.is_kineto_import else self.collectives
-            self._cache[key] = device_activity(self.analysis_table("instructions"), dma=self.dma, collectives=cc,
-                                               hta_rounding=hta_rounding, sort=True)
-        return self._cache[key]
-
-    def _breakdown_kw(self, kw: dict) -> dict:
-        # Explicit dma= / collectives= tables: compute from those; otherwise use the shared activity frame.
-        if "activity" not in kw and not ({"dma", "collectives"} & set(kw)):
-            kw["activity"] = self.device_activity(hta_rounding=kw.pop("hta_rounding", False))
-        return kw
-
-    def kernel_breakdown(self, **kw):
-        """:func:`analysis.breakdown.kernel_breakdown` of this trace's device activity (instructions, DMA and,
-        for Neuron traces, collectives: see :meth:`device_activity`)."""
-        from .breakdown import kernel_breakdown
-        return kernel_breakdown(self.analysis_table("instructions"), **self._breakdown_kw(kw))
-
-    def temporal_breakdown(self, **kw):
-        """:func:`analysis.breakdown.temporal_breakdown` of :meth:`device_activity`."""
-        from .breakdown import temporal_breakdown
-        kw.setdefault("rank", self.rank)
-        return temporal_breakdown(self.analysis_table("instructions"), **self._breakdown_kw(kw))
-
-    def idle_time_breakdown(self, **kw):
-        """:func:`analysis.breakdown.idle_time_breakdown` (streams named by the tracks table)."""
-        from .breakdown import idle_time_breakdown
-        kw.setdefault("rank", self.rank)
-        kw.setdefault("tracks", self.tracks)
-        return idle_time_breakdown(self.analysis_table("instructions"), self.host_ops, self.flows, **kw)
-
-    def comm_comp_overlap(self, **kw):
-        """:func:`analysis.breakdown.comm_comp_overlap` of :meth:`device_activity`."""
-        from .breakdown import comm_comp_overlap
-        kw.setdefault("rank", self.rank)
-        return comm_comp_overlap(self.analysis_table("instructions"), **self._breakdown_kw(kw))
+        return self.window(*registry.call("step_window", self, first, last))
 
     def __repr__(self) -> str:
         w = f", window={self._window}" if self._window else ""
         return f"Trace({self.name!r}, rank={self.rank}{w})"
 
 
-_WINDOW_COLUMNS = {t: ("start_ts", "duration_ns") for t in ("host_ops", "instructions", "dma", "collectives")}
-_WINDOW_COLUMNS.update(counters=("ts",), flows=("src_table", "src_row", "dst_table", "dst_row"))
-
-
-def columns_of_table(name: str) -> list[str]:
-    """Every column of table ``name`` in the trace format."""
-    from neuron_profiler.trace.columns import columns_of
-
-    return list(columns_of(name))
+def _member(ids: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """``np.isin(ids, kept)`` for row ids (negative = none: never a member), by a lookup table, not hashing."""
+    kept = kept[kept >= 0]
+    if not len(ids) or not len(kept):
+        return np.zeros(len(ids), dtype=bool)
+    top = int(max(ids.max(), kept.max()))
+    if top >= 1 << 28:  # ids too sparse for a table (at most 256 MB of flags)
+        return np.isin(ids, kept)
+    lut = np.zeros(top + 2, dtype=bool)  # lut[-1] (the extra slot) stays False for negative ids
+    lut[kept] = True
+    return lut[np.where(ids >= 0, ids, top + 1)]
 
 
 def _accepts_columns(source: Any) -> bool:
     """True when ``source.table`` can load a subset of columns (the trace reader; not a TraceBuilder)."""
-    import inspect
-
     try:
         return "columns" in inspect.signature(source.table).parameters
     except (TypeError, ValueError):
@@ -397,7 +344,10 @@ def _accepts_columns(source: Any) -> bool:
 
 
 class TraceSet:
-    """The traces of one run (all ranks and windows), e.g. a capture output directory."""
+    """Traces loaded together (e.g. a capture output directory). A folder may hold several runs: traces
+    belong to one run only when they share a run id, a Kineto group trace id or a distributed job (same
+    ``distributedInfo`` apart from the rank, overlapping in time); every other trace stands alone
+    (:mod:`analysis.core.runs`). :meth:`groups` splits the set into its runs."""
 
     def __init__(self, traces: Iterable[Trace], path: str | os.PathLike | None = None):
         self.traces: list[Trace] = sorted(traces, key=lambda t: (t.rank, int(t.header.window_index), t.name))
@@ -408,35 +358,52 @@ class TraceSet:
         """Sorted distinct ranks."""
         return sorted({t.rank for t in self.traces})
 
+    def _labelled_groups(self) -> list[tuple[str, list[Trace]]]:
+        out: list[tuple[str, list[Trace]]] = []
+        seen: dict[str, int] = {}
+        for g in group_runs(self.traces):
+            label = run_label(run_key(g[0]))
+            seen[label] = seen.get(label, 0) + 1
+            out.append((label if seen[label] == 1 else f"{label} #{seen[label]}", g))
+        return out
+
     @property
     def runs(self) -> list[str]:
-        """Distinct ``header.run_id`` values (a capture folder may hold several runs)."""
-        return sorted({t.header.run_id for t in self.traces})
+        """Labels of the runs in this set (see :meth:`groups`), in order of their first trace."""
+        return [label for label, _ in self._labelled_groups()]
+
+    def groups(self) -> list[TraceSet]:
+        """One TraceSet per run, in order of their first trace (traces that stand alone are sets of one)."""
+        return [TraceSet(g, path=self.path) for _, g in self._labelled_groups()]
 
     def by_rank(self, rank: int) -> list[Trace]:
         """The traces (windows) of one rank."""
         return [t for t in self.traces if t.rank == rank]
 
-    def by_run(self, run_id: str) -> "TraceSet":
-        """The traces of one run."""
-        return TraceSet([t for t in self.traces if t.header.run_id == run_id], path=self.path)
+    def by_run(self, run: str) -> TraceSet:
+        """The traces of one run: a label of :attr:`runs`, or a ``header.run_id``."""
+        for label, g in self._labelled_groups():
+            if label == run or (run and g[0].header.run_id == run):
+                return TraceSet(g, path=self.path)
+        return TraceSet([], path=self.path)
 
     def collectives(self) -> pd.DataFrame:
-        """Collectives matched across ranks (:func:`analysis.collectives.collectives_across_ranks`)."""
-        from .collectives import collectives_across_ranks
-        return collectives_across_ranks(self)
+        """Collectives matched across ranks (:func:`analysis.collectives_across_ranks`)."""
+        from . import registry
+
+        return registry.call("collectives_across_ranks", self)
 
     def __len__(self) -> int:
         return len(self.traces)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Trace]:
         return iter(self.traces)
 
     def __getitem__(self, i: int) -> Trace:
         return self.traces[i]
 
     def __repr__(self) -> str:
-        return f"TraceSet({len(self.traces)} traces, ranks={self.ranks})"
+        return f"TraceSet({len(self.traces)} traces, ranks={self.ranks}, runs={len(self.runs)})"
 
 
 def _load_kineto(p: Path, cache: bool = True) -> Trace:

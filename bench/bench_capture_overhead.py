@@ -7,8 +7,11 @@ in ``on_trace_ready``, outside the profiled steps; its cost is printed separatel
 Method: the three modes are interleaved over ``--rounds`` rounds (the machine is shared); in each round a mode runs
 ``--warmup`` unmeasured steps then ``--steps`` timed steps, all inside one profiler active window for the profiled
 modes (record_shapes=True, with_modules=True for both). Step time = median over all timed steps of the mode.
+``--no-shapes`` builds both profilers with record_shapes=False (torch.profiler's default): NeuronConfig then
+still records shapes (the device model needs them), so this prints what that costs against the stock profiler
+without them.
 
-    python bench/bench_capture_overhead.py [--steps 8] [--rounds 5] [--json out.json]
+    python bench/bench_capture_overhead.py [--steps 8] [--rounds 5] [--no-shapes] [--json out.json]
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ def _timed_steps(step, n: int, prof=None) -> list[float]:
     return times
 
 
-def run_mode(mode: str, step, warmup: int, steps: int, out: Path) -> tuple[list[float], float]:
+def run_mode(mode: str, step, warmup: int, steps: int, out: Path, shapes: bool = True) -> tuple[list[float], float]:
     """(timed step seconds, export seconds) for one round of ``mode`` (none, stock, neuron)."""
     for _ in range(warmup):
         step()
@@ -72,7 +75,7 @@ def run_mode(mode: str, step, warmup: int, steps: int, out: Path) -> tuple[list[
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         kw = {"experimental_config": cfg} if cfg is not None else {}
-        with profile(activities=acts, record_shapes=True, with_modules=True, on_trace_ready=ready,
+        with profile(activities=acts, record_shapes=shapes, with_modules=True, on_trace_ready=ready,
                      schedule=schedule(wait=0, warmup=1, active=steps, repeat=1), **kw) as prof:
             _timed_steps(step, 1, prof)  # the profiler's warm-up step
             times = _timed_steps(step, steps, prof)
@@ -84,6 +87,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-shapes", action="store_true", help="profile with record_shapes=False (both modes)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -101,7 +105,7 @@ def main(argv: "list[str] | None" = None) -> dict:
         for r in range(a.rounds):
             order = ["none", "stock", "neuron"] if r % 2 == 0 else ["neuron", "stock", "none"]
             for mode in order:
-                t, e = run_mode(mode, step, a.warmup, a.steps, Path(tmp))
+                t, e = run_mode(mode, step, a.warmup, a.steps, Path(tmp), shapes=not a.no_shapes)
                 times[mode] += t
                 if mode != "none":
                     export[mode].append(e)
@@ -111,10 +115,11 @@ def main(argv: "list[str] | None" = None) -> dict:
            "neuron_over_unprofiled": round(med["neuron"] / med["none"], 3),
            "neuron_over_stock": round(med["neuron"] / med["stock"], 3),
            "export_ms_per_window": {m: round(statistics.median(v) * 1e3, 1) for m, v in export.items()},
-           "steps_per_mode": len(times["none"]), "target_neuron_over_stock_max": 1.10}
+           "steps_per_mode": len(times["none"]), "target_neuron_over_stock_max": 1.10,
+           "record_shapes": not a.no_shapes}
     res["target_met"] = res["neuron_over_stock"] <= 1.10
     print(f"model: GPT n_layer={MODEL.n_layer} n_embd={MODEL.n_embd} block={MODEL.block_size}, batch 4, AdamW; "
-          f"{a.rounds} rounds x {a.steps} timed steps per mode")
+          f"{a.rounds} rounds x {a.steps} timed steps per mode, record_shapes={not a.no_shapes}")
     for m in ("none", "stock", "neuron"):
         print(f"  {m:>7}: median step {res['step_ms'][m]:8.3f} ms")
     print(f"  stock / unprofiled      = {res['stock_over_unprofiled']:.3f}")

@@ -1,9 +1,11 @@
-"""The Dash app factory: header (trace picker, page links), URL routing, pages.
+"""The Dash app factory: header (trace picker, page links), URL routing, pages, the timeline's HTTP API.
 
-Routing: ``dcc.Location('url')`` drives the page. Pages that change the view in place (timeline zoom,
-compare pair) write the new query string to ``dcc.Location('url-out', refresh=False)``: the address bar
-(and history) follow without a rebuild; ``last-sync`` remembers it so a later echo does not rebuild either.
-The trace picker reloads the page at the new URL; the ranks of a group are plain links.
+Routing: ``dcc.Location('url')`` drives the page. Pages that change the view in place (compare pair,
+roofline filters, SQL) write the new query string to ``dcc.Location('url-out', refresh=False)``: the
+address bar (and history) follow without a rebuild; ``last-sync`` remembers it so a later echo does not
+rebuild either. The timeline keeps its window and selection in the address bar itself (history
+``replaceState``). The trace picker reloads the page at the new URL; the ranks of a group are plain links.
+Components come from dash-mantine-components (Mantine's styles ship inside its bundle: no CDN).
 """
 from __future__ import annotations
 
@@ -11,57 +13,72 @@ import json
 from pathlib import Path
 
 import dash
-from dash import Input, Output, State, dcc, html
+import dash_mantine_components as dmc
+from dash import ALL, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from .pages import collectives, compare, dma, hot_ops, roofline, summary, timeline
-from .pages.common import Ctx, error_box
-from .state import PAGE_TITLES, PAGES, ViewState, decode
-from .store import TraceStore
+from .api import register_api
+from .banner import banner
+from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
+from .pages.common import Ctx, error_box, guarded
+from .state import PAGE_TITLES, PAGES, ViewState
+from .store import TraceStore, new_request
 
 PAGE_MODULES = {"summary": summary, "timeline": timeline, "roofline": roofline, "hot_ops": hot_ops, "dma": dma,
-                "collectives": collectives, "compare": compare}
+                "collectives": collectives, "compare": compare, "query": query}
+THEME = {"fontFamily": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "primaryColor": "indigo",
+         "defaultRadius": "sm", "fontSizes": {"md": "14px"}}
+_RESET_KEYS = ['rank', 't0', 't1', 'sel', 'q', 'other', 'rows', 'pick', 'engines', 'bounds', 'note', 'region',
+               'keys', 'sql']
 
 
 def build_page(ctx: Ctx, state: ViewState):
     """The layout of one page for one URL state (pure: used by the router and the unit tests)."""
+    new_request()
     if not state.trace:
-        return error_box("no trace found under the served path" if not ctx.store.entries()
-                         else "choose a trace above")
-    return PAGE_MODULES[state.page].layout(ctx, state)
+        state = state.with_(trace=ctx.store.default_key())
+    if not state.trace:
+        return error_box("no trace found under the served path")
+    return html.Div([guarded(banner, ctx, state), PAGE_MODULES[state.page].layout(ctx, state)])
 
 
 def _nav(state: ViewState) -> list:
     return [dcc.Link(PAGE_TITLES[p], href=state.href(page=p), id=f"nav-{p}",
-                     style={"marginRight": "14px", "fontWeight": "bold" if p == state.page else "normal"})
+                     className="nx-nav-link" + (" nx-nav-active" if p == state.page else ""))
             for p in PAGES]
 
 
 def create_app(path: str | Path | None = None, *, store: TraceStore | None = None, cache_size: int = 4,
-               progress: bool = False, width_px: int = 1400) -> dash.Dash:
-    """Build the app serving the traces under ``path`` (a trace file or a directory)."""
+               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0) -> dash.Dash:
+    """Build the app serving the traces under ``path`` (a trace file or a directory). A page waits up to
+    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait)."""
     if store is None:
         if path is None:
             raise ValueError("create_app needs a path or a store")
         store = TraceStore(path, cache_size=cache_size, progress=progress)
-    ctx = Ctx(store=store, width_px=width_px)
-    app = dash.Dash(__name__, title="Neuron Explorer (open)", suppress_callback_exceptions=True,
+    ctx = Ctx(store=store, width_px=width_px, wait_s=wait_s)
+    app = dash.Dash(__name__, title="neuron-explorer", suppress_callback_exceptions=True,
                     assets_folder=str(Path(__file__).parent / "assets"), update_title=None)
     app._explorer_ctx = ctx  # for tests and the benchmark
+    app.server._explorer_app = app
     entries = store.entries()
     options = [{"label": e.label, "value": e.key} for e in entries]
-    app.layout = html.Div([
+    header = html.Header([
+        html.Div([html.Span("neuron-explorer", className="nx-brand"),
+                  dmc.Select(id="trace-picker", data=options, value=store.default_key(), searchable=True,
+                             allowDeselect=False, w=460, size="xs", comboboxProps={"withinPortal": True},
+                             maxDropdownHeight=420),
+                  html.Span(id="rank-links", className="nx-ranks")], className="nx-header-top"),
+        html.Nav(id="nav", className="nx-nav"),
+    ], className="nx-header")
+    app.layout = dmc.MantineProvider(html.Div([
         dcc.Location(id="url"), dcc.Location(id="url-out", refresh=False), dcc.Store(id="nav-dummy"),
         dcc.Store(id="last-sync"), dcc.Store(id="width", data=width_px),
-        html.Div([
-            html.Span("neuron-explorer", style={"fontWeight": "bold", "fontSize": 18, "marginRight": "18px"}),
-            dcc.Dropdown(id="trace-picker", options=options, value=store.default_key(), clearable=False,
-                         style={"width": "480px", "display": "inline-block", "verticalAlign": "middle"}),
-            html.Span(id="rank-links"),
-        ], style={"display": "flex", "alignItems": "center", "gap": "8px", "padding": "6px 0"}),
-        html.Div(id="nav", style={"padding": "6px 0", "borderBottom": "1px solid #ddd"}),
-        dcc.Loading(html.Div(id="page", style={"padding": "6px 0"}), type="default", delay_show=300),
-    ], style={"fontFamily": "sans-serif", "margin": "0 12px"})
+        header,
+        dcc.Loading(html.Main(id="page", className="nx-page"), type="default", delay_show=300,
+                    target_components={"page": "children"},  # page changes only, not in-page callbacks
+                    overlay_style={"visibility": "visible", "opacity": 0.6}),
+    ], className="nx-app"), theme=THEME)
 
     app.clientside_callback("function(p) { return Math.max(600, Math.min(3000, window.innerWidth - 200)); }",
                             Output("width", "data"), Input("url", "pathname"))
@@ -72,10 +89,8 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
                   State("width", "data"), prevent_initial_call="initial_duplicate")
     def route(pathname, search, last_sync, width):
         if last_sync is not None and (pathname or "") + (search or "") == last_sync:
-            raise PreventUpdate  # our own URL update after a zoom: the page is already showing it
-        state = decode(pathname, search)
-        if state.trace is None:
-            state = state.with_(trace=store.default_key())
+            raise PreventUpdate  # our own URL update (a page changed its view in place)
+        state = ctx.decode(pathname, search)
         ctx.width_px = int(width or width_px)
         return (build_page(ctx, state), _nav(state), state.trace, _rank_links(store, state),
                 (pathname or "") + (search or ""))
@@ -86,17 +101,23 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
             const u = new URL(window.location.href);
             const cur = u.searchParams.get('trace') || %s;
             if (!v || v === cur) { return window.dash_clientside.no_update; }
-            for (const k of ['rank', 't0', 't1', 'sel', 'q', 'other', 'rows', 'pick', 'engines', 'bounds']) { u.searchParams.delete(k); }
+            for (const k of %s) { u.searchParams.delete(k); }
             u.searchParams.set('trace', v);
             window.location.assign(u.toString());
             return window.dash_clientside.no_update;
-        }""" % json.dumps(store.default_key()).replace("<", "\\u003c"),  # file names cannot close the script
+        }""" % (json.dumps(store.default_key()).replace("<", "\\u003c"), json.dumps(_RESET_KEYS)),
         Output("nav-dummy", "data"), Input("trace-picker", "value"), prevent_initial_call=True)
+
+    app.clientside_callback(  # a section still computing: reload the page once its interval fires
+        """function(n) { if (n && n.some(x => x)) { window.location.reload(); } return window.dash_clientside.no_update; }""",
+        Output("nav-dummy", "data", allow_duplicate=True), Input({"type": "pending-refresh", "n": ALL}, "n_intervals"),
+        prevent_initial_call=True)
 
     for mod in PAGE_MODULES.values():
         reg = getattr(mod, "register", None)
         if reg is not None:
             reg(app, ctx)
+    register_api(app.server, store, timeline.picked_of)
     return app
 
 
@@ -113,6 +134,6 @@ def _rank_links(store: TraceStore, state: ViewState) -> list:
     except Exception:  # noqa: BLE001 - the page shows the error
         return []
     cur = state.rank if state.rank in ranks else ranks[0]
-    return ["rank: "] + [dcc.Link(f"{r}", href=state.href(rank=r, t0=None, t1=None, sel=None), id=f"rank-link-{r}",
-                                  style={"marginRight": "8px", "fontWeight": "bold" if r == cur else "normal"})
-                         for r in ranks]
+    return ["rank "] + [dcc.Link(f"{r}", href=state.href(rank=r, t0=None, t1=None, sel=None), id=f"rank-link-{r}",
+                                 className="nx-rank" + (" nx-rank-active" if r == cur else ""))
+                        for r in ranks]

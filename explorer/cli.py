@@ -16,7 +16,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                            f"(default: the bundled sample {SAMPLE.name})")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools); off by default")
+    p.add_argument("--debug", action="store_true",
+                   help="Dash debug mode on Flask's development server (reloader, dev tools); off by default")
+    p.add_argument("--threads", type=int, default=8, help="worker threads of the WSGI server (default 8)")
     p.add_argument("--cache", type=int, default=4, help="open traces kept in memory (default 4)")
     return p.parse_args(argv)
 
@@ -58,10 +60,29 @@ def main(argv: list[str] | None = None) -> int:
             store.preferred = key
             break
     app = create_app(store=store)
+    if store.preferred:  # the first trace's page analyses, computed while the user looks at the first page
+        from .frames import warm
+
+        warm(app._explorer_ctx, store.preferred)
     print(f"neuron-explorer serving {path} ({len(store.entries())} traces) at http://{args.host}:{args.port}/",
           flush=True)
-    app.run(host=args.host, port=args.port, debug=args.debug)
+    if args.debug:
+        app.run(host=args.host, port=args.port, debug=True)
+    else:
+        serve(app, args.host, args.port, threads=args.threads)
     return 0
+
+
+def serve(app, host: str, port: int, threads: int = 8) -> None:
+    """Serve with waitress (a production WSGI server: no development-server warning, a bounded thread pool,
+    request-size and channel limits)."""
+    import logging
+
+    import waitress
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    waitress.serve(app.server, host=host, port=port, threads=max(1, threads), ident="neuron-explorer",
+                   max_request_body_size=16 * 2**20, connection_limit=200, channel_timeout=120)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ class RowInfo:
     track: int
     depth: int = 0
     unit: str = ""
+    path: tuple[str, ...] = ()   # the track tree above this row (group = " / ".join(path))
+    measured: bool = False       # host ops drawn at the capturing machine's measured times (projected traces)
 
 
 @dataclass
@@ -86,6 +88,28 @@ class TimelineIndex:
         rows = np.asarray(rows, dtype=np.int64)
         mark[rows[(rows >= 0) & (rows < n)]] = True
         return {table: mark}
+
+    def locate(self, table: str, rids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row index or -1, start, end) of the events ``rids`` of ``table``; times in ns from the trace
+        start. Host ops of a projected trace are located on their projected rows."""
+        key = ("rowpos", table)
+        if key not in self.memo:
+            n = len(self._codes(table, "op")[0])
+            pos = np.full(n, -1, dtype=np.int32)
+            for i, info in enumerate(self.infos):
+                if info.table == table and not info.measured and self.rows[i] is not None:
+                    pos[self.ids[i]] = i
+            df = self.trace.table(table, ["start_ts", "duration_ns"])
+            st = np.zeros(n, dtype=np.int64)
+            du = np.zeros(n, dtype=np.int64)
+            st[df.index.to_numpy()] = df["start_ts"].to_numpy(dtype=np.int64) - self.origin
+            du[df.index.to_numpy()] = df["duration_ns"].to_numpy(dtype=np.int64)
+            self.memo[key] = (pos, st, du)
+        pos, st, du = self.memo[key]
+        r = np.asarray(rids, dtype=np.int64)
+        ok = (r >= 0) & (r < len(pos))
+        rr = np.where(ok, r, 0)
+        return (np.where(ok, pos[rr], -1), np.where(ok, st[rr], 0), np.where(ok, st[rr] + du[rr], 0))
 
     def match(self, table: str, q: str) -> np.ndarray:
         """Bool per row id of ``table``: the event's name, or the name of the host op that launched it
@@ -228,6 +252,49 @@ def _ancestors(meta: dict[int, dict], tid: int) -> list[int]:
     return out[::-1]
 
 
+def host_timeline_groups(trace) -> tuple[str, str] | None:
+    """Names of the two host track groups of a trace whose host timeline is projected (simulated for a
+    target: ``start_ts`` is the projection, ``measured_start_ts`` what the capturing CPU measured), else None."""
+    sim = getattr(trace.header, "simulation", None)
+    if sim is None or sim.host_timeline != "projected":
+        return None
+    target = sim.target or "the simulated device"
+    return (f"Host (projected for {target})", "Host (measured on the capturing machine)")
+
+
+def _table_rows(entries: list, meta: dict, table: str, df: pd.DataFrame, start: np.ndarray, stop: np.ndarray,
+                keep: np.ndarray | None, path_and_key, measured: bool = False) -> None:
+    """Append the rows of one event table (one per track; host ops one per nesting depth) to ``entries``."""
+    rid = df.index.to_numpy(dtype=np.int64)
+    trk = df["track"].to_numpy(dtype=np.int64)
+    if keep is not None:
+        start, stop, rid, trk = start[keep], stop[keep], rid[keep], trk[keep]
+    if not len(trk):
+        return
+    order = np.argsort(trk, kind="stable")
+    bounds = np.flatnonzero(np.diff(trk[order])) + 1
+    for part in np.split(order, bounds):
+        tid = int(trk[part[0]])
+        kind = str(meta.get(tid, {}).get("kind", "thread" if table == "host_ops" else "engine"))
+        name = str(meta.get(tid, {}).get("name", f"track {tid}"))
+        s, e, r = start[part], stop[part], rid[part]
+        if table == "host_ops":
+            o = np.argsort(s, kind="stable")
+            s, e, r = s[o], e[o], r[o]
+            depth = np.minimum(_host_depth(s, e), MAX_HOST_DEPTH)
+            subsets = [(d, depth == d) for d in np.unique(depth)]
+        else:
+            subsets = [(0, slice(None))]
+        for d, m in subsets:
+            row, o = Row.build(s[m], e[m])
+            label = name if d == 0 else f"{name} [{d}]"
+            if table == "collectives" and kind == "stream":
+                label = f"{name} collectives"
+            path, k = path_and_key(tid, kind, int(d))
+            entries.append((k, RowInfo(label, " / ".join(path), kind, table, tid, int(d), "", path, measured),
+                            row, r[m][o]))
+
+
 def build_index(trace, progress: bool = False) -> TimelineIndex:
     """Split every event table by track (and host ops by depth) into sorted rows."""
     from tqdm import tqdm
@@ -238,46 +305,34 @@ def build_index(trace, progress: bool = False) -> TimelineIndex:
     entries: list[tuple[tuple, RowInfo, Row | None, np.ndarray]] = []
     bar = tqdm(total=len(EVENT_TABLES) + 1, desc=f"indexing {trace.name}", disable=not progress, unit="table")
 
-    def group_and_key(tid: int, kind: str, table: str, depth: int) -> tuple[str, tuple]:
+    host_groups = host_timeline_groups(trace)
+
+    def group_and_key(tid: int, kind: str, table: str, depth: int, host: int = 0) -> tuple[tuple, tuple]:
         anc = _ancestors(meta, tid)
-        group = " / ".join(str(meta[a]["name"]) for a in anc) or "(no parent)"
+        path = tuple(str(meta[a]["name"]) for a in anc) or ("(no parent)",)
         order = tuple(int(meta[a].get("sort_index", a)) for a in anc)
+        if table == "host_ops" and host_groups:  # projected vs measured host timeline: two track groups
+            path, order = path + (host_groups[host],), order + (host,)
         name = str(meta.get(tid, {}).get("name", f"track {tid}"))
         eng = ENGINE_ORDER.index(name) if name in ENGINE_ORDER else len(ENGINE_ORDER)
         k = (order, KIND_ORDER.get(kind, 4), eng, int(meta.get(tid, {}).get("sort_index", tid)), tid,
              TABLE_CODE.get(table, 9), depth)
-        return group, k
+        return path, k
 
     for table in EVENT_TABLES:
         df = trace.table(table)
         bar.update(1)
         if not len(df):
             continue
-        start = df["start_ts"].to_numpy(dtype=np.int64)
-        stop = start + df["duration_ns"].to_numpy(dtype=np.int64)
-        rid = df.index.to_numpy(dtype=np.int64)
-        trk = df["track"].to_numpy(dtype=np.int64)
-        order = np.argsort(trk, kind="stable")
-        bounds = np.flatnonzero(np.diff(trk[order])) + 1
-        for part in np.split(order, bounds):
-            tid = int(trk[part[0]])
-            kind = str(meta.get(tid, {}).get("kind", "thread" if table == "host_ops" else "engine"))
-            name = str(meta.get(tid, {}).get("name", f"track {tid}"))
-            s, e, r = start[part], stop[part], rid[part]
-            if table == "host_ops":
-                o = np.argsort(s, kind="stable")
-                s, e, r = s[o], e[o], r[o]
-                depth = np.minimum(_host_depth(s, e), MAX_HOST_DEPTH)
-                subsets = [(d, depth == d) for d in np.unique(depth)]
-            else:
-                subsets = [(0, slice(None))]
-            for d, m in subsets:
-                row, o = Row.build(s[m], e[m])
-                label = name if d == 0 else f"{name} [{d}]"
-                if table == "collectives" and kind == "stream":
-                    label = f"{name} collectives"
-                group, k = group_and_key(tid, kind, table, int(d))
-                entries.append((k, RowInfo(label, group, kind, table, tid, int(d)), row, r[m][o]))
+        variants = [("start_ts", "duration_ns")]
+        if table == "host_ops" and host_groups:
+            variants.append(("measured_start_ts", "measured_duration_ns"))
+        for host, (scol, dcol) in enumerate(variants):
+            start = df[scol].to_numpy(dtype=np.int64)
+            stop = start + df[dcol].to_numpy(dtype=np.int64)
+            keep = None if host == 0 else (start != 0)  # 0 = not measured
+            _table_rows(entries, meta, table, df, start, stop, keep,
+                        lambda tid, kind, d, h=host: group_and_key(tid, kind, table, d, h), measured=host == 1)
     counters = {}
     cdf = trace.table("counters")
     bar.update(1)
@@ -291,8 +346,9 @@ def build_index(trace, progress: bool = False) -> TimelineIndex:
         for part in np.split(order, bounds):
             tid = int(trk[part[0]])
             name = str(meta.get(tid, {}).get("name", f"counter {tid}"))
-            group, k = group_and_key(tid, "counter", "counters", 0)
-            info = RowInfo(name, group, "counter", "counters", tid, 0, str(meta.get(tid, {}).get("unit", "")))
+            path, k = group_and_key(tid, "counter", "counters", 0)
+            info = RowInfo(name, " / ".join(path), "counter", "counters", tid, 0,
+                           str(meta.get(tid, {}).get("unit", "")), path)
             entries.append((k, info, None, np.asarray(part)))
             counters[tid] = (ts[part], val[part])
     entries.sort(key=lambda x: x[0])

@@ -12,13 +12,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from urllib.parse import parse_qs, urlencode
 
-PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "collectives", "compare")
+PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "collectives", "compare", "query")
 PAGE_TITLES = {"summary": "Summary", "timeline": "Timeline", "roofline": "Roofline", "hot_ops": "Hot ops",
-               "dma": "DMA", "collectives": "Collectives", "compare": "Compare"}
+               "dma": "DMA", "collectives": "Collectives", "compare": "Compare", "query": "SQL"}
+DIFF_KEYS = ("op", "module", "shape")
 SEL_TABLES = ("instructions", "dma", "collectives", "host_ops")
 COLOR_MODES = ("op", "engine", "module")
 ROOF_COLORS = ("bound", "engine")
 _MAX_LEN = 1024
+_MAX_SQL = 4000
+_URL_NAMES = {"notes": "note", "regions": "region"}  # repeated keys named in the singular
 _MAX_ITEMS = 256
 
 
@@ -40,6 +43,10 @@ class ViewState:
     roof_color: str = "bound"
     engines: tuple[str, ...] | None = None  # roofline filters (None = all)
     bounds: tuple[str, ...] | None = None
+    notes: tuple[str, ...] | None = None  # timeline notes "T0,T1,TEXT" (explorer.notes)
+    regions: tuple[str, ...] | None = None  # Summary regions shown side by side (explorer.regions keys)
+    keys: tuple[str, ...] | None = None  # Compare alignment keys (analysis.diff keys)
+    sql: str = ""  # the Query page's SQL
 
     def with_(self, **kw) -> "ViewState":
         return replace(self, **kw)
@@ -77,7 +84,7 @@ def encode(state: ViewState) -> str:
             v = f"{v[0]}:{int(v[1])}"
         elif k == "rows":
             v = ".".join(str(int(i)) for i in v)
-        q[k] = [str(x) for x in v] if isinstance(v, (tuple, list)) else str(v)
+        q[_URL_NAMES.get(k, k)] = [str(x) for x in v] if isinstance(v, (tuple, list)) else str(v)
     search = urlencode(q, doseq=True)
     return f"/{page}" + (f"?{search}" if search else "")
 
@@ -87,7 +94,7 @@ def decode(pathname: str | None, search: str | None) -> ViewState:
     page = (pathname or "/").strip("/").split("/")[-1] or "summary"
     if page not in PAGES:
         page = "summary"
-    raw = parse_qs((search or "").lstrip("?")[: 4 * _MAX_LEN], keep_blank_values=False)
+    raw = parse_qs((search or "").lstrip("?")[: 16 * _MAX_LEN], keep_blank_values=False)
     get = lambda k: raw.get(k, [None])[0]  # noqa: E731
     sel = None
     s = _str(get("sel"))
@@ -111,11 +118,14 @@ def decode(pathname: str | None, search: str | None) -> ViewState:
                      color=color, other=_str(get("other")), rows=rows,
                      pick=pick if pick is not None and pick >= 0 else None,
                      roof_color=get("roof_color") if get("roof_color") in ROOF_COLORS else "bound",
-                     engines=_strs(raw.get("engines")), bounds=_strs(raw.get("bounds")))
+                     engines=_strs(raw.get("engines")), bounds=_strs(raw.get("bounds")),
+                     notes=_strs(raw.get("note")), regions=_strs((raw.get("region") or [])[:3]),
+                     keys=tuple(k for k in _strs(raw.get("keys")) or () if k in DIFF_KEYS) or None,
+                     sql=(get("sql") or "")[:_MAX_SQL])
 
 
 def _strs(vals: list[str] | None) -> tuple[str, ...] | None:
     """Repeated query values (filters); None when absent."""
     if not vals:
         return None
-    return tuple(dict.fromkeys(v for v in vals[:_MAX_ITEMS] if _str(v)))
+    return tuple(dict.fromkeys(v for v in vals[:_MAX_ITEMS] if _str(v))) or None

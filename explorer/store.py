@@ -7,7 +7,7 @@ trace reader: no pickle, no eval).
 """
 from __future__ import annotations
 
-import re
+import concurrent.futures
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,7 +16,6 @@ from pathlib import Path
 from .rows import TimelineIndex, build_index
 
 TRACE_SUFFIXES = (".nprof", ".json", ".json.gz")
-_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 GROUP_PREFIX = "group:"
 
 
@@ -26,6 +25,27 @@ class TraceError(Exception):
 
 class TraceAccessError(TraceError, ValueError):
     """A trace key that is not served (outside the root, not a trace, not listed)."""
+
+
+class FramePending(TraceError):
+    """An analysis frame is still being computed (the page shows that and asks again)."""
+
+
+_WORKER = threading.local()
+_REQUEST = threading.local()
+
+
+def new_request() -> None:
+    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not."""
+    _REQUEST.pending = False
+
+
+def _in_worker(fn):
+    _WORKER.active = True
+    try:
+        return fn()
+    finally:
+        _WORKER.active = False
 
 
 class TraceOpenError(TraceError, RuntimeError):
@@ -45,6 +65,35 @@ class TraceEntry:
     @property
     def is_group(self) -> bool:
         return bool(self.members)
+
+
+def run_groups(base: Path, keys: list[str]) -> list[tuple[str, list[str]]]:
+    """The multi-rank runs among the ``.nprof`` files ``keys`` of one folder, as ``(run id, member keys by
+    rank)``: grouped by the analysis API (``analysis.TraceSet`` and its run grouping), never by file name.
+    Files whose header cannot be read are left out (they show their error when opened alone)."""
+    import analysis
+
+    traces, key_of = [], {}
+    for k in keys:
+        try:
+            t = analysis.Trace.from_file(base / k)
+            t.header  # noqa: B018
+        except Exception:  # noqa: BLE001 - listed alone; its page shows the error
+            continue
+        traces.append(t)
+        key_of[id(t)] = k
+    if len(traces) < 2:
+        return []
+    ts = analysis.TraceSet(traces)
+    out = []
+    for run in ts.runs:
+        sub = ts.by_run(run)
+        if len(sub.ranks) > 1:
+            first = {}
+            for t in sub.traces:  # one member per rank: its first window
+                first.setdefault(t.rank, key_of[id(t)])
+            out.append((run or "run", [first[r] for r in sorted(first)]))
+    return out
 
 
 def _is_trace_file(p: Path) -> bool:
@@ -76,6 +125,7 @@ class TraceStore:
         self._open: OrderedDict[str, dict] = OrderedDict()
         self._entries: list[TraceEntry] | None = None
         self.preferred: str | None = None
+        self._executor = None
 
     # ------------------------------------------------------------------ listing and containment
     def entries(self, refresh: bool = False) -> list[TraceEntry]:
@@ -93,22 +143,18 @@ class TraceStore:
                 # a Kineto file is listed once: analysis.load caches its conversion as <stem>.nprof beside it
                 files = [p for p in files if not p.name.endswith(".nprof") or (p.parent, _stem(p.name)) not in stems]
             out: list[TraceEntry] = []
-            groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+            by_folder: dict[str, list[str]] = {}
             for p in files:
                 key = self._key(p)
                 folder = str(Path(key).parent) if "/" in key else "."
                 out.append(TraceEntry(key, key, folder))
-                m = _RANK_RE.search(p.name)
-                if m:
-                    pattern = _RANK_RE.sub("rank*", p.name)
-                    groups.setdefault((folder, pattern), []).append((int(m.group(1)), key))
-            for (folder, pattern), members in sorted(groups.items()):
-                ranks = sorted({r for r, _ in members})
-                if len(ranks) > 1:
-                    members.sort()
-                    gkey = GROUP_PREFIX + (pattern if folder == "." else f"{folder}/{pattern}")
-                    label = f"{gkey[len(GROUP_PREFIX):]} ({len(ranks)} ranks)"
-                    out.append(TraceEntry(gkey, label, folder, tuple(k for _, k in members)))
+                if p.name.endswith(".nprof"):
+                    by_folder.setdefault(folder, []).append(key)
+            for folder, keys in sorted(by_folder.items()):
+                for run, members in run_groups(self.base, keys):
+                    gkey = GROUP_PREFIX + (run if folder == "." else f"{folder}/{run}")
+                    label = f"{gkey[len(GROUP_PREFIX):]} ({len(members)} ranks)"
+                    out.append(TraceEntry(gkey, label, folder, tuple(members)))
             self._entries = out
             return out
 
@@ -120,7 +166,19 @@ class TraceStore:
         if self.preferred is not None:
             return self.preferred
         es = self.entries()
-        return es[0].key if es else None
+        first = None
+        for e in [e for e in es if not e.is_group][:6]:  # a bare URL shows the first trace that opens and has
+            try:                                          # events (an empty one only when nothing else opens)
+                t = self.open(e.key)
+                n = sum(len(t.table(tab, ["start_ts"])) for tab in ("host_ops", "instructions"))
+            except TraceError:
+                continue
+            first = first or e.key
+            if n:
+                self.preferred = e.key
+                return e.key
+        self.preferred = first
+        return first or (es[0].key if es else None)
 
     def entry(self, key: str) -> TraceEntry:
         """The listed entry for ``key``; raises :class:`TraceAccessError` for anything else."""
@@ -169,9 +227,11 @@ class TraceStore:
             raise
         except Exception as exc:  # any reader/importer failure becomes a message, not a crash
             raise TraceOpenError(f"could not open {key}: {type(exc).__name__}: {exc}") from exc
-        return {"trace": obj, "index": {}, "lock": threading.Lock()}
+        return {"trace": obj, "index": {}, "lock": threading.Lock(), "memo": {}, "memo_locks": {}}
 
     def _open_file(self, path: Path):
+        """Open one trace file (the one place the explorer opens a file: the importers' content detection
+        and import cache plug in here)."""
         import analysis
 
         t = analysis.load(path)
@@ -209,6 +269,44 @@ class TraceStore:
                     raise TraceOpenError(f"could not index {key}: {type(exc).__name__}: {exc}") from exc
                 slot["index"][tr.rank] = idx
             return idx
+
+    def memo(self, key: str, sub, fn, wait: float | None = None):
+        """``fn()`` computed once per open trace ``key`` and ``sub`` key, shared by every page and viewer:
+        concurrent requests for the same value wait for the first (a failure is not cached).
+
+        With ``wait`` (seconds) the computation runs on the store's small worker pool and a caller that is not
+        served within ``wait`` gets :class:`FramePending` (the page shows "still computing" and asks again)
+        instead of holding a server thread for the whole analysis."""
+        slot = self._slot(key)
+        memo = slot["memo"]
+        if sub in memo:
+            return memo[sub]
+        if wait is None or getattr(_WORKER, "active", False):  # inline (nested frames compute inline too)
+            with self._lock:
+                lock = slot["memo_locks"].setdefault(sub, threading.Lock())
+            with lock:
+                if sub not in memo:
+                    memo[sub] = fn()
+                return memo[sub]
+        with self._lock:
+            fut = slot["memo_locks"].get(("future", sub))
+            if fut is None or (fut.done() and fut.exception() is not None):
+                fut = self._pool().submit(_in_worker, fn)
+                slot["memo_locks"][("future", sub)] = fut
+        if getattr(_REQUEST, "pending", False):  # this request already waited once: do not wait again
+            wait = min(wait, 0.05)
+        try:
+            value = fut.result(timeout=wait)
+        except concurrent.futures.TimeoutError:
+            _REQUEST.pending = True
+            raise FramePending(sub) from None
+        memo[sub] = value
+        return value
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="frames")
+        return self._executor
 
     def cached_keys(self) -> list[str]:
         with self._lock:

@@ -16,6 +16,7 @@ import numpy as np
 
 BASE_THRESHOLD_NS = 16
 LEVEL_FACTOR = 4
+LONG_FACTOR = 3
 
 
 @dataclass
@@ -56,7 +57,9 @@ def _empty_shapes() -> Shapes:
 
 def merge(start: np.ndarray, end: np.ndarray, count: np.ndarray, rep: np.ndarray, rep_dur: np.ndarray,
           threshold: int) -> tuple[np.ndarray, ...]:
-    """Merge start-sorted intervals whose gap to the running end is <= ``threshold`` ns.
+    """Merge start-sorted intervals whose gap to the running end is <= ``threshold`` ns; an item whose
+    longest member is longer than ``LONG_FACTOR * threshold`` stays on its own (whether an event is long
+    depends only on its own duration, so merging a merged level again stays exact).
 
     Returns (start, end, count, rep, rep_dur) of the merged groups; ``rep`` keeps the member with the
     largest ``rep_dur``.
@@ -65,7 +68,9 @@ def merge(start: np.ndarray, end: np.ndarray, count: np.ndarray, rep: np.ndarray
     if n == 0:
         return start, end, count, rep, rep_dur
     runmax = np.maximum.accumulate(end)
-    brk = np.flatnonzero(start[1:] - runmax[:-1] > threshold) + 1
+    # an event longer than LONG_FACTOR thresholds (a few pixels) never merges: wide slices keep their identity
+    long = rep_dur > LONG_FACTOR * threshold
+    brk = np.flatnonzero((start[1:] - runmax[:-1] > threshold) | long[1:] | long[:-1]) + 1
     idx = np.concatenate(([0], brk))
     if len(idx) == n:
         return start, end, count, rep, rep_dur
@@ -110,7 +115,8 @@ class Row:
             # keep a level only when it is much smaller than the last kept one
             if len(cur[0]) * 2 <= stored:
                 s, e, c, r, d = cur
-                row.levels.append(Level(thr, s, e, c, r, d, int((e - s).max()), True))
+                row.levels.append(Level(thr, s, e, c, r, d, int((e - s).max()),
+                                        bool(len(e) < 2 or np.all(e[1:] >= e[:-1]))))
                 stored = len(s)
             thr *= LEVEL_FACTOR
         return row, order

@@ -9,7 +9,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {"NeuronConfig": "neuron_profiler.config", "ProfileMode": "neuron_profiler.config",
+_LAZY = {"NeuronConfig": "neuron_profiler.config", "ProfileMode": "neuron_profiler.modes",
          "NeuronProfiler": "neuron_profiler.profiler", "profile": "neuron_profiler.profiler"}
 
 __all__ = ["NeuronConfig", "ProfileMode", "NeuronProfiler", "profile", "__version__"]

@@ -9,7 +9,7 @@ from typing import Sequence
 
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Parse ``run [options] script [args]`` and profile the script; returns its exit status."""
-    from neuron_profiler.capture import cli
+    from neuron_profiler.launch import cli
 
     p = argparse.ArgumentParser(prog="python -m neuron_profiler")
     sub = p.add_subparsers(dest="command", required=True)

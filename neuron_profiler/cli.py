@@ -1,6 +1,9 @@
 """`neuron-trace`: inspect, validate, convert and import traces.
 
-Errors are one line on stderr with exit code 2 (never a traceback for bad input)."""
+Errors are one line on stderr with exit code 2 (never a traceback for bad input, an unwritable output or a
+full disk). A trace that is missing something (truncated, unreadable chunks, an inconsistent index) is still
+shown and converted as far as it reads, with its loss report: `info` prints it, `convert` warns on stderr and
+records it in the output, `validate` lists it as a problem."""
 from __future__ import annotations
 
 import argparse
@@ -22,10 +25,12 @@ def _fmt_ns(ns: float) -> str:
 def cmd_info(args: argparse.Namespace) -> int:
     from neuron_profiler.trace import read_trace
 
-    tf = read_trace(args.trace)
+    tf = read_trace(args.trace, strict=False)
     h = tf.header
+    loss = tf.loss_report(verify=True)
     print(f"file        {tf.path} ({tf.size:,} bytes)")
-    print(f"format      {tf.format_version}{'' if tf.complete else '  (not closed cleanly: footer missing)'}")
+    print(f"format      {tf.format_version}{'' if tf.complete else '  (not closed cleanly: no usable footer)'}")
+    print(f"loss        {loss or 'none (complete, every chunk checksummed)'}")
     print(f"producer    {h.producer} {h.producer_version}  source={h.source_format or '-'}")
     print(f"rank        {h.rank} of {h.world_size}  host={h.instance_id or '-'} pid={h.process_id or '-'}"
           f"  window={h.window_index}")
@@ -46,7 +51,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     for k, v in tf.dropped_events.items():
         print(f"dropped     {k}: {v:,} events (max_events_per_nc)")
     for w in tf.warnings:
-        print(f"warning     {w}")
+        if w not in (loss or ""):  # e.g. each unreadable chunk's error
+            print(f"detail      {w}")
     return 0
 
 
@@ -54,6 +60,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from neuron_profiler.trace.validate import validate_trace
 
     problems = validate_trace(args.trace)
+    if not problems and getattr(args, "analysis", False):  # the analysis invariants (analysis.check)
+        from analysis.invariants import check_path
+
+        problems = check_path(args.trace)
     for p in problems:
         print(f"{args.trace}: {p}")
     if not problems:
@@ -62,25 +72,62 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    """Export what the trace holds; a partial trace is exported as far as it reads, with a warning, and the
+    output records its loss report (so a copy never passes for complete)."""
+    from neuron_profiler.trace import read_trace
+
     out = Path(args.output)
+    if args.to == "parquet" and Path(args.trace).is_dir():  # a run: one dataset partitioned by rank
+        return _convert_run(Path(args.trace), out)
+    with read_trace(args.trace, strict=False) as tf:
+        try:
+            written = _export(tf, out, args)
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            raise OSError(e.errno, f"cannot write {out}: {e.strerror or e}") from None
+        loss = tf.loss_report()
+    for p in written:
+        print(p)
+    if loss:
+        print(f"neuron-trace: warning: {args.trace}: {loss}", file=sys.stderr)
+    return 0
+
+
+def _convert_run(run: Path, out: Path) -> int:
+    from neuron_profiler.exporters.parquet import export_parquet, trace_files
+    from neuron_profiler.trace import read_trace
+
+    files = [read_trace(f, strict=False) for f in trace_files(run)]
+    try:
+        for p in export_parquet(files, out):
+            print(p)
+        for tf in files:
+            loss = tf.loss_report()
+            if loss:
+                print(f"neuron-trace: warning: {tf.path}: {loss}", file=sys.stderr)
+    finally:
+        for tf in files:
+            tf.close()
+    return 0
+
+
+def _export(tf, out: Path, args: argparse.Namespace) -> list[Path]:
     if args.to == "chrome":
         from neuron_profiler.exporters.chrome import export_chrome
 
-        print(export_chrome(args.trace, out))
-    elif args.to == "perfetto":
+        return [export_chrome(tf, out)]
+    if args.to == "perfetto":
         from neuron_profiler.exporters.perfetto import export_perfetto
 
-        print(export_perfetto(args.trace, out))
-    elif args.to == "parquet":
+        return [export_perfetto(tf, out)]
+    if args.to == "parquet":
         from neuron_profiler.exporters.parquet import export_parquet
 
-        for p in export_parquet(args.trace, out):
-            print(p)
-    elif args.to == "nprof":
-        from neuron_profiler.trace.builder import rewrite_trace
+        return export_parquet(tf, out)
+    from neuron_profiler.trace.builder import rewrite_trace
 
-        print(rewrite_trace(args.trace, out, compression=args.compression))
-    return 0
+    return [rewrite_trace(tf, out, compression=args.compression)]
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -115,6 +162,31 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    from neuron_profiler.projection import project_trace
+
+    src = Path(args.source)
+    out = Path(args.output) if args.output else Path.cwd() / (_stem(src.name) + f".{args.target}.nprof")
+    b = project_trace(src, args.target, num_cores=args.num_cores)
+    path = b.write(out)
+    sim = b.header.simulation
+    kernels = b.table("flows").query("kind == 'launch'")
+    print(f"{path}: {b.rows('host_ops'):,} host ops of {src.name} projected onto {args.target} "
+          f"({len(kernels):,} device launches, {b.rows('instructions'):,} instructions, {b.rows('dma'):,} DMA)")
+    if sim.unpriced_ops:
+        shown = ", ".join(sim.unpriced_ops[:8]) + (f" and {len(sim.unpriced_ops) - 8} more" if len(sim.unpriced_ops) > 8
+                                                   else "")
+        print(f"could not price (no device work simulated): {shown}")
+    return 0
+
+
+def _stem(name: str) -> str:
+    for suf in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".nprof"):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="neuron-trace", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -123,10 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_info)
     s = sub.add_parser("validate", help="decode every chunk and check every reference (exit 1 on problems)")
     s.add_argument("trace")
+    s.add_argument("--analysis", action="store_true",
+                   help="also check the analysis invariants (shares, peaks, spans: analysis.check)")
     s.set_defaults(func=cmd_validate)
     s = sub.add_parser("convert", help="export to Chrome trace JSON (chrome://tracing), Perfetto protobuf "
                                        "(ui.perfetto.dev), Parquet, or .nprof with another codec")
-    s.add_argument("trace")
+    s.add_argument("trace", help="a .nprof trace (for --to parquet also a directory of them: one run, all ranks)")
     s.add_argument("-o", "--output", required=True, help="output file (.json or .json.gz) or directory (parquet)")
     s.add_argument("--to", choices=["chrome", "perfetto", "parquet", "nprof"], default="chrome",
                    help="nprof: rewrite the trace with another --compression")
@@ -139,18 +213,45 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", help="output file (or directory for a directory source); default: the "
                                           "import cache (printed), never beside the source")
     s.set_defaults(func=cmd_import)
+    s = sub.add_parser("project", help="re-simulate a trace (e.g. a torch.profiler trace from a GPU, recorded with "
+                                       "record_shapes=True) on a Trainium target")
+    s.add_argument("source", help="Kineto JSON(.gz) or .nprof")
+    s.add_argument("--target", default="trn2", choices=["trn1", "inf2", "trn2", "trn3"])
+    s.add_argument("--num-cores", type=int, default=None, help="NeuronCores per chip (default: the target's)")
+    s.add_argument("-o", "--output", help="output .nprof (default: <stem>.<target>.nprof in the current directory)")
+    s.set_defaults(func=cmd_project)
     return p
+
+
+def _special_input(path: str) -> None:
+    """A FIFO, device or socket given as input is refused at once (opening a FIFO blocks forever, /dev/zero never
+    ends); missing paths, files and directories are left to the subcommand."""
+    from neuron_profiler.trace.files import check_input_file
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        check_input_file(p)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _special_input(getattr(args, "trace", None) or getattr(args, "source", None) or ".")
         return args.func(args)
-    except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
-        print(f"neuron-trace: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except (TraceFormatError, OSError, ValueError) as e:  # OSError: unreadable input, full disk, read-only output
+        print(f"neuron-trace: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("neuron-trace: interrupted (no partial output was left)", file=sys.stderr)
+        return 130
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror and not isinstance(e, TraceFormatError):
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ simulated trn2 runtime) from the plain-PyTorch models in ``examples/models.py``.
     python sample_traces/regenerate.py            # all
     python sample_traces/regenerate.py gpt cnn    # some
 
-Writes ``gpt_train_step.nprof`` (two training steps of a 4-layer GPT-style model, with Python stacks and host
-counters), ``cnn_inference.nprof`` (CNN inference) and
+Writes ``gpt_train_step.nprof`` (two eager training steps of a 4-layer GPT-style model under BF16 autocast,
+with Python stacks and host counters), ``gpt_train_step_compiled.nprof`` (the same steps with
+``torch.compile(model, backend="neuron")``), ``cnn_inference.nprof`` (CNN inference) and
 ``ddp_train_rank0.nprof`` / ``ddp_train_rank1.nprof`` (2-rank gloo data-parallel training step).
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from examples.models import GPT, GPTConfig, SmallCNN, gpt_batch, gpt_train_step 
 from neuron_profiler import NeuronConfig, NeuronProfiler, ProfileMode  # noqa: E402
 
 TARGET = "trn2"
-GPT_CFG = GPTConfig(vocab_size=1024, block_size=128, n_layer=4, n_head=4, n_embd=128)
+GPT_CFG = GPTConfig(vocab_size=4096, block_size=256, n_layer=4, n_head=8, n_embd=512)
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
@@ -48,22 +49,36 @@ def _profiled(cfg: NeuronConfig, steps: int, body, active: int = 1, **kw) -> Pat
     return npf.paths[0]
 
 
-def gpt(out: Path) -> list[Path]:
+def _gpt_step(model, opt, x, y) -> None:
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what a Trainium training step would run in
+        gpt_train_step(model, opt, x, y)
+
+
+def _gpt(out: Path, compiled: bool) -> Path:
     torch.manual_seed(0)
     model = GPT(GPT_CFG)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = gpt_batch(GPT_CFG, batch=8)
-    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME, ProfileMode.CPU_UTIL, ProfileMode.HOST_MEMORY],
-                       profile_output_dir=out, run_id="gpt_train_step", target=TARGET, runtime="simulated",
+    run_id = "gpt_train_step_compiled" if compiled else "gpt_train_step"
+    modes = [ProfileMode.DEVICE, ProfileMode.RUNTIME] + ([] if compiled else [ProfileMode.CPU_UTIL, ProfileMode.HOST_MEMORY])
+    cfg = NeuronConfig(modes=modes, profile_output_dir=out, run_id=run_id, target=TARGET, runtime="simulated",
                        cpu_sample_interval_s=0.01)
-    path = _profiled(cfg, 4, lambda: gpt_train_step(model, opt, x, y), active=2, with_stack=True)
-    return [_copy(path, "gpt_train_step.nprof")]
+    step_model = torch.compile(model, backend="neuron") if compiled else model
+    return _profiled(cfg, 4, lambda: _gpt_step(step_model, opt, x, y), active=2, with_stack=not compiled)
+
+
+def gpt(out: Path) -> list[Path]:
+    return [_copy(_gpt(out, compiled=False), "gpt_train_step.nprof")]
+
+
+def gpt_compiled(out: Path) -> list[Path]:
+    return [_copy(_gpt(out, compiled=True), "gpt_train_step_compiled.nprof")]
 
 
 def cnn(out: Path) -> list[Path]:
     torch.manual_seed(0)
-    model = SmallCNN().eval()
-    x = torch.randn(8, 3, 32, 32)
+    model = SmallCNN(width=32).eval()
+    x = torch.randn(16, 3, 64, 64)
     cfg = NeuronConfig(profile_output_dir=out, run_id="cnn_inference", target=TARGET, runtime="simulated")
 
     def infer() -> None:
@@ -110,7 +125,7 @@ def _copy(src: Path, name: str) -> Path:
     return dst
 
 
-SAMPLES = {"gpt": gpt, "cnn": cnn, "ddp": ddp}
+SAMPLES = {"gpt": gpt, "gpt_compiled": gpt_compiled, "cnn": cnn, "ddp": ddp}
 
 
 def main(argv: list[str]) -> None:

@@ -1,9 +1,10 @@
 """plotly figure builders, one per analysis. Each takes a Trace (or the analysis DataFrame) and returns a
-``plotly.graph_objects.Figure``; nothing here imports Dash."""
+``plotly.graph_objects.Figure``; nothing here imports Dash. ``FIGURES``: {analysis name: builder}, built from
+each analysis's ``figure`` in :mod:`analysis.registry`."""
 from __future__ import annotations
 
-from .breakdown import (comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure,
-                        temporal_breakdown_figure)
+from ..registry import REGISTRY
+from .breakdown import comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure, temporal_breakdown_figure
 from .collectives import collectives_figure, skew_heatmap
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
@@ -19,3 +20,6 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
            "rank_timeline_figure"]
+
+#: {analysis name: its figure builder}, from the registry (every registered analysis that names a figure)
+FIGURES = {name: globals()[spec.figure] for name, spec in REGISTRY.items() if spec.figure}

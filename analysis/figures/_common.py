@@ -1,7 +1,7 @@
 """Shared helpers of the figure builders: accept a Trace or an analysis DataFrame, units, empty figures."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import plotly.graph_objects as go

@@ -4,7 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from .. import metrics as M
-from ..dma import dma_queues, dma_sizes, dma_throughput
+from ..analyses.dma import dma_queues, dma_sizes, dma_throughput
 from ._common import empty_figure, frame
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..hot_ops import hot_ops
+from ..analyses.hot_ops import hot_ops
 from ._common import empty_figure, frame, short
 
 

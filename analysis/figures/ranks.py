@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..ranks import rank_balance
+from ..analyses.ranks import RANK_LANES, rank_balance, rank_timeline
 from ._common import empty_figure, frame
 
 _PARTS = (("compute_time_ns", "compute", "#4C78A8"), ("non_compute_time_ns", "non-compute", "#F58518"),
@@ -53,7 +53,6 @@ def rank_timeline_figure(obj, max_intervals: int = 1000) -> go.Figure:
     kind (compute / communication / memory), one row each; paler where an interval merges short bursts with
     gaps between them. Misaligned communication rows show who arrives late. ``obj``: a TraceSet, a list of
     Traces or a :func:`analysis.rank_timeline` DataFrame."""
-    from ..ranks import RANK_LANES, rank_timeline
 
     df = frame(obj, rank_timeline, max_intervals=max_intervals)
     title = "Ranks over time"
@@ -64,8 +63,8 @@ def rank_timeline_figure(obj, max_intervals: int = 1000) -> go.Figure:
     multi_window = df["window"].nunique() > 1
     rows = df[["rank", "window"]].drop_duplicates().itertuples(index=False)
     order = [f"rank {r}" + (f" w{w}" if multi_window else "") + f" · {lane}" for r, w in rows for lane in RANK_LANES]
-    label = (("rank " + df["rank"].astype(str) + (" w" + df["window"].astype(str) if multi_window else "")
-              + " · " + df["lane"].astype(str)))
+    label = ("rank " + df["rank"].astype(str) + (" w" + df["window"].astype(str) if multi_window else "")
+              + " · " + df["lane"].astype(str))
     present = set(label)
     order = [o for o in order if o in present]
     fig = go.Figure()

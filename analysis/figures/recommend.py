@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..recommend import recommendations
+from ..analyses.recommend import recommendations
 from ._common import empty_figure, frame
 
 _COLORS = {"high": "#d62728", "medium": "#ff7f0e", "low": "#1f77b4"}

@@ -6,9 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from ..roofline import roofline, roofline_ceilings
+from ..analyses.roofline import roofline, roofline_ceilings
 from ._common import empty_figure, short
-
 
 _BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "unknown": "#7f7f7f"}
 _CEILING_COLORS = ("#222222", "#8c564b", "#2ca02c", "#9467bd", "#17becf", "#bcbd22", "#e377c2")  # not the point colours
@@ -19,10 +18,10 @@ def roofline_figure(trace, top: int = 200, dtypes: tuple[str, ...] | None = None
                     ops: pd.DataFrame | None = None, color_by: str = "bound") -> go.Figure:
     """Log-log roofline of the ``top`` ops by device time: x = FLOP/byte, y = achieved TFLOP/s, marker size
     ~ device time, colour = ``color_by`` ("bound" or "engine"); ceilings = compute peaks (per dtype /
-    engine) and the HBM roof. ``dtypes``: limit the compute ceilings drawn (default: the dtypes of the
-    plotted ops). ``ops``: the rows of :func:`analysis.roofline` to plot (e.g. a filtered subset; default:
-    all). Each point's ``customdata`` is [device time µs, % of roof, dtype, row label in ``roofline(trace)``]
-    so a click can find its op."""
+    engine) under the memory roof per core (min of HBM and DMA bandwidth on Neuron, HBM on GPUs).
+    ``dtypes``: limit the compute ceilings drawn (default: the dtypes of the plotted ops). ``ops``: the rows
+    of :func:`analysis.roofline` to plot (e.g. a filtered subset; default: all). Each point's ``customdata``
+    is [device time µs, % of roof, dtype, row label in ``roofline(trace)``] so a click can find its op."""
     if color_by not in COLOR_BY:
         raise ValueError(f"unknown color_by {color_by!r}; valid: {', '.join(COLOR_BY)}")
     r = roofline(trace) if ops is None else ops
@@ -44,7 +43,8 @@ def roofline_figure(trace, top: int = 200, dtypes: tuple[str, ...] | None = None
         fig.add_scatter(x=xs, y=y, mode="lines",
                         line=dict(width=1.2, dash=dash, color=_CEILING_COLORS[k % len(_CEILING_COLORS)]),
                         name=f"{row['device_name']} {row['engine']} {row['dtype']} "
-                             f"({row['peak_flops_per_s'] / 1e12:.3g} TFLOP/s)")
+                             f"({row['peak_flops_per_s'] / 1e12:.3g} TFLOP/s; memory roof "
+                             f"{row['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s)")
     if len(r):
         size = 8 + 30 * np.sqrt(r["device_time_ns"] / r["device_time_ns"].max())
         if color_by == "bound":

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..steps import steps
-from ..summary import summary
+from ..analyses.steps import steps
+from ..analyses.summary import summary
 from ._common import empty_figure, frame
 
 
@@ -19,7 +19,8 @@ def summary_figure(obj) -> go.Figure:
         return empty_figure("Summary", "no metrics")
     p = p.iloc[::-1]
     val = p["value"].to_numpy(dtype=float)
-    fig = go.Figure(go.Bar(x=np.nan_to_num(val), y=p["metric"], orientation="h",
+    labels = p["label"] if "label" in p.columns else p["metric"]
+    fig = go.Figure(go.Bar(x=np.nan_to_num(val), y=labels, orientation="h",
                            text=[f"{v:.1f}%" if np.isfinite(v) else "n/a" for v in val], textposition="outside",
                            hovertext=p["description"],
                            marker_color=["#1f77b4" if np.isfinite(v) else "#cccccc" for v in val]))

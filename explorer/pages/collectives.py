@@ -8,6 +8,8 @@ from dash import html
 import analysis
 from analysis import figures
 
+from .. import frames
+
 from ..state import ViewState
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error
 
@@ -19,28 +21,34 @@ def layout(ctx: Ctx, state: ViewState):
 def _layout(ctx: Ctx, state: ViewState):
     obj = ctx.store.open(state.trace)
     trace = trace_or_error(ctx, state)
-    parts = [html.H2(f"Collectives: {trace.name}"), section("Per collective (this rank)", guarded(_per_op, trace))]
+    parts = [html.H2(f"Collectives: {trace.name}"), section("Per collective (this rank)", guarded(_per_op, ctx, state))]
     if getattr(obj, "traces", None) is not None and len(obj.traces) > 1:
-        parts.append(section(f"Across {len(obj.traces)} ranks", guarded(_across, obj)))
+        parts.append(section(f"Across {len(obj.traces)} ranks", guarded(_across, ctx, state)))
     else:
         parts.append(note("open a group of ranks (the “(N ranks)” entries) for the per-rank skew heatmap"))
     return html.Div(parts, id="collectives-page")
 
 
-def _per_op(trace):
-    df = analysis.collectives(trace)
+def _per_op(ctx, state):
+    df = frames.collectives(ctx, state)
     if not len(df):
-        return note("no collective operations in this trace")
-    return html.Div([graph(figures.collectives_figure(df), id="cc-bw", height=320),
-                     data_table(df.reset_index(), id="cc-table", page_size=10)])
+        return note("no collective operations in this trace (single-process run, or collectives not captured)")
+    origin = int(ctx.store.trace(state.trace, state.rank).time_range[0])
+    parts = []
+    bw = [c for c in ("bus_bandwidth", "busbw", "busbw_bytes_per_s") if c in df.columns]
+    if bw and not df[bw[0]].fillna(0).gt(0).any():
+        parts.append(note("Bus bandwidth is unknown for every collective here: the trace records no message "
+                          "sizes (input/output size 0), so algbw and busbw cannot be computed."))
+    return html.Div(parts + [graph(figures.collectives_figure(df), id="cc-bw", height=320),
+                             data_table(df, id="cc-table", page_size=10, origin=origin)])
 
 
-def _across(traceset):
-    matched = analysis.collectives_across_ranks(traceset)
+def _across(ctx, state):
+    matched = frames.group(ctx, state, "collectives_across_ranks", analysis.collectives_across_ranks)
     if not len(matched):
         return note("no collective matched across ranks")
     skew = figures.skew_heatmap(matched)
     if skew.data:
         skew.update_layout(height=max(280, 18 * len(skew.data[0].y) + 100))
     return html.Div([graph(skew, id="cc-skew"),
-                     data_table(matched.reset_index(drop=True), id="cc-ranks-table", page_size=10)])
+                     data_table(matched, id="cc-ranks-table", page_size=10)])

@@ -1,16 +1,21 @@
 """Helpers shared by the page modules: the app context, error boxes, tables, graphs, links."""
 from __future__ import annotations
 
+import logging
 import math
-import traceback
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import dash_ag_grid as dag
 import pandas as pd
-from dash import dash_table, dcc, html
+from dash import dcc, html
 
-from ..state import ViewState
-from ..store import TraceAccessError, TraceOpenError, TraceStore
+from ..labels import column_label, column_unit
+from ..state import ViewState, decode
+from ..store import FramePending, TraceAccessError, TraceOpenError, TraceStore
+
+LOG = logging.getLogger("explorer")
 
 
 @dataclass
@@ -19,6 +24,16 @@ class Ctx:
 
     store: TraceStore
     width_px: int = 1400
+    wait_s: float | None = None  # how long a page waits for an analysis frame before showing "computing"
+
+    def decode(self, pathname: str | None, search: str | None) -> ViewState:
+        """The URL's state, with the default trace when the URL names none (every page works from a bare URL)."""
+        state = decode(pathname, search)
+        return state if state.trace else state.with_(trace=self.store.default_key())
+
+    def memo(self, key: str, state: ViewState, fn: Callable[[], Any]) -> Any:
+        """``fn()`` computed once per (trace, rank, ``key``) while the trace is open (see TraceStore.memo)."""
+        return self.store.memo(state.trace, (state.rank, key), fn)
 
 
 def error_box(msg: str) -> html.Div:
@@ -35,11 +50,36 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
     """Run a page/section builder; any failure becomes an error box instead of a crashed callback."""
     try:
         return build(*args, **kw)
+    except FramePending:
+        return pending_box()
     except (TraceAccessError, TraceOpenError) as exc:
-        return error_box(str(exc))
-    except Exception as exc:  # noqa: BLE001 - show it, keep serving
-        tb = traceback.format_exc(limit=3)
-        return error_box(f"{type(exc).__name__}: {exc}\n{tb}")
+        return error_box(redact_paths(str(exc)))
+    except Exception as exc:  # noqa: BLE001 - show a short message, log the traceback, keep serving
+        LOG.exception("page section %s failed", getattr(build, "__qualname__", build))
+        return error_box(short_error(exc))
+
+
+_PATH_RE = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\\/\s:'\"]+){2,}")
+
+
+def pending_box() -> html.Div:
+    """A section whose analysis is still running: says so and reloads the page in a few seconds."""
+    return html.Div([html.Span("Computing this section's analysis… it appears here when ready."),
+                     dcc.Interval(id={"type": "pending-refresh", "n": id(object())}, interval=3000,
+                                  max_intervals=1)], className="note nx-pending")
+
+
+def redact_paths(text: str) -> str:
+    """``text`` with every filesystem path cut to its last component (no server paths in the browser)."""
+    return _PATH_RE.sub(lambda m: "…/" + re.split(r"[\\/]", m.group(0))[-1], text)
+
+
+def short_error(exc: BaseException) -> str:
+    """One line for the browser: the exception type and message, paths redacted (:func:`redact_paths`);
+    the server log keeps the traceback and the full message."""
+    msg = redact_paths(str(exc)).splitlines()
+    text = f"{type(exc).__name__}: {msg[0] if msg else ''}".rstrip(": ")
+    return (text[:300] + "…" if len(text) > 300 else text) + " (details in the server log)"
 
 
 def section(title: str, *children) -> html.Div:
@@ -48,38 +88,64 @@ def section(title: str, *children) -> html.Div:
 
 def _cell(v):
     if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        return float(f"{v:.6g}")
+        return None if math.isnan(v) or math.isinf(v) else v
     if hasattr(v, "item"):
-        return v.item()
+        v = v.item()
+        return None if isinstance(v, float) and (math.isnan(v) or math.isinf(v)) else v
     return v if isinstance(v, (int, str, bool)) or v is None else str(v)
 
 
-def df_records(df: pd.DataFrame, limit: int = 2000) -> list[dict]:
-    """DataFrame -> JSON-safe records (6 significant digits for floats)."""
+def df_records(df: pd.DataFrame, limit: int = 5000) -> list[dict]:
+    """DataFrame -> JSON-safe records with full precision (the grid formats for display)."""
     df = df.head(limit)
     cols = [str(c) for c in df.columns]
     return [{c: _cell(v) for c, v in zip(cols, row)} for row in df.itertuples(index=False, name=None)]
 
 
-def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int = 2000,
-               link_col: str | None = None) -> dash_table.DataTable:
-    """Sortable, filterable table (``link_col`` holds markdown links)."""
+def table_frame(df: pd.DataFrame, origin: int | None = None) -> pd.DataFrame:
+    """The frame as a grid shows it: a named index becomes a column, an unnamed one is dropped (no pandas
+    ``index`` column); absolute timestamps become ns from the trace start when ``origin`` is given."""
+    named = [n for n in (df.index.names or []) if n is not None]
+    out = df.reset_index() if named else df.reset_index(drop=True)
+    if origin is not None:
+        for c in out.columns:
+            if column_unit(str(c)) == "ts" and pd.api.types.is_numeric_dtype(out[c]):
+                out[c] = out[c] - origin
+    return out
+
+
+def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int = 5000,
+               link_col: str | None = None, origin: int | None = None, height: int | None = None):
+    """A dash-ag-grid of ``df`` (sortable, filterable, resizable): human headers, values formatted by unit
+    (durations, timestamps from the trace start, exact byte counts, GB/s, TFLOP/s) while the raw numbers stay
+    in the grid for sorting and copying. ``link_col`` holds markdown links."""
+    df = table_frame(df, origin)
     cols = []
     for c in df.columns:
-        spec = {"name": str(c), "id": str(c)}
+        c = str(c)
+        spec = {"field": c, "headerName": column_label(c), "headerTooltip": c}
+        unit = column_unit(c)
         if c == link_col:
-            spec["presentation"] = "markdown"
-        elif pd.api.types.is_numeric_dtype(df[c]):
-            spec["type"] = "numeric"
+            spec.update(cellRenderer="markdown", sortable=False, filter=False, cellRendererParams={"linkTarget": "_self"})
+        elif pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]):
+            spec.update(type="rightAligned", filter="agNumberColumnFilter",
+                        valueFormatter={"function": f"fmtUnit(params.value, {unit!r})"})
+            if unit == "ts":
+                spec["headerName"] += " (from trace start)"
         cols.append(spec)
-    return dash_table.DataTable(id=id, columns=cols, data=df_records(df, limit), sort_action="native",
-                                filter_action="native", page_size=page_size,
-                                style_table={"overflowX": "auto"},
-                                style_cell={"fontFamily": "monospace", "fontSize": 12, "maxWidth": 420,
-                                            "overflow": "hidden", "textOverflow": "ellipsis"},
-                                markdown_options={"link_target": "_self"})
+    n = min(len(df), limit)
+    opts = {"pagination": n > page_size, "paginationPageSize": page_size, "enableCellTextSelection": True,
+            "ensureDomOrder": True, "tooltipShowDelay": 300}
+    if height is None:
+        opts["domLayout"] = "autoHeight"
+    wide = len(cols) > 8  # many columns: size each to its content (scroll sideways) instead of squeezing
+    col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90}
+    if not wide:
+        col_def["flex"] = 1
+    return dag.AgGrid(id=id, columnDefs=cols, rowData=df_records(df, limit), dashGridOptions=opts,
+                      defaultColDef=col_def, columnSize="autoSize" if wide else "responsiveSizeToFit",
+                      className="ag-theme-quartz nx-grid",
+                      style={"height": f"{height}px"} if height else {"width": "100%"})
 
 
 def graph(fig, id: str | dict | None = None, height: int | None = None) -> dcc.Graph:

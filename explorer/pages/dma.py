@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dash import html
 
-import analysis
 from analysis import figures
+
+from .. import frames
 
 from ..state import ViewState
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error
@@ -24,15 +25,16 @@ def _layout(ctx: Ctx, state: ViewState):
     return html.Div([
         html.H2(f"DMA: {trace.name}"),
         section("Throughput over time",
-                guarded(lambda: graph(figures.dma_throughput_figure(trace), id="dma-throughput", height=320))),
-        section("Queues", guarded(_with_table, analysis.dma_queues, figures.dma_queues_figure, trace, "dma-queues")),
-        section("Transfer sizes", guarded(_with_table, analysis.dma_sizes, figures.dma_sizes_figure, trace,
+                guarded(lambda: graph(frames.figure(ctx, state, "dma_throughput", figures.dma_throughput_figure),
+                                      id="dma-throughput", height=320))),
+        section("Queues", guarded(_with_table, ctx, state, "queues", figures.dma_queues_figure, "dma-queues")),
+        section("Transfer sizes", guarded(_with_table, ctx, state, "sizes", figures.dma_sizes_figure,
                                           "dma-sizes")),
     ], id="dma-page")
 
 
-def _with_table(fn, figure_fn, trace, id_: str):
+def _with_table(ctx, state, what: str, figure_fn, id_: str):
     """The figure of one DMA analysis and its table."""
-    df = fn(trace)
+    df = frames.dma(ctx, state, what)
     return html.Div([graph(figure_fn(df), id=id_, height=300),
-                     data_table(df.reset_index(), id=f"{id_}-table", page_size=10)])
+                     data_table(df, id=f"{id_}-table", page_size=10)])

@@ -1,15 +1,19 @@
-"""Hot ops page: sortable, filterable table (analysis.hot_ops), top-ops bar chart
-(analysis.figures.hot_ops_figure), treemap by module (analysis.figures.module_treemap_figure)."""
+"""Hot ops page: sortable, filterable grid (analysis.hot_ops), top-ops bar chart
+(analysis.figures.hot_ops_figure), treemap by module (analysis.figures.module_treemap_figure).
+
+Grouped by stack, rows are labelled by the innermost frames that distinguish them (the full stack stays in
+the grid); grouped by module, unattributed device time is "(no module)"."""
 from __future__ import annotations
 
-from dash import Input, Output, State, dcc, html
+from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
-import analysis
 from analysis import figures
-from analysis.hot_ops import GROUPINGS
+from analysis.analyses.hot_ops import GROUPINGS
 
-from ..state import ViewState, decode
+from .. import frames
+from ..labels import stack_labels
+from ..state import ViewState
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error
 
 
@@ -18,25 +22,44 @@ def layout(ctx: Ctx, state: ViewState):
 
 
 def _layout(ctx: Ctx, state: ViewState):
+    import dash_mantine_components as dmc
+
     trace = trace_or_error(ctx, state)
     return html.Div([
         html.H2(f"Hot ops: {trace.name}"),
-        html.Label("Group by "), dcc.RadioItems(id="ho-by", options=list(GROUPINGS), value="op", inline=True),
-        html.Div(id="ho-body", children=guarded(body, trace, "op")),
-        section("Device time by module", guarded(_treemap, trace)),
+        dmc.SegmentedControl(id="ho-by", data=[{"label": f"by {g}", "value": g} for g in GROUPINGS], value="op",
+                             size="xs"),
+        html.Div(id="ho-body", children=guarded(body, ctx, state, "op")),
+        section("Device time by module", guarded(_treemap, ctx, state)),
     ], id="hot-ops-page")
 
 
-def body(trace, by: str):
-    df = analysis.hot_ops(trace, by=by)
+def display_frame(df, by: str):
+    """hot_ops rows as shown: readable stack labels, "(no module)" for unattributed time."""
+    df = df.copy()
+    if by in ("stack", "module"):
+        keys = [str(k) for k in df.index]
+        if by == "stack":
+            df.insert(0, "stack_label", stack_labels(keys))
+        df.index = [k if k.strip() else ("(no module)" if by == "module" else "(no stack)") for k in keys]
+        df.index.name = by
+    return df
+
+
+def body(ctx: Ctx, state: ViewState, by: str):
+    df = frames.hot_ops(ctx, state, by)
     if not len(df):
-        return note("no device work attributed to ops in this trace")
-    return html.Div([graph(figures.hot_ops_figure(df), id="ho-bar"),
-                     data_table(df.reset_index(), id="ho-table", page_size=15)])
+        return note("no device work attributed to ops in this trace (device events without a launching host op)")
+    shown = display_frame(df, by)
+    fig_df = shown.set_index("stack_label") if by == "stack" else shown
+    return html.Div([graph(figures.hot_ops_figure(fig_df), id="ho-bar"),
+                     data_table(shown, id="ho-table", page_size=15)])
 
 
-def _treemap(trace):
-    fig = figures.module_treemap_figure(trace)
+def _treemap(ctx: Ctx, state: ViewState):
+    fig = frames.figure(ctx, state, "module_treemap", figures.module_treemap_figure)
+    if not fig.data or not len(getattr(fig.data[0], "labels", []) or []):
+        return note("no module information in this trace (modules come from the capture's module hooks)")
     fig.update_layout(title=None, margin={"t": 10})  # the section heading names it
     return graph(fig, id="ho-treemap", height=420)
 
@@ -47,4 +70,4 @@ def register(app, ctx: Ctx) -> None:
     def regroup(by, pathname, search):
         if by not in GROUPINGS:
             raise PreventUpdate
-        return guarded(lambda: body(trace_or_error(ctx, decode(pathname, search)), by))
+        return guarded(body, ctx, ctx.decode(pathname, search), by)

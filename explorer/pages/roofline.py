@@ -8,10 +8,11 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-import analysis
 from analysis import figures
 
-from ..state import ROOF_COLORS, ViewState, decode
+from .. import frames
+
+from ..state import ROOF_COLORS, ViewState
 from .common import Ctx, data_table, graph, guarded, note, search_of, section, trace_or_error
 
 
@@ -21,7 +22,7 @@ def layout(ctx: Ctx, state: ViewState):
 
 def _layout(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
-    pts = analysis.roofline(trace)
+    pts = frames.roofline(ctx, state)
     engines = sorted(map(str, pts["engine"].unique()))
     bounds = sorted(map(str, pts["bound"].unique()))
     controls = html.Div([
@@ -36,7 +37,9 @@ def _layout(ctx: Ctx, state: ViewState):
     ], style={"display": "flex", "alignItems": "center", "flexWrap": "wrap", "gap": "4px"})
     body = [html.H2(f"Roofline: {trace.name}")]
     if not len(pts):
-        body.append(note("no op with FLOPs or bytes in this trace: nothing to place on the roofline"))
+        body.append(note("Empty roofline: no op in this trace has FLOPs or bytes (the op model needs recorded "
+                         "input shapes: capture with record_shapes=True), so nothing can be placed under the "
+                         "roofs."))
     body += [controls, html.Div(id="rf-graph-box", children=graph(figure(trace, pts, state), id="rf-graph")),
              html.Div(id="rf-selected", children=note("click a point to select its events on the timeline")),
              section("Ops on the roofline", data_table(pts, id="rf-table", page_size=15))]
@@ -57,7 +60,7 @@ def figure(trace, pts: pd.DataFrame, state: ViewState):
 
 def _graph(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
-    return graph(figure(trace, analysis.roofline(trace), state), id="rf-graph")
+    return graph(figure(trace, frames.roofline(ctx, state), state), id="rf-graph")
 
 
 def _listed(value, options) -> tuple[str, ...] | None:
@@ -73,7 +76,7 @@ def register(app, ctx: Ctx) -> None:
                   State("rf-engines", "options"), State("rf-bounds", "options"), State("url", "pathname"),
                   State("url", "search"), prevent_initial_call=True)
     def redraw(color, engines, bounds, engine_opts, bound_opts, pathname, search):
-        state = decode(pathname, search).with_(roof_color=color if color in ROOF_COLORS else "bound",
+        state = ctx.decode(pathname, search).with_(roof_color=color if color in ROOF_COLORS else "bound",
                                                 engines=_listed(engines, engine_opts),
                                                 bounds=_listed(bounds, bound_opts))
         search = search_of(state)
@@ -86,13 +89,16 @@ def register(app, ctx: Ctx) -> None:
         custom = pts[0].get("customdata")
         if not isinstance(custom, list) or len(custom) < 4:
             raise PreventUpdate  # a ceiling line, not an op
-        return guarded(_selected, ctx, decode(pathname, search), int(custom[3]))
+        return guarded(_selected, ctx, ctx.decode(pathname, search), int(custom[3]))
 
 
 def _selected(ctx: Ctx, state: ViewState, point: int):
-    trace = trace_or_error(ctx, state)
-    rows = analysis.roofline_point_rows(trace, point)
-    op = analysis.roofline(trace).loc[point, "op"]
+    trace_or_error(ctx, state)  # the store's errors (not served, bad file) before the frames
+    pts = frames.roofline(ctx, state)
+    if point not in pts.index:
+        return note(f"no roofline point {point} in this trace")
+    rows = frames.roofline_point_rows(ctx, state, point)
+    op = pts.loc[point, "op"]
     sel = ("instructions", int(rows[0])) if len(rows) else None
     return html.Div([html.B(str(op)), f" — {len(rows):,} instructions ",
                      dcc.Link("select them on the timeline", id="rf-timeline-link",

@@ -1,41 +1,61 @@
-"""Summary page: KPI cards (analysis.summary), for a group of ranks the ranks on one time axis
-(analysis.rank_timeline + rank_timeline_figure) and their load balance (analysis.rank_balance +
-rank_balance_figure), steps (analysis.steps + steps_figure) and the temporal
-breakdown (analysis.figures.temporal_breakdown_figure), ranked recommendations with links that open the
-timeline at the cited time range."""
+"""Summary page: KPI cards (analysis.summary, labelled in words and units), the Summary of up to 3 regions
+side by side (steps, collectives, modules: explorer.regions), the notes of the trace, for a group of ranks
+the ranks on one time axis and their load balance, steps, the temporal breakdown, ranked recommendations
+with links that open the timeline at the cited time range."""
 from __future__ import annotations
 
 import math
 
 import pandas as pd
-from dash import dcc, html
+from dash import Input, Output, State, dcc, html
 
 import analysis
 from analysis import figures
 from analysis.units import format_value
 
+from .. import frames
+from ..labels import metric_label
+from ..notes import note_list, notes_for
+from ..regions import by_key, regions
 from ..state import SEL_TABLES, ViewState
-from .common import Ctx, data_table, graph, guarded, note, section
-from .common import trace_or_error, window_href
+from .common import Ctx, data_table, graph, guarded, note, search_of, section, trace_or_error, window_href
 
 KEY_METRICS = ("step_time_mean_ns", "total_time", "mfu_estimated_percent", "hfu_estimated_percent",
                "mbu_estimated_percent", "device_active_percent")
 
 
+def _labels(df: pd.DataFrame) -> list[str]:
+    lab = df["label"] if "label" in df.columns else [None] * len(df)
+    return [metric_label(m, x) for m, x in zip(df["metric"], lab)]
+
+
 def kpi_cards(df: pd.DataFrame) -> html.Div:
     rows = df.copy()
+    rows["_label"] = _labels(rows)
     rows["_key"] = [0 if m in KEY_METRICS else 1 for m in rows["metric"]]
     rows = rows.sort_values("_key", kind="stable")
     cards = []
-    for m, v, u, d in zip(rows["metric"], rows["value"], rows["unit"], rows["description"]):
+    for m, lab, v, u, d in zip(rows["metric"], rows["_label"], rows["value"], rows["unit"], rows["description"]):
         if v is None or (isinstance(v, float) and math.isnan(v)):
             continue
-        cards.append(html.Div([html.Div(str(m), style={"fontSize": 11, "color": "#555"}),
-                               html.Div(format_value(v, str(u)), style={"fontSize": 20, "fontWeight": "bold"})],
-                              title=str(d), className="kpi-card",
-                              style={"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
-                                     "minWidth": "150px", "background": "#fafafa"}))
+        cards.append(html.Div([html.Div(lab, className="kpi-label"),
+                               html.Div(format_value(v, str(u)), className="kpi-value")],
+                              title=f"{d} ({m})", className="kpi-card", **{"data-metric": str(m)}))
     return html.Div(cards, id="kpi-cards", style={"display": "flex", "flexWrap": "wrap", "gap": "8px"})
+
+
+def region_table(ctx: Ctx, state: ViewState, chosen: list[dict]) -> html.Table:
+    """The Summary of each chosen region side by side (metric rows, one column per region)."""
+    cols = [frames.summary(ctx, state, (r["start_ts"], r["end_ts"])) for r in chosen]
+    base = cols[0]
+    head = html.Tr([html.Th("Metric")] + [html.Th(r["label"]) for r in chosen])
+    body = []
+    for i, (m, lab, u) in enumerate(zip(base["metric"], _labels(base), base["unit"])):
+        vals = [c["value"].iloc[i] if i < len(c) and c["metric"].iloc[i] == m else math.nan for c in cols]
+        if all(isinstance(v, float) and math.isnan(v) for v in vals):
+            continue
+        body.append(html.Tr([html.Td(lab, title=m)] + [html.Td(format_value(v, str(u))) for v in vals]))
+    return html.Table([html.Thead(head), html.Tbody(body)], className="nx-regions", id="region-table")
 
 
 def layout(ctx: Ctx, state: ViewState):
@@ -46,58 +66,83 @@ def _layout(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
     origin = int(trace.time_range[0])
     parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
-    if getattr(trace, "simulated", False):
-        parts.append(note("Device events in this trace come from the simulated Neuron runtime."))
-    parts.append(section("Key figures", guarded(lambda: kpi_cards(analysis.summary(trace)))))
+    parts.append(section("Key figures", _region_picker(ctx, state),
+                         html.Div(guarded(_figures, ctx, state), id="sum-figures")))
+    notes = notes_for(ctx, state)
+    if notes:
+        parts.append(section("Notes", note_list(notes, state, with_delete=False)))
     group = ctx.store.open(state.trace)
     if len(getattr(group, "traces", ())) > 1:
-        parts.append(section(f"Ranks ({len(group.traces)} traces of this group)", guarded(_ranks, group, state)))
-    parts.append(section("Steps", guarded(_steps, trace, state, origin)))
-    parts.append(section("Recommendations", guarded(_recommendations, trace, state, origin)))
+        parts.append(section(f"Ranks ({len(group.traces)} traces of this group)", guarded(_ranks, ctx, state)))
+    parts.append(section("Steps", guarded(_steps, ctx, state, origin)))
+    parts.append(section("Recommendations", guarded(_recommendations, ctx, state, origin)))
     entries = ctx.store.entries()
     if len(entries) > 1:
         parts.append(section("Traces served here", trace_list(entries, state)))
     return html.Div(parts, id="summary-page")
 
 
-def _steps(trace, state: ViewState, origin: int):
-    st = analysis.steps(trace)
+def _region_picker(ctx: Ctx, state: ViewState):
+    import dash_mantine_components as dmc
+
+    opts = guarded(regions, ctx, state)
+    if not isinstance(opts, list) or not opts:
+        return None
+    return dmc.MultiSelect(id="sum-regions", data=[{"value": r["key"], "label": r["label"]} for r in opts],
+                           value=[r["key"] for r in by_key(ctx, state, state.regions)], maxValues=3,
+                           searchable=True, clearable=True, size="xs", w=620,
+                           placeholder="Whole trace; choose up to 3 regions (steps, collectives, modules) to "
+                                       "compare them side by side", mb=8)
+
+
+def _figures(ctx: Ctx, state: ViewState):
+    chosen = by_key(ctx, state, state.regions)
+    if chosen:
+        return region_table(ctx, state, chosen)
+    return kpi_cards(frames.summary(ctx, state))
+
+
+def _steps(ctx: Ctx, state: ViewState, origin: int):
+    st = frames.steps(ctx, state)
     out = []
     if len(st):
         st = st.copy()
         st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
                           for a, b in zip(st["start_ts"], st["end_ts"])]
-        out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline"))
+        out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin))
         out.append(graph(figures.steps_figure(st), id="steps-fig", height=300))
     else:
-        out.append(note("no profiler steps in this trace"))
-    out.append(guarded(lambda: graph(figures.temporal_breakdown_figure(trace), id="step-breakdown-fig",
-                                     height=320)))
+        out.append(note("no profiler steps in this trace (a capture without prof.step() calls): the whole trace "
+                        "is one region"))
+    out.append(guarded(lambda: graph(frames.figure(ctx, state, "temporal", figures.temporal_breakdown_figure),
+                                     id="step-breakdown-fig", height=320)))
     return html.Div(out)
 
 
-def _ranks(group, state: ViewState):
+def _ranks(ctx: Ctx, state: ViewState):
     """The group's ranks on one time axis (analysis.rank_timeline) and their load balance
     (analysis.rank_balance), each table row linking to that rank's summary."""
-    df = analysis.rank_balance(group)
+    df = frames.group(ctx, state, "rank_balance", analysis.rank_balance).copy()
     df.insert(0, "open", [f"[rank {r}]({state.href(page='summary', rank=int(r))})" for r in df["rank"]])
-    return html.Div([graph(figures.rank_timeline_figure(analysis.rank_timeline(group)), id="rank-timeline-fig"),
+    tl = frames.group(ctx, state, "rank_timeline", analysis.rank_timeline)
+    return html.Div([graph(figures.rank_timeline_figure(tl), id="rank-timeline-fig"),
                      graph(figures.rank_balance_figure(df), id="rank-balance-fig"),
                      data_table(df, id="rank-balance-table", page_size=16, link_col="open")])
 
 
-def _recommendations(trace, state: ViewState, origin: int):
-    rec = analysis.recommendations(trace)
+def _recommendations(ctx: Ctx, state: ViewState, origin: int):
+    trace = trace_or_error(ctx, state)
+    rec = frames.recommendations(ctx, state)
     if not len(rec):
         return note("no recommendation fired for this trace")
     items = []
-    for i, r in enumerate(rec.itertuples(index=False)):
+    for r in rec.itertuples(index=False):
         d = r._asdict()
         link = None
         s, e = d.get("start_ts"), d.get("end_ts")
         if s is not None and e is not None and not pd.isna(s) and not pd.isna(e) and int(e) >= int(s):
             link = dcc.Link("show on timeline", href=window_href(state, origin, int(s), max(int(e), int(s) + 1)),
-                          className="rec-link", style={"marginLeft": "8px"})
+                            className="rec-link", style={"marginLeft": "8px"})
         cited = _cited_event_link(trace, state, origin, d.get("event_table"), d.get("event_rows"))
         if cited is not None:
             link = html.Span([link, cited]) if link is not None else cited
@@ -115,7 +160,7 @@ def _cited_event_link(trace, state: ViewState, origin: int, table, rows):
     """Link that opens the timeline on the first event a recommendation cites, selected."""
     if table not in SEL_TABLES or rows is None or not len(rows):
         return None
-    df = trace.table(table)
+    df = trace.table(table, ["start_ts", "duration_ns"])
     rid = int(rows[0])
     if rid not in df.index:
         return None
@@ -128,12 +173,23 @@ def _cited_event_link(trace, state: ViewState, origin: int, table, rows):
 def trace_list(entries, state: ViewState) -> html.Ul:
     """Links to every served trace; the ranks of one run are listed under their group."""
     grouped = {m for e in entries if e.is_group for m in e.members}
+    reset = dict(rank=None, t0=None, t1=None, sel=None, regions=None, notes=None)
     items = []
     for e in entries:
         if e.is_group:
-            items.append(html.Li([dcc.Link(e.label, href=state.href(trace=e.key, rank=None, t0=None, t1=None, sel=None)),
-                                  html.Ul([html.Li(dcc.Link(m, href=state.href(trace=m, rank=None, t0=None, t1=None,
-                                                                               sel=None))) for m in e.members])]))
+            items.append(html.Li([dcc.Link(e.label, href=state.href(trace=e.key, **reset)),
+                                  html.Ul([html.Li(dcc.Link(m, href=state.href(trace=m, **reset)))
+                                           for m in e.members])]))
         elif e.key not in grouped:
-            items.append(html.Li(dcc.Link(e.label, href=state.href(trace=e.key, rank=None, t0=None, t1=None, sel=None))))
+            items.append(html.Li(dcc.Link(e.label, href=state.href(trace=e.key, **reset))))
     return html.Ul(items, id="trace-list")
+
+
+def register(app, ctx: Ctx) -> None:
+    @app.callback(Output("sum-figures", "children"), Output("url-out", "search", allow_duplicate=True),
+                  Output("last-sync", "data", allow_duplicate=True), Input("sum-regions", "value"),
+                  State("url", "pathname"), State("url", "search"), prevent_initial_call=True)
+    def pick_regions(keys, pathname, search):
+        state = ctx.decode(pathname, search).with_(regions=tuple(keys or ())[:3] or None)
+        s = search_of(state)
+        return guarded(_figures, ctx, state), s, "/summary" + s

@@ -1,286 +1,283 @@
-"""Timeline page: rows per core/engine, DMA queue, CC core, stream, host thread and counter, drawn at a
-server-side level of detail; zoom re-queries the store; click opens event details with flows."""
+"""Timeline page: the canvas timeline (assets/timeline.js) fed by ``/api/timeline/view``, with the details,
+area-selection, results and notes panels beside it.
+
+The canvas hit-tests whole slices (hover and click anywhere on a slice), draws labels inside slices, the
+track tree (per process, device, core, queue; collapsible), counters with scales and values under the
+cursor, an adaptive time axis from the trace start, flows of the selected event, and the area selection.
+Keys: W/S zoom, A/D pan (arrow keys too), F fits the selection, N / Shift+N next / previous result, Esc
+clears the area. Callbacks here fetch and lay out: details of an event, aggregates of an area
+(:mod:`explorer.selection`), search results, notes (:mod:`explorer.notes`).
+"""
 from __future__ import annotations
 
-import analysis
 import numpy as np
-import pandas as pd
-from dash import Input, Output, State, ctx as dash_ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from ..rows import COLOR_MODES, EVENT_TABLES, event_label
-from ..state import ViewState
-from ..viewport import ID_SHIFT, build_figure, query_view
-from .common import Ctx, error_box, guarded, note, search_of, window_href
+import analysis
 
-DETAIL_CHILDREN = 25
+from ..notes import note_list, notes_for
+from ..rows import COLOR_MODES, EVENT_TABLES
+from ..selection import area_stats
+from ..state import ViewState
+from .common import Ctx, data_table, error_box, guarded, note, window_href
+from .timeline_details import details, flows_of
+
+MAX_RESULTS = 10_000
+LISTED_RESULTS = 200
 
 
 def layout(ctx: Ctx, state: ViewState):
     return guarded(_layout, ctx, state)
 
 
-def _layout(ctx: Ctx, state: ViewState):
-    index = ctx.store.timeline(state.trace, state.rank)
-    groups = index.groups
-    rows = [i for i in state.rows or () if i < len(groups)] or None  # URL positions that exist here
-    shown = [groups[i] for i in rows] if rows else None
-    view = query_view(index, state.t0, state.t1, ctx.width_px, shown, state.q, picked=_picked(index, state.pick))
-    fig = build_figure(index, view, state.color, state.sel, revision=f"{state.trace}|{state.rank}")
-    st = {"trace": state.trace, "rank": state.rank, "t0": view.t0, "t1": view.t1, "q": state.q,
-          "color": state.color, "sel": list(state.sel) if state.sel else None, "groups": shown,
-          "rows": rows, "pick": state.pick}
-    controls = html.Div([
-        html.Label("Colour by "), dcc.Dropdown(id="tl-color", options=list(COLOR_MODES), value=state.color,
-                                               clearable=False, style={"width": "120px", "display": "inline-block"}),
-        html.Label(" Search ", style={"marginLeft": "12px"}),
-        dcc.Input(id="tl-q", type="text", value=state.q, debounce=True, placeholder="event name",
-                  style={"width": "200px"}),
-        html.Button("Whole trace", id="tl-reset", n_clicks=0, style={"marginLeft": "12px"}),
-        html.Span(id="tl-stats", children=_stats(view, index), style={"marginLeft": "12px", "color": "#555"}),
-    ], style={"display": "flex", "alignItems": "center", "flexWrap": "wrap", "gap": "4px"})
-    rows_ctl = html.Details([
-        html.Summary("Rows (remove a group to collapse it; the order here is the display order)"),
-        dcc.Dropdown(id="tl-groups", options=groups, value=shown or groups, multi=True),
-    ], style={"margin": "6px 0"})
-    return html.Div([
-        dcc.Store(id="tl-state", data=st), dcc.Store(id="tl-sel", data=st["sel"]), dcc.Store(id="tl-zoom"),
-        controls, rows_ctl,
-        html.Div(id="tl-results", children=_results(ctx, state)),
-        dcc.Graph(id="tl-graph", figure=fig, config={"scrollZoom": True, "displaylogo": False, "showTips": False,
-                                                    "modeBarButtonsToRemove": ["select2d", "lasso2d"]},
-                  clear_on_unhover=True),
-        html.Div(id="tl-details", children=details(ctx, state) if state.sel else None,
-                 style={"borderTop": "1px solid #ddd", "marginTop": "6px"}),
-    ], id="timeline-page")
-
-
-def _picked(index, point: int | None) -> dict | None:
+def picked_of(index, point: int | None) -> dict | None:
     """Highlight marks of the instructions behind roofline point ``point`` (computed once per index)."""
     if point is None:
         return None
     key = ("pick", point)
     if key not in index.memo:
-        index.memo[key] = index.picked("instructions", analysis.roofline_point_rows(index.trace, point))
+        rows = analysis.roofline_point_rows(index.trace, point)
+        index.memo[key] = index.picked("instructions", rows)
     return index.memo[key]
 
 
-def _pick_note(index, state: ViewState):
-    if state.pick is None:
+def meta_of(index, state: ViewState, notes: list[dict]) -> dict:
+    """What the canvas needs to start: rows (label, tree path, kind, table, unit), groups, the window."""
+    span = max(index.end - index.origin, 1)
+    t0 = 0 if state.t0 is None else max(min(state.t0, 2 * span), -span)
+    t1 = span if state.t1 is None or state.t1 <= t0 else state.t1
+    groups = index.groups
+    shown = [i for i in state.rows or () if i < len(groups)] or None
+    return {"trace": state.trace, "rank": state.rank, "span": span, "t0": t0, "t1": t1, "color": state.color,
+            "q": state.q, "pick": state.pick, "sel": list(state.sel) if state.sel else None,
+            "api": "/api/timeline/view", "groups": groups, "shown": shown, "notes": notes,
+            "rows": [{"label": i.label, "path": list(i.path) or [i.group], "kind": i.kind, "table": i.table,
+                      "unit": i.unit} for i in index.infos]}
+
+
+def _controls(state: ViewState, index) -> html.Div:
+    import dash_mantine_components as dmc
+
+    return html.Div([
+        dmc.SegmentedControl(id="tl-color", data=[{"label": f"Colour by {m}", "value": m} for m in COLOR_MODES],
+                             value=state.color, size="xs"),
+        dmc.TextInput(id="tl-q", value=state.q, placeholder="Search events by name", debounce=400, size="xs",
+                      w=240),
+        dmc.Button("Whole trace", id="tl-reset", size="xs", variant="default"),
+        dmc.Button("Zoom to area", id="tl-fit", size="xs", variant="default"),
+        html.Span("W/S zoom · A/D pan · drag: select area · F fit · Ctrl+wheel zoom · click a ▾ to fold",
+                  className="nx-hint"),
+        html.Span(f"{index.n_events():,} events", className="nx-hint"),
+        html.Span(id="tl-stats-live", className="nx-hint"),
+    ], className="nx-toolbar")
+
+
+def _side(ctx: Ctx, state: ViewState, results) -> html.Div:
+    import dash_mantine_components as dmc
+
+    det = details(ctx, state) if state.sel else note("Click a slice to see its details.")
+    tabs = [("details", "Details", html.Div(det, id="tl-details")),
+            ("area", "Selection", html.Div(note("Drag across tracks to select an area: its events are "
+                                                "counted per track and per name here."), id="tl-area-panel")),
+            ("results", "Results", html.Div(results, id="tl-results-panel")),
+            ("notes", "Notes", _notes_panel(ctx, state))]
+    return dmc.Tabs([dmc.TabsList([dmc.TabsTab(t, value=v) for v, t, _ in tabs]),
+                     *[dmc.TabsPanel(body, value=v) for v, _, body in tabs]],
+                    id="tl-tabs", value="results" if (state.q or state.pick is not None) and not state.sel
+                    else "details", className="nx-side")
+
+
+def _notes_panel(ctx: Ctx, state: ViewState):
+    import dash_mantine_components as dmc
+
+    return html.Div([
+        note("Select an area (drag), write a note, add it. Notes are kept in your data folder for this trace "
+             "(never in the trace file) and travel in the page's link."),
+        dmc.Textarea(id="tl-note-text", placeholder="What happens here?", autosize=True, minRows=2, size="xs"),
+        dmc.Button("Add note for the selected area", id="tl-note-add", size="xs", mt=6),
+        html.Div(note_list(notes_for(ctx, state), state), id="tl-notes-list"),
+    ])
+
+
+def _layout(ctx: Ctx, state: ViewState):
+    index = ctx.store.timeline(state.trace, state.rank)
+    notes = notes_for(ctx, state)
+    items = result_items(ctx, state, index)
+    meta = meta_of(index, state, notes)
+    return html.Div([
+        dcc.Store(id="tl-meta", data=meta), dcc.Store(id="tl-sel", data=meta["sel"]), dcc.Store(id="tl-area"),
+        dcc.Store(id="tl-flows", data=flows_of(index, state.sel) if state.sel else None),
+        dcc.Store(id="tl-results", data={"items": items, "k": -1}), dcc.Store(id="tl-notes", data=notes),
+        html.Div(id="tl-js", style={"display": "none"}),
+        _controls(state, index),
+        _simulated_hint(index),
+        html.Div([html.Div(id="tl-canvas-box", className="tl-canvas-box"),
+                  _side(ctx, state, results_panel(state, items))], className="nx-timeline-main"),
+    ], id="timeline-page")
+
+
+def _simulated_hint(index):
+    from ..rows import host_timeline_groups
+
+    g = host_timeline_groups(index.trace)
+    if not g:
         return None
-    n = int(_picked(index, state.pick)["instructions"].sum())
-    return note([f"{n:,} instructions of a roofline point highlighted in gold (",
-                 dcc.Link("clear", href=state.href(pick=None), id="tl-pick-clear"), ")"])
+    return note(f"Two host timelines: “{g[0]}” (what the analyses use) and “{g[1]}”.")
 
 
-def _stats(view, index) -> str:
-    return (f"{view.n_shapes} shapes · {len(view.rows)} rows · {index.n_events():,} events · "
-            f"1 shape ≥ {view.threshold_ns / 1000:.3g} µs")
+# ------------------------------------------------------------------ results (search matches, roofline picks)
+def result_items(ctx: Ctx, state: ViewState, index=None) -> list[list]:
+    """``[table, row id, row index, start, end]`` (ns from the trace start) of the search matches of
+    ``state.q`` or, without a query, of the picked roofline point's instructions; by start, at most
+    :data:`MAX_RESULTS`."""
+    index = index or ctx.store.timeline(state.trace, state.rank)
+    parts = []
+    q = state.q.strip()
+    tables = EVENT_TABLES if q else (("instructions",) if state.pick is not None else ())
+    for table in tables:
+        if q:
+            mask = index.match(table, q)
+        else:
+            mask = picked_of(index, state.pick).get(table)
+        rids = np.flatnonzero(mask) if mask is not None and len(mask) else np.zeros(0, dtype=np.int64)
+        if not len(rids):
+            continue
+        row, s, e = index.locate(table, rids)
+        ok = row >= 0
+        parts.append((np.full(int(ok.sum()), EVENT_TABLES.index(table)), rids[ok], row[ok], s[ok], e[ok]))
+    if not parts:
+        return []
+    t, r, w, s, e = (np.concatenate(x) for x in zip(*parts))
+    o = np.argsort(s, kind="stable")[:MAX_RESULTS]
+    return [[EVENT_TABLES[a], int(b), int(c), int(d), int(f)] for a, b, c, d, f in
+            zip(t[o].tolist(), r[o].tolist(), w[o].tolist(), s[o].tolist(), e[o].tolist())]
 
 
-def _window_from_relayout(rd: dict, st: dict) -> tuple[int | None, int | None] | None:
-    if not rd:
-        return None
-    if rd.get("xaxis.autorange"):
-        return None, None
-    if "xaxis.range[0]" in rd and "xaxis.range[1]" in rd:
-        a, b = rd["xaxis.range[0]"], rd["xaxis.range[1]"]
-    elif isinstance(rd.get("xaxis.range"), list) and len(rd["xaxis.range"]) == 2:
-        a, b = rd["xaxis.range"]
-    else:
-        return None
-    try:
-        a, b = int(float(a) * 1000), int(float(b) * 1000)
-    except (TypeError, ValueError):
-        return None
-    return (a, b) if b > a else None
+def results_panel(state: ViewState, items: list[list], index=None):
+    import dash_mantine_components as dmc
+
+    if not items:
+        return note("Search by name above (an op finds its device work too), or pick a roofline point, to "
+                    "list events here.")
+    what = f"matches of “{state.q}”" if state.q.strip() else "instructions of the picked roofline point"
+    head = html.Div([dmc.Button("‹ previous", id="tl-res-prev", size="xs", variant="default"),
+                     dmc.Button("next ›", id="tl-res-next", size="xs", variant="default"),
+                     html.Span("", id="tl-res-pos", className="nx-hint")], className="nx-row")
+    total = f"{len(items):,}{'+' if len(items) >= MAX_RESULTS else ''}"
+    lis = [html.Li(html.A(f"{fmt_ns(s)} · {t} #{rid}", id={"type": "tl-res", "k": k}, n_clicks=0,
+                          className="nx-res-link"))
+           for k, (t, rid, _, s, _) in enumerate(items[:LISTED_RESULTS])]
+    return html.Div([html.Div(f"{total} {what} (gold on the timeline), by time", className="nx-strong"), head,
+                     html.Ol(lis, className="nx-results")])
 
 
-def _unchanged(st: dict, color, q, groups, sel) -> bool:
-    return (color == st.get("color") and (q or "") == (st.get("q") or "") and sel == st.get("sel")
-            and (groups is None or st.get("groups") is None or groups == st.get("groups")))
+def fmt_ns(ns: int) -> str:
+    """A time from the trace start in readable units."""
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.3f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.3f} ms"
+    return f"{ns / 1e9:.4f} s"
 
 
-def _state_of(st: dict, page: str = "timeline") -> ViewState:
-    sel = tuple(st["sel"]) if st.get("sel") else None
-    rows = tuple(st["rows"]) if st.get("rows") else None
-    return ViewState(page=page, trace=st.get("trace"), rank=st.get("rank"), t0=st.get("t0"), t1=st.get("t1"),
-                     sel=sel, q=st.get("q") or "", color=st.get("color") or "op", rows=rows, pick=st.get("pick"))
+# ------------------------------------------------------------------ callbacks
+def _state(st: dict, **kw) -> ViewState:
+    sel = kw.pop("sel", st.get("sel"))
+    return ViewState(page="timeline", trace=st.get("trace"), rank=st.get("rank"), q=kw.pop("q", st.get("q") or ""),
+                     color=st.get("color") or "op", pick=st.get("pick"), sel=tuple(sel) if sel else None,
+                     t0=st.get("t0"), t1=st.get("t1"))
 
 
 def register(app, ctx: Ctx) -> None:
-    @app.callback(
-        Output("tl-graph", "figure"), Output("tl-stats", "children"), Output("tl-state", "data"),
-        Output("url-out", "search", allow_duplicate=True), Output("last-sync", "data", allow_duplicate=True),
-        Input("tl-graph", "relayoutData"), Input("tl-color", "value"), Input("tl-q", "value"),
-        Input("tl-groups", "value"), Input("tl-sel", "data"), Input("tl-zoom", "data"), Input("tl-reset", "n_clicks"),
-        State("tl-state", "data"), State("width", "data"),
+    app.clientside_callback("function(m) { return window.neuronTimeline.mount(m); }",
+                            Output("tl-js", "children"), Input("tl-meta", "data"))
+    app.clientside_callback("function(f) { return window.neuronTimeline.setFlows(f); }",
+                            Output("tl-js", "title"), Input("tl-flows", "data"), prevent_initial_call=True)
+    app.clientside_callback("function(r) { return window.neuronTimeline.setResults(r); }",
+                            Output("tl-js", "className"), Input("tl-results", "data"))
+    app.clientside_callback("function(n) { return window.neuronTimeline.setNotes(n); }",
+                            Output("tl-js", "lang"), Input("tl-notes", "data"), prevent_initial_call=True)
+    app.clientside_callback("function(n) { return window.neuronTimeline.whole(); }",
+                            Output("tl-js", "dir"), Input("tl-reset", "n_clicks"), prevent_initial_call=True)
+    app.clientside_callback("function(n) { return window.neuronTimeline.focusArea(); }",
+                            Output("tl-js", "accessKey"), Input("tl-fit", "n_clicks"), prevent_initial_call=True)
+    app.clientside_callback(
+        """function(c, q, m) { const a = window.neuronTimeline.active; if (!a) { return ''; }
+           a.meta.color = c; a.meta.q = q || ''; a.request(true); return ''; }""",
+        Output("tl-js", "role"), Input("tl-color", "value"), Input("tl-q", "value"), State("tl-meta", "data"),
         prevent_initial_call=True)
-    def update(relayout, color, q, groups, sel, zoom, _reset, st, width):
-        trig = dash_ctx.triggered_id
-        st = dict(st or {})
-        if len(dash_ctx.triggered_prop_ids) > 1 and _unchanged(st, color, q, groups, sel):
-            raise PreventUpdate  # fired for the freshly inserted page: the layout already drew this view
-        if trig == "tl-graph":
-            w = _window_from_relayout(relayout, st)
-            if w is None:
-                raise PreventUpdate
-            st["t0"], st["t1"] = w
-        elif trig == "tl-zoom" and zoom:
-            st["t0"], st["t1"] = int(zoom[0]), int(zoom[1])
-        elif trig == "tl-reset":
-            st["t0"] = st["t1"] = None
-        st["color"] = color if color in COLOR_MODES else "op"
-        st["q"] = (q or "")[:200]
-        st["sel"] = sel
-        st["groups"] = groups
-        try:
-            index = ctx.store.timeline(st["trace"], st.get("rank"))
-            all_groups = index.groups
-            st["rows"] = None if groups is None or groups == all_groups else [
-                all_groups.index(g) for g in groups if g in all_groups]
-            view = query_view(index, st.get("t0"), st.get("t1"), int(width or ctx.width_px), groups, st["q"],
-                              picked=_picked(index, st.get("pick")))
-        except Exception as exc:  # noqa: BLE001 - shown in the stats line, the server keeps serving
-            return no_update, f"error: {type(exc).__name__}: {exc}", st, no_update, no_update
-        st["t0"], st["t1"] = view.t0, view.t1
-        fig = build_figure(index, view, st["color"], tuple(sel) if sel else None,
-                           revision=f"{st['trace']}|{st.get('rank')}")
-        search = search_of(_state_of(st))
-        return fig, _stats(view, index), st, search, "/timeline" + search
+    app.clientside_callback(
+        """function(p, n) { const t = window.dash_clientside.callback_context.triggered_id;
+           if (!p && !n) { return window.dash_clientside.no_update; }
+           return window.neuronTimeline.step(t === 'tl-res-prev' ? -1 : 1); }""",
+        Output("tl-js", "draggable"), Input("tl-res-prev", "n_clicks"), Input("tl-res-next", "n_clicks"),
+        prevent_initial_call=True)
+    app.clientside_callback(
+        """function(n) { const t = window.dash_clientside.callback_context.triggered_id;
+           if (!t || !n.some(x => x)) { return window.dash_clientside.no_update; }
+           return window.neuronTimeline.goto(t.k); }""",
+        Output("tl-js", "spellCheck"), Input({"type": "tl-res", "k": ALL}, "n_clicks"), prevent_initial_call=True)
 
-    @app.callback(Output("tl-sel", "data"), Output("tl-zoom", "data"), Input("tl-graph", "clickData"),
-                  State("tl-state", "data"), prevent_initial_call=True)
-    def click(cd, st):
-        if not cd or not cd.get("points"):
+    @app.callback(Output("tl-details", "children"), Output("tl-flows", "data"),
+                  Output("tl-tabs", "value", allow_duplicate=True), Input("tl-sel", "data"), State("tl-meta", "data"),
+                  prevent_initial_call=True)
+    def show_details(sel, meta):
+        if not sel or not meta:
             raise PreventUpdate
-        p = cd["points"][0]
-        code = p.get("customdata")
-        if isinstance(code, (int, float)) and code >= 0:
-            code = int(code)
-            table = EVENT_TABLES[code // ID_SHIFT]
-            return [table, code % ID_SHIFT], no_update
-        if code == -1 and p.get("x") is not None:  # a merged shape: zoom in around it
-            x = float(p["x"]) * 1000
-            span = max((st.get("t1") or 0) - (st.get("t0") or 0), 1000)
-            return no_update, [int(x - span / 40), int(x + span / 40)]
-        raise PreventUpdate
+        state = _state(meta, sel=sel)
+        try:
+            index = ctx.store.timeline(state.trace, state.rank)
+            flows = flows_of(index, state.sel)
+        except Exception:  # noqa: BLE001 - the details box shows the error
+            flows = None
+        return details(ctx, state), flows, "details"
 
-    @app.callback(Output("tl-details", "children"), Input("tl-sel", "data"), State("tl-state", "data"),
-                  prevent_initial_call=True)
-    def show_details(sel, st):
-        if (st or {}).get("sel") == sel:
-            raise PreventUpdate  # already shown (the page was built with this selection)
-        if not sel:
-            return None
-        return details(ctx, _state_of({**st, "sel": sel}))
+    @app.callback(Output("tl-area-panel", "children"), Output("tl-tabs", "value", allow_duplicate=True),
+                  Input("tl-area", "data"), State("tl-meta", "data"), prevent_initial_call=True)
+    def show_area(area, meta):
+        if not area or not meta:
+            return note("Drag across tracks to select an area."), no_update
+        return guarded(area_panel, ctx, _state(meta), area), "area"
 
-    @app.callback(Output("tl-results", "children"), Input("tl-q", "value"), State("tl-state", "data"),
-                  prevent_initial_call=True)
-    def results(q, st):
-        return guarded(_results, ctx, _state_of({**st, "q": q or ""}))
+    @app.callback(Output("tl-results", "data"), Output("tl-results-panel", "children"),
+                  Output("tl-tabs", "value", allow_duplicate=True), Input("tl-q", "value"),
+                  State("tl-meta", "data"), prevent_initial_call=True)
+    def search(q, meta):
+        state = _state(meta, q=(q or "")[:200])
+        items = guarded(result_items, ctx, state)
+        if not isinstance(items, list):  # an error box
+            return no_update, items, no_update
+        return {"items": items, "k": -1}, results_panel(state, items), "results"
+
+    from ..notes import register_notes
+
+    register_notes(app, ctx)
 
 
-def _results(ctx: Ctx, state: ViewState):
-    """The picked roofline point's note and the search results."""
+def area_panel(ctx: Ctx, state: ViewState, area: dict):
+    """Aggregates of the selected area: per track, per name, counters."""
     index = ctx.store.timeline(state.trace, state.rank)
-    return html.Div([_pick_note(index, state), search_results(ctx, state) if state.q.strip() else None])
+    t0, t1 = int(area.get("t0", 0)), int(area.get("t1", 0))
+    rows = [int(r) for r in (area.get("rows") or [])][:5000]
+    if t1 <= t0 or not rows:
+        return error_box("the selected area is empty")
+    tracks, names, counters = area_stats(index, t0, t1, rows)
+    parts = [html.Div(f"{fmt_ns(t0)} – {fmt_ns(t1)} ({fmt_ns(t1 - t0)}), {len(rows)} tracks, "
+                      f"{int(tracks['events'].sum()) if len(tracks) else 0:,} events", className="nx-strong",
+                      id="tl-area-title"),
+             dcc.Link("open this range", href=window_href(state, index.origin, index.origin + t0, index.origin + t1,
+                                                           pad=0.0), className="nx-hint")]
+    if len(names):
+        parts += [html.H5("By name"), data_table(names, id="tl-area-names", page_size=12)]
+    if len(tracks):
+        parts += [html.H5("By track"), data_table(tracks, id="tl-area-tracks", page_size=12)]
+    if len(counters):
+        parts += [html.H5("Counters"), data_table(counters, id="tl-area-counters", page_size=8)]
+    if not len(names) and not len(counters):
+        parts.append(note("no event of the selected tracks in this range"))
+    return html.Div(parts)
 
-
-def _event_row(trace, table: str, rid: int) -> pd.Series | None:
-    df = trace.table(table)
-    if rid not in df.index:
-        return None
-    return df.loc[rid]
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
-
-
-def details(ctx: Ctx, state: ViewState):
-    """Details panel of the selected event: fields, launching host op, device children (flows), jumps."""
-    return guarded(_details, ctx, state)
-
-
-def _link_for(state: ViewState, origin: int, table: str, rid: int, row: pd.Series, text: str) -> dcc.Link:
-    s = int(row["start_ts"])
-    e = s + int(row["duration_ns"])
-    return dcc.Link(text, href=window_href(state, origin, s, e, sel=(table, int(rid)), pad=1.0),
-                    className="jump")
-
-
-def _details(ctx: Ctx, state: ViewState):
-    table, rid = state.sel
-    index = ctx.store.timeline(state.trace, state.rank)
-    trace = index.trace
-    row = _event_row(trace, table, rid)
-    if row is None:
-        return error_box(f"no event {table}:{rid} in this trace")
-    tracks = trace.table("tracks")
-    items = []
-    for k, v in row.items():
-        if k == "track" and int(v) in tracks.index:
-            v = f"{tracks.loc[int(v), 'name']} (track {int(v)})"
-        items.append(html.Tr([html.Td(str(k), style={"fontWeight": "bold", "paddingRight": "12px"}),
-                              html.Td(_fmt(v), style={"fontFamily": "monospace", "whiteSpace": "pre-wrap"})]))
-    name = str(event_label(pd.DataFrame([row]), table).iloc[0])
-    parts = [html.H4(f"{table} #{rid}: {name}", id="tl-details-title"),
-             _link_for(state, index.origin, table, rid, row, "Jump to this event"),
-             html.Table(items, style={"fontSize": 12})]
-    host = trace.table("host_ops")
-    parent = int(row["framework_op"]) if "framework_op" in row.index else -1
-    flows = trace.table("flows")
-    if parent < 0 and len(flows):
-        m = (flows["dst_table"].astype(str) == table) & (flows["dst_row"] == rid) & (
-            flows["src_table"].astype(str) == "host_ops")
-        if m.any():
-            parent = int(flows.loc[m, "src_row"].iloc[0])
-    if parent >= 0 and parent in host.index:
-        hr = host.loc[parent]
-        parts += [html.H5("Launched by host op"),
-                  _link_for(state, index.origin, "host_ops", parent, hr, f"host_ops #{parent}: {hr['name']}")]
-    if table == "host_ops":
-        kids = []
-        for t in ("instructions", "dma", "collectives"):
-            df = trace.table(t)
-            if "framework_op" in df.columns and len(df):
-                hit = df.index[df["framework_op"].to_numpy() == rid]
-                kids += [(t, int(r)) for r in hit[:DETAIL_CHILDREN]]
-        if len(flows):
-            m = (flows["src_table"].astype(str) == "host_ops") & (flows["src_row"] == rid)
-            for t, r in zip(flows.loc[m, "dst_table"].astype(str), flows.loc[m, "dst_row"]):
-                if t in EVENT_TABLES and (t, int(r)) not in kids:
-                    kids.append((t, int(r)))
-        if kids:
-            links = []
-            for t, r in kids[:DETAIL_CHILDREN]:
-                er = _event_row(trace, t, r)
-                if er is not None:
-                    lab = str(event_label(pd.DataFrame([er]), t).iloc[0])
-                    links.append(html.Li(_link_for(state, index.origin, t, r, er, f"{t} #{r}: {lab}")))
-            parts += [html.H5(f"Device children ({len(kids)}{'+' if len(kids) >= DETAIL_CHILDREN else ''})"),
-                      html.Ul(links)]
-    return html.Div(parts, className="details")
-
-
-def search_results(ctx: Ctx, state: ViewState, limit: int = 30):
-    """Links to the first events whose name (or launching host op's name) contains the query."""
-    index = ctx.store.timeline(state.trace, state.rank)
-    q = state.q.strip().lower()
-    out = []
-    total = 0
-    for table in EVENT_TABLES:
-        codes, labels = index.color_codes(table, "op")
-        rows = np.flatnonzero(index.match(table, q)) if len(codes) else np.zeros(0, dtype=int)
-        total += len(rows)
-        df = index.trace.table(table)
-        for r in rows[: max(0, limit - len(out))]:
-            if r in df.index:
-                er = df.loc[r]
-                out.append(html.Li(_link_for(state, index.origin, table, int(r), er,
-                                             f"{table} #{r}: {labels[codes[r]]}")))
-    return html.Details([html.Summary(f"{total} events match “{state.q}” (highlighted in gold)"),
-                         html.Ul(out)], open=False)

@@ -27,6 +27,14 @@ def kineto_events(prof: Any) -> list[Any]:
     return list(res.events()) if res is not None else []
 
 
+def _event_name(e: Any) -> str:
+    """``e.name()``; Kineto occasionally hands back a python frame name that is not valid UTF-8."""
+    try:
+        return e.name()
+    except UnicodeDecodeError:
+        return "<frame with an undecodable name>"
+
+
 def _python_frames(events: Iterable[Any]) -> tuple[dict[int, list[tuple[int, int, int]]], dict[int, tuple[str, int]]]:
     """Per thread: python frames as (start, end, python_id) sorted by start; and id -> (name, parent_id)."""
     per_thread: dict[int, list[tuple[int, int, int]]] = {}
@@ -35,7 +43,7 @@ def _python_frames(events: Iterable[Any]) -> tuple[dict[int, list[tuple[int, int
         if not e.is_python_function():
             continue
         pid = e.python_id()
-        tree[pid] = (e.name(), e.python_parent_id())
+        tree[pid] = (_event_name(e), e.python_parent_id())
         per_thread.setdefault(e.start_thread_id(), []).append((e.start_ns(), e.start_ns() + e.duration_ns(), pid))
     for v in per_thread.values():
         v.sort()
@@ -89,7 +97,7 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
     for e in events:
         if e.is_python_function():
             continue
-        name = e.name()
+        name = _event_name(e)
         if name in _SKIP_NAMES:
             continue
         cat = e.activity_type() or "cpu_op"
@@ -99,19 +107,19 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
         if name == "aten::convolution":
             try:
                 concrete = e.concrete_inputs()
-            except Exception:
+            except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 concrete = None
         flops = op_flops(name, shapes, concrete, dtypes) if shapes else 0
         if not flops and name not in _CONV_PARENTS:  # their aten::convolution child carries the count
             try:
                 flops = int(e.flops() or 0)
-            except Exception:
+            except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 flops = 0
         comm_shapes = shapes
         if name.startswith("c10d::"):  # tensor lists only show up in the structured shapes
             try:
                 comm_shapes = e.structured_input_shapes()
-            except Exception:
+            except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 comm_shapes = shapes
         if name.startswith(("gloo:", "nccl:")) and dtypes:
             dtype_hints.append((e.start_ns(), dtypes[0]))

@@ -46,10 +46,14 @@ class ModuleRecorder:
         return f"{parent_name}.{sub}" if sub else f"{parent_name}.{type(module).__name__}"
 
     def _pre(self, module: torch.nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():  # inside torch.compile tracing: a hook here would break the graph
+            return
         st = self._stack()
         st.append((self._qualname(module, st), module, time.time_ns()))
 
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         st = self._stack()
         if st and st[-1][1] is module:
             name, _, t0 = st.pop()

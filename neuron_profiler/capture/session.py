@@ -2,19 +2,29 @@
 ``NeuronProfiler.export_trace`` when the window ends.
 
 Only cheap recorders run in the hot path (collective wrappers, module hooks when ``with_modules``, the host
-counter thread); the device runtime is simulated at export.
+counter thread); the device runtime is simulated at export. The session is created once per config, by
+``NeuronProfiler`` (see ``capture.hooks.session_for``).
 """
 from __future__ import annotations
 
 import collections
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from neuron_profiler.capture.comms import CommRecorder
+from neuron_profiler.capture.comms import GROUP_ERRORS, CommRecorder, Problems
 from neuron_profiler.capture.counters import HostSampler
 from neuron_profiler.capture.modules import ModuleRecorder
+from neuron_profiler.capture.sync import SyncRecorder
+from neuron_profiler.modes import ProfileMode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_profiler.config import NeuronConfig
+    from neuron_profiler.runtime.base import DeviceRuntime
+
+PROFILER_FLAGS = ("record_shapes", "with_stack", "with_modules", "with_flops", "profile_memory")
 
 
 @dataclass
@@ -29,66 +39,98 @@ class WindowCapture:
     host_samples: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     profiler_options: dict[str, Any] = field(default_factory=dict)
     rank_world: "tuple[int, int] | None" = None
+    problems: list[str] = field(default_factory=list)
 
 
-def dist_rank_and_world() -> "tuple[int, int] | None":
-    """(rank, world_size) from torch.distributed when it is initialised, else None."""
+def dist_rank_and_world(problems: "Problems | None" = None) -> "tuple[int, int] | None":
+    """(rank, world_size) from torch.distributed when it is initialised, else None (a failure to read them is
+    recorded in ``problems``)."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
     try:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except Exception:
-        pass
-    return None
+        return dist.get_rank(), dist.get_world_size()
+    except GROUP_ERRORS as exc:
+        if problems is not None:
+            problems.add(f"torch.distributed is initialised but rank/world size are unreadable ({exc!r})")
+        return None
 
 
-def rank_and_world(seen: "tuple[int, int] | None" = None) -> tuple[int, int]:
-    """(rank, world_size) from torch.distributed when initialised, else ``seen`` (what the window observed before
-    the process group was destroyed), else RANK / WORLD_SIZE, else (0, 1)."""
-    return dist_rank_and_world() or seen or (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+def rank_and_world(seen: "tuple[int, int] | None" = None,
+                   problems: "Problems | None" = None) -> tuple[int, int, str]:
+    """(rank, world_size, where they came from): torch.distributed when initialised, else ``seen`` (what the
+    window observed before the process group was destroyed), else RANK / WORLD_SIZE, else (0, 1)."""
+    live = dist_rank_and_world(problems)
+    if live is not None:
+        return live[0], live[1], "torch.distributed"
+    if seen is not None:
+        return seen[0], seen[1], "torch.distributed during the window"
+    env_rank, env_world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    try:
+        if env_rank is not None:
+            return int(env_rank), int(env_world or 1), "RANK/WORLD_SIZE environment"
+    except ValueError:
+        if problems is not None:
+            problems.add(f"RANK={env_rank!r} / WORLD_SIZE={env_world!r} are not integers")
+    return 0, 1, "default (no process group, no RANK)"
 
 
 class CaptureSession:
-    """Drives the recorders and the device runtime for one ``NeuronConfig``."""
+    """Drives the recorders and the device runtime for one ``NeuronConfig``.
 
-    def __init__(self, config: Any) -> None:
-        from neuron_profiler.config import ProfileMode
+    ``runtime_for(rank)`` returns the device runtime for a rank (see ``neuron_profiler.runtime.factory``).
+    ``unwritten`` lists the windows whose trace could not be written since the last one that was; the next
+    written window records them.
+    """
+
+    def __init__(self, config: "NeuronConfig", runtime_for: "Callable[[int], DeviceRuntime]") -> None:
         self.config = config
-        self._modes = ProfileMode
+        self.runtime_for = runtime_for
         self.window_index = 0
-        self.pending: "collections.deque[WindowCapture]" = collections.deque()
+        #: finished windows not yet exported, per profiler (a profiler of this config whose windows nobody
+        #: exports holds only its own, and drops them when it goes away)
+        self.pending: "weakref.WeakKeyDictionary[Any, collections.deque[WindowCapture]]" = weakref.WeakKeyDictionary()
         self.current: "WindowCapture | None" = None
-        self.runtime: Any = None
+        self.unwritten: list[dict[str, Any]] = []
+        self._started: "DeviceRuntime | None" = None
         self._comms = CommRecorder()
+        self._syncs = SyncRecorder()
         self._modules: "ModuleRecorder | None" = None
         self._sampler: "HostSampler | None" = None
+        self._shapes_forced: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
-    def get_runtime(self) -> Any:
-        """The device runtime (created on first use; see ``neuron_profiler.profiler.make_runtime``)."""
-        if self.runtime is None:
-            from neuron_profiler.profiler import make_runtime
-            self.runtime = make_runtime(self.config, rank_and_world()[0])
-        return self.runtime
+    def on_prepare(self, prof: Any) -> None:
+        """The profiler is about to set up Kineto for a window. The device model needs every op's input
+        shapes, so with DEVICE mode shapes are recorded even when the profiler was built without
+        ``record_shapes`` (the trace header keeps what was asked for)."""
+        if self.config.has(ProfileMode.DEVICE) and not getattr(prof, "record_shapes", True):
+            prof.record_shapes = True
+            self._shapes_forced.add(prof)
 
     def on_start(self, prof: Any) -> None:
         """A window became active. The window is registered first so exports stay paired with windows even if
-        a recorder fails to start (the failure propagates as a warning from the hook)."""
-        cfg, M = self.config, self._modes
+        a recorder fails to start (the failure is reported by the hook)."""
+        cfg = self.config
         w = WindowCapture(start_ns=time.time_ns())
-        w.profiler_options = {k: bool(getattr(prof, k, False)) for k in
-                              ("record_shapes", "with_stack", "with_modules", "with_flops", "profile_memory")}
+        w.profiler_options = {k: bool(getattr(prof, k, False)) for k in PROFILER_FLAGS}
+        if prof in self._shapes_forced:
+            w.profiler_options["record_shapes_requested"] = False
         self.current = w
-        w.rank_world = dist_rank_and_world()
+        w.rank_world = dist_rank_and_world(self._comms.problems)
         self._comms.start()
+        self._syncs.start()
         w.comm_default_start = self._comms.default_start
         if w.profiler_options["with_modules"]:
             self._modules = ModuleRecorder()
             self._modules.start()
-        if cfg.has(M.CPU_UTIL) or cfg.has(M.HOST_MEMORY):
-            self._sampler = HostSampler(cfg.cpu_sample_interval_s, cfg.has(M.CPU_UTIL), cfg.has(M.HOST_MEMORY))
+        if cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY):
+            self._sampler = HostSampler(cfg.cpu_sample_interval_s, cfg.has(ProfileMode.CPU_UTIL),
+                                        cfg.has(ProfileMode.HOST_MEMORY))
             self._sampler.start()
-        if cfg.has(M.DEVICE):
-            self.get_runtime().start()
+        if cfg.has(ProfileMode.DEVICE):
+            rank = rank_and_world(w.rank_world, self._comms.problems)[0]
+            self._started = self.runtime_for(rank)
+            self._started.start()
 
     def on_stop(self, prof: Any) -> None:
         """The window ended (before torch's own stop)."""
@@ -97,21 +139,25 @@ class CaptureSession:
             return
         self.current = None
         w.end_ns = time.time_ns()
+        self.pending.setdefault(prof, collections.deque()).append(w)  # first: a failing recorder must not unpair
+        self._syncs.stop()
         w.comm_calls = self._comms.stop()
         w.comm_default_start = self._comms.default_start
-        w.rank_world = dist_rank_and_world() or self._comms.rank_world or w.rank_world
+        w.rank_world = dist_rank_and_world(self._comms.problems) or self._comms.rank_world or w.rank_world
         if self._modules is not None:
             w.module_intervals = self._modules.stop()
             self._modules = None
         if self._sampler is not None:
             w.host_samples = self._sampler.stop()
             self._sampler = None
-        if self.runtime is not None and self.config.has(self._modes.DEVICE):
-            self.runtime.stop()
-        self.pending.append(w)
+        w.problems = self._comms.problems.take()
+        started, self._started = self._started, None
+        if started is not None:
+            started.stop()
 
-    def take_window(self) -> "tuple[int, WindowCapture | None]":
-        """(window index, the oldest finished window's capture) for export."""
+    def take_window(self, prof: Any) -> "tuple[int, WindowCapture | None]":
+        """(window index, the oldest finished window of ``prof``) for export."""
         idx = self.window_index
         self.window_index += 1
-        return idx, (self.pending.popleft() if self.pending else None)
+        queue = self.pending.get(prof)
+        return idx, (queue.popleft() if queue else None)

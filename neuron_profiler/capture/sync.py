@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-__all__ = ["SYNC_PREFIX", "mark_sync", "sync_range"]
+__all__ = ["SYNC_PREFIX", "SYNC_METHODS", "SyncRecorder", "mark_sync", "sync_range"]
 
 #: Name prefix of the host ranges that mark a synchronisation point.
 SYNC_PREFIX = "neuron::sync "
@@ -33,3 +33,60 @@ def mark_sync(what: str) -> None:
     """Record an instantaneous synchronisation point (e.g. ``torch.neuron.synchronize()``)."""
     with sync_range(what):
         pass
+
+
+#: torch.Tensor methods that hand device data to the host (each one is a synchronisation point on a device)
+SYNC_METHODS = ("cpu", "tolist", "numpy", "__repr__", "__format__", "__bool__", "__float__", "__int__")
+
+
+class SyncRecorder:
+    """While active, marks every call of ``SYNC_METHODS`` with a ``neuron::sync Tensor.<name>`` range (only the
+    outermost one when they nest, e.g. ``__repr__`` calling ``tolist``). On this machine the tensors live on
+    the CPU and these calls are free, but on a NeuronCore each one waits for the device."""
+
+    def __init__(self) -> None:
+        self._saved: dict[str, object] = {}
+        import threading
+        self._local = threading.local()
+
+    def _wrap(self, name: str, orig):  # noqa: ANN001, ANN202
+        local = self._local
+
+        def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if getattr(local, "busy", False):
+                return orig(*args, **kwargs)
+            local.busy = True
+            try:
+                with sync_range(f"Tensor.{name}"):
+                    return orig(*args, **kwargs)
+            finally:
+                local.busy = False
+        wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+        wrapper.__name__ = getattr(orig, "__name__", name)
+        wrapper.__doc__ = getattr(orig, "__doc__", None)
+        return wrapper
+
+    def start(self) -> None:
+        """Wrap the methods (idempotent)."""
+        import torch
+        if self._saved:
+            return
+        for name in SYNC_METHODS:
+            orig = torch.Tensor.__dict__.get(name, getattr(torch.Tensor, name, None))
+            if orig is None:
+                continue
+            self._saved[name] = torch.Tensor.__dict__.get(name, _MISSING)
+            setattr(torch.Tensor, name, self._wrap(name, getattr(torch.Tensor, name)))
+
+    def stop(self) -> None:
+        """Restore the original methods."""
+        import torch
+        for name, orig in self._saved.items():
+            if orig is _MISSING:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, orig)
+        self._saved = {}
+
+
+_MISSING = object()

@@ -2,7 +2,7 @@
 
 A Ctrl-C, a kill or a full disk during an import therefore never leaves a file under the final name that
 reads as complete (the temporary file is removed on any exception; one left by SIGKILL has a name no reader
-lists: ``.<final name>.<random>.tmp``). Write failures (full disk, read-only folder) become one
+lists: ``<final name>.<pid>-<random>.tmp``). Write failures (full disk, read-only folder) become one
 ``OutputWriteError`` naming the file and the cause.
 """
 from __future__ import annotations
@@ -10,43 +10,30 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
+from neuron_profiler.trace import files
+
 __all__ = ["OutputWriteError", "atomic_output", "write_atomically"]
 
-TMP_SUFFIX = ".tmp"
+#: the temporary names of ``neuron_profiler.trace.files.partial_name``: ``<final name>.<pid>-<8 hex>.tmp``
+_PARTIAL = re.compile(r"\.\d+-[0-9a-f]{8}\.tmp$")
 
 
 class OutputWriteError(OSError):
     """An imported trace could not be written (nothing was left under the output name)."""
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 @contextlib.contextmanager
 def atomic_output(final: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in ``final``'s folder; on success it is renamed to ``final`` (replacing it),
-    on any exception (including ``KeyboardInterrupt``) it is deleted and ``final`` is left untouched."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=TMP_SUFFIX, dir=final.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
+    """The trace package's atomic write (``neuron_profiler.trace.files.atomic_output``), creating
+    ``final``'s folder first (the import cache's folders are made on demand)."""
+    Path(final).parent.mkdir(parents=True, exist_ok=True)
+    with files.atomic_output(final) as tmp:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; the output gets the usual permissions
-        os.replace(tmp, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 def write_atomically(final: str | os.PathLike, write: Callable[[Path], object]) -> Path:
@@ -76,7 +63,7 @@ def stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> list[Path]:
     out = []
     with contextlib.suppress(OSError):
         for p in folder.iterdir():
-            if p.name.startswith(".") and p.name.endswith(TMP_SUFFIX):
+            if _PARTIAL.search(p.name):
                 with contextlib.suppress(OSError):
                     if now - p.stat().st_mtime > older_than_s:
                         out.append(p)

@@ -6,10 +6,12 @@ NeuronCore) and analysis (FLOPs and bytes of imported GPU ops)::
     from neuron_profiler.opmodel import lower_signature
     w = lower_signature("aten::mm", "[[256,512],[512,1024]]", '["c10::BFloat16","c10::BFloat16"]')
     w.cls, w.flops, w.gemm      # "matmul", 268435456, (1, 256, 512, 1024)
+    w.read_bytes, w.write_bytes # what the op moves (an in-place slice update writes the slice only)
 """
-from .classes import COMPUTE_CLASSES, TENSOR_ENGINE_CLASSES, classify
+from .classes import COMPUTE_CLASSES, TENSOR_ENGINE_CLASSES, classify, known_no_work
 from .shapes import Tensor, parse_json_list, tensor_args
+from .traffic import FLOPS_PER_ELEMENT, Traffic, elementwise_flops, traffic
 from .work import OpWork, lower_signature
 
-__all__ = ["classify", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list", "tensor_args",
-           "OpWork", "lower_signature"]
+__all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list",
+           "tensor_args", "OpWork", "lower_signature", "Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]

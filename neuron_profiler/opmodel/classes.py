@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["classify", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES"]
+__all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES"]
 
 # op class of aten base names (namespace and trailing "_" of in-place variants stripped)
 _MATMUL = {"mm", "addmm", "matmul", "bmm", "baddbmm", "linear", "addbmm", "mv", "addmv", "dot", "vdot",
@@ -109,3 +109,20 @@ def classify(name: str) -> str:
     return "vector"
 
 
+
+
+@lru_cache(maxsize=8192)
+def known_no_work(name: str) -> bool:
+    """True when the op is *known* to produce no device work of its own: a namespaced view, allocation,
+    metadata or host-only op (``aten::view``, ``aten::empty``, ``record_param_comms``, ...). False for compute
+    classes and for names the op model does not know (annotations, Triton launchers, custom ops): when such
+    a name launches device work, that work is unknown, not zero."""
+    if not isinstance(name, str) or "::" not in name or classify(name) != "none":
+        return False
+    ns, base = name.split("::", 1)
+    if ns in ("_c10d_functional", "c10d_functional", "c10d"):
+        return True
+    base = base.split(".", 1)[0]
+    if base.endswith("_") and not base.endswith("__"):
+        base = base[:-1]
+    return ns in _NAMESPACES and base in _NONE

@@ -12,6 +12,7 @@ from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
 from .shapes import Tensor, parse_json_list, tensor_args
+from .traffic import elementwise_flops, traffic
 
 __all__ = ["OpWork", "lower_signature"]
 
@@ -22,7 +23,15 @@ _MAX_BYTES = 2**45
 
 @dataclass
 class OpWork:
-    """Device work of one op signature (sizes in bytes, FLOPs with a MAC = 2)."""
+    """Device work of one op signature (sizes in bytes, FLOPs with a MAC = 2).
+
+    ``flops``: matrix FLOPs of matmul / conv / attention, FLOPs per element x elements of the elementwise,
+    normalisation and reduction ops of :data:`~neuron_profiler.opmodel.traffic.FLOPS_PER_ELEMENT`, 0 for data
+    movement, Kineto's recorded ``flops`` when given; ``flops_known`` is False where no formula applies.
+    ``inputs`` / ``in_bytes`` / ``out_bytes`` size every tensor argument and the output (what a simulator
+    stages); ``read_bytes`` / ``write_bytes`` are what the op *moves* (:func:`~neuron_profiler.opmodel.traffic
+    .traffic`: an in-place slice update writes the slice, a gather reads the rows it fetches), with
+    ``bytes_known`` False and ``note`` saying why when that cannot be derived from the shapes."""
 
     cls: str
     dtype: str = "float32"
@@ -34,10 +43,25 @@ class OpWork:
     gemm: tuple[int, int, int, int] = (0, 0, 0, 0)
     elems: int = 0  # elements touched per elementwise step (max input / broadcast output)
     backward: bool = False
+    flops_known: bool = True
+    read_bytes: int = 0
+    write_bytes: int = 0
+    bytes_known: bool = True
+    note: str = ""
 
     @property
     def in_bytes(self) -> int:
         return sum(t.nbytes for t in self.inputs)
+
+    @property
+    def moved_bytes(self) -> int:
+        """Bytes read + written (meaningful when ``bytes_known``)."""
+        return self.read_bytes + self.write_bytes
+
+
+def _unknown(note: str) -> OpWork:
+    """No device work the simulator can stage, and no FLOPs or bytes analysis can claim."""
+    return OpWork("none", flops_known=False, bytes_known=False, note=note)
 
 
 def _mm_geometry(base: str, ts: list[Tensor | None]) -> tuple[int, int, int, int] | None:
@@ -134,19 +158,21 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     (the ``flops`` column) and analysis (FLOPs of imported GPU ops) call it rather than re-deriving them."""
     cls = classify(name)
     if cls == "none":
-        return OpWork("none")
+        return OpWork("none")  # views, allocations, metadata, host-only: no FLOPs, no bytes (known)
     shapes = parse_json_list(shapes_s)
     if shapes is None:
-        return OpWork("none")
+        return _unknown("no input shapes recorded" if not shapes_s or shapes_s in ("[]", "") else
+                        "unparsable input shapes")
     dtypes = parse_json_list(dtypes_s) or []
     try:
         ts = tensor_args(shapes, dtypes)
     except (TypeError, ValueError, OverflowError):
-        return OpWork("none")
+        return _unknown("unparsable input shapes")
     inputs = [t for t in ts if t is not None]
     if not inputs or sum(t.nbytes for t in inputs) <= 0:
-        return OpWork("none")
-    base = name.split("::", 1)[1].split(".", 1)[0].rstrip("_") if "::" in name else name
+        return _unknown("no tensor inputs recorded")
+    short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
+    base = short.rstrip("_")
     dtype = inputs[0].dtype
     w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
     size = dtype_size_bytes(dtype) or 4
@@ -154,7 +180,7 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         geo = _mm_geometry(base, ts) if cls == "matmul" else _conv_geometry(base, ts, concrete)
         if geo is None or min(geo) <= 0:
             if flops_col <= 0:
-                return OpWork("none")
+                return _unknown(f"{cls} shapes do not give a valid GEMM")
             k = int(max(1, round((flops_col / 2) ** (1 / 3))))  # a cube GEMM with those FLOPs
             geo = (1, k, k, k)
         batch, m, k, n = geo
@@ -163,11 +189,11 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         w.out_elems = batch * m * n
     elif cls == "attention":
         t4 = [t for t in inputs if len(t.shape) >= 3]
-        first = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
-        q = t4[first] if len(t4) > first else None
-        kk = t4[first + 1] if len(t4) > first + 1 else None
+        lead = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
+        q = t4[lead] if len(t4) > lead else None
+        kk = t4[lead + 1] if len(t4) > lead + 1 else None
         if q is None or kk is None:
-            return OpWork("none")
+            return _unknown("attention without query and key shapes")
         bh = math.prod(q.shape[:-2])
         lq, d, s = q.shape[-2], q.shape[-1], kk.shape[-2]
         w.gemm = (bh, lq, d, s)
@@ -175,24 +201,32 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         w.elems = bh * lq * s
         w.out_elems = bh * lq * d
     else:
-        first = inputs[0]
-        w.elems = max(t.numel for t in inputs)
-        if cls == "reduce":
-            last = first.shape[-1] if first.shape else 1
-            w.out_elems = max(1, first.numel // max(last, 1))
-        elif base.startswith("_foreach_") or base.startswith("_fused_"):
-            w.out_elems = first.numel
-            w.elems = sum(t.numel for t in inputs)
-        elif cls in ("gpsimd",) and base in ("embedding", "index_select", "gather", "take"):
-            idx = inputs[1] if len(inputs) > 1 else first
-            width = first.shape[-1] if base == "embedding" and first.shape else 1
-            w.out_elems = idx.numel * width
-            w.elems = w.out_elems
-        else:
-            w.out_elems = w.elems
+        _elementwise(w, base, cls, inputs)
     if flops_col and flops_col > 0:
-        w.flops = int(flops_col)
+        w.flops, w.flops_known = int(flops_col), True
     w.out_bytes = int(w.out_elems * size)
+    tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
+    w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
-        return OpWork("none")
+        return _unknown("implausible sizes (corrupt record)")
     return w
+
+
+def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
+    """Elements and FLOPs of a non-matrix op (reduction, foreach, gather or elementwise)."""
+    first = inputs[0]
+    w.elems = max(t.numel for t in inputs)
+    if cls == "reduce":
+        last = first.shape[-1] if first.shape else 1
+        w.out_elems = max(1, first.numel // max(last, 1))
+    elif base.startswith(("_foreach_", "_fused_")):
+        w.out_elems = first.numel
+        w.elems = sum(t.numel for t in inputs)
+    elif cls in ("gpsimd",) and base in ("embedding", "index_select", "gather", "take"):
+        idx = inputs[1] if len(inputs) > 1 else first
+        width = first.shape[-1] if base == "embedding" and first.shape else 1
+        w.out_elems = idx.numel * width
+        w.elems = w.out_elems
+    else:
+        w.out_elems = w.elems
+    w.flops, w.flops_known = elementwise_flops(base, cls, w.elems, w.out_elems)

@@ -12,7 +12,7 @@ import pandas as pd
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import normalize
-from neuron_profiler.trace.reader import read_trace
+from neuron_profiler.trace.reader import LOSS_KEY, TraceFile, read_trace
 from neuron_profiler.trace.strings import categorical_from_values
 from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
 from schemas import pb
@@ -48,6 +48,22 @@ class TraceBuilder:
             self._batches[table].append((n, cols))
             self._rows[table] += n
         return first
+
+    def set_columns(self, table: str, columns: Mapping[str, Any]) -> None:
+        """Replace whole numeric columns of the rows added so far (one value per row, in row order), e.g.
+        the simulated runtime writing the projected host timeline next to the measured one."""
+        n, cols = normalize(table, columns)
+        if n != self._rows[table]:
+            raise ValueError(f"set_columns({table!r}): {n} values for {self._rows[table]} rows")
+        spec = columns_of(table)
+        for name in cols:
+            if spec[name].kind == "string":
+                raise ValueError(f"set_columns({table!r}): {name!r} is a string column")
+        at = 0
+        for m, batch in self._batches[table]:
+            for name, arr in cols.items():
+                batch[name] = arr[at:at + m]
+            at += m
 
     def add_track(self, kind: str, name: str, parent: int = -1, *, device: int = -1, nc_idx: int = -1,
                   pid: int = 0, tid: int = 0, rank: int = 0, sort_index: int | None = None,
@@ -131,16 +147,50 @@ def write_trace(path: str | os.PathLike, header: pb.Header, tables: Mapping[str,
     return b.write(path, chunk_rows=chunk_rows, compression=compression)
 
 
-def rewrite_trace(src: str | os.PathLike, dst: str | os.PathLike, *, compression: str = framing.DEFAULT_COMPRESSION,
-                  chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Path:
-    """Copy trace ``src`` to ``dst`` with another codec (e.g. ``"zstd"`` for smaller archives): same header,
-    rows, row ids, dropped-event counts and footer metadata. One table is held in memory at a time."""
-    if Path(src).resolve() == Path(dst).resolve():
-        raise ValueError(f"{dst}: the output must differ from the input")
-    with read_trace(src) as tf, TraceWriter(dst, tf.header, chunk_rows=chunk_rows, compression=compression) as w:
-        for table, rows in tf.row_counts.items():
-            if rows:
-                w.append(table, tf.table(table))
-        w.dropped_events.update(tf.dropped_events)
-        w.footer_metadata.update(tf.footer_metadata)
+def rewrite_trace(src: str | os.PathLike | TraceFile, dst: str | os.PathLike, *,
+                  compression: str = framing.DEFAULT_COMPRESSION, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Path:
+    """Copy trace ``src`` (a path or an open ``TraceFile``) to ``dst`` with another codec (e.g. ``"zstd"`` for
+    smaller archives): same header, rows, row ids, dropped-event counts and footer metadata. One table is held
+    in memory at a time (streamed in batches of whole chunks). When ``src`` is partial (its ``loss_report()`` is not
+    None), the copy keeps that report
+    in its footer metadata (``reader.LOSS_KEY``), so it reports the loss too instead of passing for complete."""
+    tf = src if isinstance(src, TraceFile) else read_trace(src)
+    try:
+        if tf.path.resolve() == Path(dst).resolve():
+            raise ValueError(f"{dst}: the output must differ from the input")
+        with TraceWriter(dst, tf.header, chunk_rows=chunk_rows, compression=compression) as w:
+            for table in TABLES:
+                expected = 0  # next row id: rows missing from a partial source are filled in
+                for df in tf.iter_table(table, batch_rows=chunk_rows * 4):
+                    if len(df):
+                        w.append(table, _fill_gaps(table, df, expected))
+                        expected = int(df.index[-1]) + 1
+            w.dropped_events.update(tf.dropped_events)
+            w.footer_metadata.update(tf.footer_metadata)
+            loss = tf.loss_report()
+            if loss:
+                w.footer_metadata[LOSS_KEY] = loss
+    finally:
+        if tf is not src:
+            tf.close()
     return Path(dst)
+
+
+def _fill_gaps(table: str, df: pd.DataFrame, first: int) -> pd.DataFrame | dict[str, Any]:
+    """The rows ``first`` to ``df``'s last row id: ``df``, with rows a partial trace is missing (ids in a gap) filled
+    with default values, so row ids, which other tables refer to, stay the same in a copy (the copy's loss report
+    names the missing rows)."""
+    ids = df.index.to_numpy() - first
+    n = int(ids[-1]) + 1
+    if n == len(df):
+        return df
+    out: dict[str, Any] = {}
+    for name, col in columns_of(table).items():
+        if col.kind == "string":
+            arr = np.full(n, "", dtype=object)
+            arr[ids] = df[name].astype(object).to_numpy()
+        else:
+            arr = np.full(n, col.default, dtype=np.float64 if col.kind == "float" else np.int64)
+            arr[ids] = df[name].to_numpy()
+        out[name] = arr
+    return out

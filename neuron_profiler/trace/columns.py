@@ -14,7 +14,7 @@ from schemas import pb
 
 #: Current format version written by this package; readers accept any minor of the same major.
 FORMAT_MAJOR = 2
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 
 STRINGS_TABLE = "strings"

@@ -1,8 +1,13 @@
 """Byte-level file layout: magic, record frames, trailer. Only the reader and writer use this module.
 
     MAGIC | frame(Header) | frame(Chunk)* | frame(Footer) | trailer
-    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B reserved> <I crc32(payload)> payload
+    frame   = <I payload_length> <B record_type> <B codec> <B table_id> <B check> <I crc32(payload)> payload
     trailer = <Q footer_frame_offset> b"NTRACEND"
+
+``check`` (since format 2.2; a reserved 0 before) is the CRC-8 of the frame's first 7 bytes (length, record type,
+codec, table id), so every byte that changes how a record is read is checksummed: any one-byte change of them is
+caught (a CRC-8 detects every error burst of up to 8 bits), the payload is covered by its CRC-32 as before.
+The payload CRC is unchanged, so readers of 2.0/2.1 (which ignore the reserved byte) still read 2.2 files.
 """
 from __future__ import annotations
 
@@ -24,6 +29,9 @@ CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB, "zstd": CODEC_ZSTD, "lz4": COD
 DEFAULT_COMPRESSION = "lz4"
 LZ4_LEVEL = 4
 
+#: First format version whose frames carry the CRC-8 check byte.
+CHECK_SINCE = (2, 2)
+
 #: No single record may be larger than this (a declared length above it is corruption, not a trace).
 MAX_RECORD_BYTES = 1 << 30
 #: No chunk holds more rows than this (writers split larger batches; readers treat more as corruption).
@@ -32,11 +40,36 @@ MAX_CHUNK_ROWS = 1 << 22
 MAX_DECOMPRESSED_BYTES = 1 << 31
 
 
+_HEAD = struct.Struct("<IBBB")  # the frame bytes the check byte covers
+
+
+def _crc8_table() -> bytes:
+    table = bytearray(256)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = ((c << 1) ^ 0x07) & 0xFF if c & 0x80 else (c << 1) & 0xFF
+        table[i] = c
+    return bytes(table)
+
+
+_CRC8 = _crc8_table()  # CRC-8/SMBUS: polynomial x^8 + x^2 + x + 1, initial value 0
+
+
+def frame_check(length: int, record_type: int, codec: int, table_id: int) -> int:
+    """The check byte of a frame with these fields: the CRC-8 of its first 7 bytes."""
+    c = 0
+    for b in _HEAD.pack(length, record_type, codec, table_id):
+        c = _CRC8[c ^ b]
+    return c
+
+
 def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, table_id: int = 0) -> bytes:
-    """Frame ``payload`` (already compressed when codec != none)."""
+    """Frame ``payload`` (already compressed when codec != none) with the check byte and the payload's CRC-32."""
     if len(payload) > MAX_RECORD_BYTES:
         raise ValueError(f"record of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
-    return FRAME.pack(len(payload), record_type, codec, table_id, 0, zlib.crc32(payload)) + payload
+    check = frame_check(len(payload), record_type, codec, table_id)
+    return FRAME.pack(len(payload), record_type, codec, table_id, check, zlib.crc32(payload)) + payload
 
 
 try:  # core dependencies; imported eagerly so the first chunk read does not pay for the import
@@ -75,24 +108,32 @@ def compress(data: bytes, codec: int, level: int | None = None) -> bytes:
     return data
 
 
-def decompress(data: bytes, codec: int) -> bytes:
-    """Undo ``compress``; raises ValueError on an unknown codec, a bad stream or a decompression bomb."""
+def decompress(data: bytes, codec: int, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Undo ``compress``. Raises ValueError (only) on an unknown codec, a bad stream, or output above ``limit``
+    bytes; the output size is checked before it is allocated (zlib, which declares no size, is decompressed
+    with ``limit`` as its maximum output)."""
+    limit = min(int(limit), MAX_DECOMPRESSED_BYTES)
     if codec == CODEC_NONE:
+        if len(data) > limit:
+            raise ValueError(f"record of {len(data)} bytes is above the {limit}-byte limit")
         return bytes(data)
     if codec == CODEC_ZLIB:
-        d = zlib.decompressobj()
-        out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
-        if d.unconsumed_tail:
-            raise ValueError(f"chunk decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")
-        if not d.eof:
-            raise ValueError("zlib stream is incomplete")
+        try:
+            d = zlib.decompressobj()
+            out = d.decompress(data, limit)
+            if d.unconsumed_tail:
+                raise ValueError(f"zlib stream decompresses to more than {limit} bytes (the limit)")
+            if not d.eof:
+                raise ValueError("zlib stream is incomplete")
+        except zlib.error as e:
+            raise ValueError(f"zlib stream is invalid: {e}") from None
         return out
     if codec == CODEC_ZSTD:
         zstd = _zstd()
         try:
             size = zstd.frame_content_size(data)
-            if not 0 <= size <= MAX_DECOMPRESSED_BYTES:
-                raise ValueError(f"zstd frame declares {size} bytes (limit {MAX_DECOMPRESSED_BYTES})")
+            if not 0 <= size <= limit:
+                raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
             out = zstd.ZstdDecompressor().decompress(data, max_output_size=size)
         except zstd.ZstdError as e:
             raise ValueError(f"zstd stream is invalid: {e}") from None
@@ -104,11 +145,35 @@ def decompress(data: bytes, codec: int) -> bytes:
         if len(data) < 4:
             raise ValueError("lz4 block is shorter than its 4-byte size prefix")
         size = int.from_bytes(bytes(data[:4]), "little")
-        if size > MAX_DECOMPRESSED_BYTES or size > 255 * len(data) + 64:  # LZ4 cannot expand more than ~255x
+        if size > limit or size > 255 * len(data) + 64:  # LZ4 cannot expand more than ~255x
             raise ValueError(f"lz4 block of {len(data)} bytes declares {size} decompressed bytes, more than "
-                             f"LZ4 can produce (or the {MAX_DECOMPRESSED_BYTES}-byte limit)")
+                             f"LZ4 can produce or the {limit}-byte limit")
         try:
             return lz4.decompress(data)
         except lz4.LZ4BlockError as e:
             raise ValueError(f"lz4 block is invalid: {e}") from None
     raise ValueError(f"unknown codec {codec} (known: {sorted(CODECS.values())})")
+
+
+def decompress_prefix(data: bytes, codec: int, n: int, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """At least the first ``n`` decompressed bytes of ``data`` (all of them when shorter) without inflating the rest
+    where the codec allows (none, zlib, zstd; an LZ4 block is inflated whole, within ``limit``). ValueError on a bad
+    stream."""
+    if codec == CODEC_NONE:
+        return bytes(data[:n])
+    if codec == CODEC_ZLIB:
+        try:
+            return zlib.decompressobj().decompress(data, n)
+        except zlib.error as e:
+            raise ValueError(f"zlib stream is invalid: {e}") from None
+    if codec == CODEC_ZSTD:
+        zstd = _zstd()
+        try:
+            size = zstd.frame_content_size(data)
+            if not 0 <= size <= limit:
+                raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
+            with zstd.ZstdDecompressor().stream_reader(data) as r:
+                return r.read(n)
+        except zstd.ZstdError as e:
+            raise ValueError(f"zstd stream is invalid: {e}") from None
+    return decompress(data, codec, limit)

@@ -1,109 +1,63 @@
 """The one reader of the trace format: lazy, per-table and per-time-window loads into pandas.
 
-Robust to bad input: every problem raises a ``TraceFormatError`` subclass naming the file, the byte
-offset and what was expected. A file cut short (a killed writer) reads back every complete chunk and
-reports the lost bytes; a corrupt chunk raises unless ``strict=False``, which skips it and counts it.
+Robust to bad input: every problem raises a ``TraceFormatError`` subclass naming the file, the byte offset and
+what was expected; nothing else escapes (no ``zlib.error``, ``OverflowError`` or ``MemoryError`` from a file's
+bytes). Memory is bounded by the file's size (``decode.decode_limit``), checked before allocating. A file cut
+short (a killed writer) reads back every complete chunk; a corrupt chunk raises unless ``strict=False``, which
+skips it. ``loss_report()`` says in one line what a file is missing, or None when nothing is.
 """
 from __future__ import annotations
 
-import mmap
 import os
-import threading
-import zlib
-from dataclasses import dataclass
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
 
 from neuron_profiler.trace import framing
-from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLE_NAMES,
-                                           TABLES, TIME_COLUMNS, columns_of)
-from neuron_profiler.trace.decode import ChunkError, decode_chunk, parse_chunk
+from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLES, TIME_COLUMNS,
+                                           columns_of)
+from neuron_profiler.trace.decode import ChunkError, DecodeBudget, decode_chunk, row_bytes
 from neuron_profiler.trace.encode import column_dtype
-from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError,
-                                          TruncatedTraceError, UnsupportedVersionError)
+from neuron_profiler.trace.errors import CorruptTraceError, TraceFormatError
+from neuron_profiler.trace.index import ChunkRef
+from neuron_profiler.trace.records import LOSS_KEY, RecordFile
 from neuron_profiler.trace.strings import categorical_from_ids
 from neuron_profiler.trace.workers import submit
-from schemas import pb
 
 #: Threads that checksum, decompress and decode chunks (two: this project's machines have two cores).
 _DECODE_THREADS = 2
+#: Python bytes per interned string beyond its text (object header, list slot): the strings table's budget.
+_STRING_OVERHEAD = 64
 
 
-@dataclass
-class ChunkRef:
-    """Where a chunk sits in the file; rows/first_row/ts bounds are -1 when only known after decoding."""
+class TraceFile(RecordFile):
+    """An open trace file (header and chunk index read, checked: see ``records.RecordFile``). Tables are decoded on
+    demand with ``table()`` / ``iter_table()``.
 
-    table_id: int
-    offset: int
-    length: int
-    codec: int = -1
-    first_row: int = -1
-    rows: int = -1
-    min_ts: int = 0
-    max_end_ts: int = 0
+    ``max_decoded_bytes`` bounds what one ``table()`` / ``iter_table()`` / ``tables()`` call may materialise
+    (default ``decode.decode_limit(size)``: 256x the file size + 64 MiB)."""
 
-
-class TraceFile:
-    """An open trace file. Tables are decoded on demand with ``table()``."""
-
-    def __init__(self, path: str | os.PathLike, *, strict: bool = True) -> None:
-        self.path = Path(path)
-        self.strict = strict
-        self.warnings: list[str] = []
-        self.skipped_chunks = 0
-        self._lock = threading.Lock()
+    def __init__(self, path: str | os.PathLike, *, strict: bool = True, max_decoded_bytes: int | None = None) -> None:
+        super().__init__(path, strict=strict, max_decoded_bytes=max_decoded_bytes)
         try:
-            size = self.path.stat().st_size
-            with open(self.path, "rb") as f:
-                self._buf: bytes | mmap.mmap = (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                                                if size else b"")
-        except IsADirectoryError:
-            raise NotATraceError(f"{self.path}: is a directory, not a trace file") from None
-        except OSError as e:
-            raise TraceFormatError(f"{self.path}: cannot open: {e.strerror or e}") from None
-        self.size = size
-        self._check_magic()
-        self.header, pos = self._read_header()
-        self.footer: pb.Footer | None = None
-        self.lost_bytes = 0
-        self._chunks = self._index(pos)
-        self._strings = self._load_strings()
+            self._strings = self._load_strings()
+        except BaseException:
+            self.close()
+            raise
 
     # -- properties ------------------------------------------------------------------------------
     @property
-    def complete(self) -> bool:
-        """True when the file was closed cleanly (footer and trailer present and valid)."""
-        return self.footer is not None
-
-    @property
-    def format_version(self) -> str:
-        return f"{self.header.format_major}.{self.header.format_minor}"
-
-    @property
     def row_counts(self) -> dict[str, int]:
-        """Rows per table (from the footer, else by decoding chunk headers)."""
+        """Rows per table (from the footer, else the rows of the chunks found by scanning)."""
         if self.footer is not None:
             return {t: int(self.footer.table_rows.get(t, 0)) for t in TABLES}
-        counts = {t: 0 for t in TABLES}
-        for c in self._chunks:
-            name = TABLE_NAMES.get(c.table_id)
-            if name in counts:
-                self._ensure_decoded_meta(c)
-                counts[name] += max(c.rows, 0)
-        return counts
+        return {t: sum(c.rows for c in self._readable(TABLE_IDS[t])) for t in TABLES}
 
     @property
     def dropped_events(self) -> dict[str, int]:
         return dict(self.footer.dropped_events) if self.footer is not None else {}
-
-    @property
-    def footer_metadata(self) -> dict[str, str]:
-        return dict(self.footer.metadata) if self.footer is not None else {}
 
     @property
     def time_range(self) -> tuple[int, int] | None:
@@ -113,12 +67,13 @@ class TraceFile:
                 return None
             return int(self.footer.min_ts), int(self.footer.max_ts)
         lo, hi = None, None
-        for t, (tcol, dcol) in TIME_COLUMNS.items():
-            df = self.table(t, columns=[tcol] + ([dcol] if dcol else []))
-            if len(df):
-                end = df[tcol] + df[dcol] if dcol else df[tcol]
-                lo = int(df[tcol].min()) if lo is None else min(lo, int(df[tcol].min()))
-                hi = int(end.max()) if hi is None else max(hi, int(end.max()))
+        for t, (tcol, dcol) in TIME_COLUMNS.items():  # batch by batch: memory bounded by the batch
+            for df in self.iter_table(t, columns=[tcol] + ([dcol] if dcol else []), batch_rows=1 << 18):
+                if len(df):
+                    start = df[tcol].to_numpy()
+                    end = start + df[dcol].to_numpy() if dcol else start
+                    lo = int(start.min()) if lo is None else min(lo, int(start.min()))
+                    hi = int(end.max()) if hi is None else max(hi, int(end.max()))
         return None if lo is None else (lo, hi)
 
     @property
@@ -128,7 +83,7 @@ class TraceFile:
         out: dict[str, int] = {}
         for c in self._chunks:
             fr = self._frame_at(c.offset)
-            name = names.get(fr[2], f"codec {fr[2]}") if fr is not None else "unreadable"
+            name = names.get(fr.codec, f"codec {fr.codec}") if fr is not None else "unreadable"
             out[name] = out.get(name, 0) + 1
         return out
 
@@ -136,76 +91,110 @@ class TraceFile:
     def strings(self) -> np.ndarray:
         return self._strings
 
+    def chunk_index(self, table: str) -> list[ChunkRef]:
+        """The readable chunks of ``table`` in row order: byte offset, ``first_row``, ``rows`` and, from the
+        footer index (0 without one), ``min_ts`` / ``max_end_ts``."""
+        columns_of(table)
+        return self._readable(TABLE_IDS[table])
+
     # -- tables ----------------------------------------------------------------------------------
     def table(self, name: str, columns: Iterable[str] | None = None, start_ns: int | None = None,
-              end_ns: int | None = None) -> pd.DataFrame:
+              end_ns: int | None = None, *, _budget: DecodeBudget | None = None) -> pd.DataFrame:
         """Decode ``name`` into a DataFrame (index = row id). With ``start_ns``/``end_ns``, only rows whose
         [start, end] overlaps the window (chunks outside it are not decoded)."""
+        wanted = self._columns(name, columns)
+        windowed = start_ns is not None or end_ns is not None
+        tcol, dcol = TIME_COLUMNS.get(name, ("", ""))
+        if windowed and not tcol:
+            raise ValueError(f"table {name!r} has no time column; it cannot be read by time window")
+        window = (-(1 << 62) if start_ns is None else int(start_ns), (1 << 62) if end_ns is None else int(end_ns))
+        decode_cols = list(dict.fromkeys(wanted + ([tcol] + ([dcol] if dcol else []) if windowed else [])))
+        lo, hi = window
+        todo = [c for c in self._readable(TABLE_IDS[name], raise_strict=True) if not (
+            windowed and self.footer is not None and c.rows > 0 and (c.max_end_ts < lo or c.min_ts > hi))]
+        self._reserve(_budget, name, todo, decode_cols)
+        if not windowed and self.footer is not None and self.strict:
+            return self._whole_table(name, todo, wanted)
+        return self._read_chunks(name, todo, wanted, decode_cols, window if windowed else None)
+
+    def iter_table(self, name: str, columns: Iterable[str] | None = None, *,
+                   batch_rows: int = 1 << 20) -> Iterator[pd.DataFrame]:
+        """Table ``name`` as consecutive DataFrames of whole chunks, about ``batch_rows`` rows each, in row order
+        (index = row id; string columns are Categoricals of each batch's strings): a table of any size streams
+        in bounded memory. Unreadable chunks are handled as by ``table()``; at least one (maybe empty) frame."""
+        wanted = self._columns(name, columns)
+        chunks = self._readable(TABLE_IDS[name], raise_strict=True)
+        self._reserve(None, name, chunks, wanted)  # the whole stream stays within what the file may expand to
+        group: list[ChunkRef] = []
+        rows = yielded = 0
+        for c in chunks:
+            group.append(c)
+            rows += c.rows
+            if rows >= batch_rows:
+                yield self._read_chunks(name, group, wanted, wanted, None)
+                group, rows, yielded = [], 0, yielded + 1
+        if group or not yielded:
+            yield self._read_chunks(name, group, wanted, wanted, None)
+
+    def _columns(self, name: str, columns: Iterable[str] | None) -> list[str]:
         spec = columns_of(name)
         wanted = list(spec) if columns is None else list(columns)
         bad = [c for c in wanted if c not in spec]
         if bad:
             raise ValueError(f"table {name!r} has no column(s) {bad}; valid columns: {', '.join(spec)}")
-        windowed = start_ns is not None or end_ns is not None
+        return wanted
+
+    def _reserve(self, budget: DecodeBudget | None, name: str, chunks: list[ChunkRef], cols: list[str]) -> None:
+        """Check, before anything is allocated, that decoding ``cols`` of ``chunks`` stays within the budget."""
+        budget = budget if budget is not None else DecodeBudget(self.max_decoded_bytes)
+        try:
+            budget.take(sum(c.rows for c in chunks) * row_bytes(name, cols), f"table {name!r}")
+        except ChunkError as e:
+            raise self._err(CorruptTraceError, None, str(e)) from None
+
+    def _read_chunks(self, name: str, chunks: list[ChunkRef], wanted: list[str], decode_cols: list[str],
+                     window: tuple[int, int] | None) -> pd.DataFrame:
+        """The rows of ``chunks`` (those overlapping ``window`` when given) as a DataFrame indexed by row id."""
+        spec = columns_of(name)
         tcol, dcol = TIME_COLUMNS.get(name, ("", ""))
-        if windowed and not tcol:
-            raise ValueError(f"table {name!r} has no time column; it cannot be read by time window")
-        lo = -(1 << 62) if start_ns is None else int(start_ns)
-        hi = (1 << 62) if end_ns is None else int(end_ns)
-        decode_cols = list(dict.fromkeys(wanted + ([tcol] + ([dcol] if dcol else []) if windowed else [])))
-        tid = TABLE_IDS[name]
-        if not windowed:
-            whole = self._whole_table(name, tid, wanted)
-            if whole is not None:
-                return whole
         parts: list[dict[str, np.ndarray]] = []
         spans: list[tuple[int, int]] = []  # (first row, rows) of each whole chunk read
         index: list[np.ndarray] = []  # row ids of each chunk after the window filter
-        todo = [c for c in self._chunks if c.table_id == tid and not (
-            windowed and self.footer is not None and c.rows > 0 and (c.max_end_ts < lo or c.min_ts > hi))]
-        for decoded in self._decoded_chunks(todo, name, decode_cols):
+        for decoded in self._decoded_chunks(chunks, name, decode_cols):
             if decoded is None:
                 continue
             first, rows, cols = decoded
-            if windowed:
+            if window is not None:
                 start = cols[tcol]
                 end = start + cols[dcol] if dcol else start
-                keep = np.nonzero((end >= lo) & (start <= hi))[0]
+                keep = np.nonzero((end >= window[0]) & (start <= window[1]))[0]
                 cols = {k: v[keep] for k, v in cols.items()}
                 index.append(keep + first)
             spans.append((first, rows))
             parts.append(cols)
         data: dict[str, object] = {}
         for col in wanted:
-            kind = spec[col].kind
             if len(parts) == 1:
                 arr = parts[0][col]
             elif parts:
                 arr = np.concatenate([p[col] for p in parts])
             else:
                 arr = np.zeros(0, dtype=column_dtype(spec[col]))
-            data[col] = self._categorical(arr, f"{name}.{col}") if kind == "string" else arr
-        starts = np.cumsum([0] + [r for _, r in spans])
-        if not windowed and all(f == starts[i] for i, (f, _) in enumerate(spans)):
-            row_index: pd.Index = pd.RangeIndex(int(starts[-1]), name="row")  # contiguous: no index array
+            data[col] = self._categorical(arr, f"{name}.{col}") if spec[col].kind == "string" else arr
+        first_row = spans[0][0] if spans else 0
+        starts = first_row + np.cumsum([0] + [r for _, r in spans])
+        if window is None and all(f == starts[i] for i, (f, _) in enumerate(spans)):
+            row_index: pd.Index = pd.RangeIndex(first_row, int(starts[-1]), name="row")  # contiguous ids
         else:
-            if not windowed:
+            if window is None:
                 index = [np.arange(f, f + r, dtype=np.int64) for f, r in spans]
             row_index = pd.Index(np.concatenate(index) if index else np.zeros(0, dtype=np.int64), name="row")
         return _frame(data, row_index)
 
-    def _whole_table(self, name: str, tid: int, wanted: list[str]) -> pd.DataFrame | None:
-        """Fast path for a whole table of a cleanly closed file: the footer gives every chunk's rows, so the
-        worker threads decode straight into preallocated columns (no concatenation on the caller's thread).
-        None when the fast path does not apply (no footer, lenient mode, or an index with gaps)."""
-        chunks = [c for c in self._chunks if c.table_id == tid]
-        if self.footer is None or not self.strict or any(c.rows < 0 for c in chunks):
-            return None
-        total = 0
-        for c in chunks:
-            if c.first_row != total:
-                return None
-            total += c.rows
+    def _whole_table(self, name: str, chunks: list[ChunkRef], wanted: list[str]) -> pd.DataFrame:
+        """A whole table of a cleanly closed file read strictly: the checked footer index gives every chunk's rows
+        (contiguous from 0), so the worker threads decode straight into preallocated columns."""
+        total = sum(c.rows for c in chunks)
         spec = columns_of(name)
         try:
             out = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
@@ -215,8 +204,12 @@ class TraceFile:
                             f"(start_ns/end_ns)") from None
 
         def decode_into(c: ChunkRef) -> None:
-            self._decode_chunk(c, self._chunk_raw(c), name, wanted,
-                               {k: v[c.first_row:c.first_row + c.rows] for k, v in out.items()})
+            try:
+                self._decode_chunk(c, self._chunk_raw(c, self._chunk_limit(c)), name, wanted,
+                                   {k: v[c.first_row:c.end_row] for k, v in out.items()})
+            except TraceFormatError as e:
+                self._mark_unreadable(c, e)
+                raise
 
         if len(chunks) < 2:
             for c in chunks:
@@ -230,191 +223,21 @@ class TraceFile:
         return _frame(data, pd.RangeIndex(total, name="row"))
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Every table, fully decoded."""
-        return {t: self.table(t) for t in TABLES}
-
-    def close(self) -> None:
-        if isinstance(self._buf, mmap.mmap):
-            self._buf.close()
-
-    def __enter__(self) -> "TraceFile":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- internals -------------------------------------------------------------------------------
-    def _err(self, cls: type[TraceFormatError], offset: int | None, msg: str) -> TraceFormatError:
-        where = f"{self.path}" + (f" at byte {offset}" if offset is not None else "")
-        return cls(f"{where}: {msg}")
-
-    def _check_magic(self) -> None:
-        head = bytes(self._buf[: len(framing.MAGIC)])
-        if head == framing.MAGIC:
-            return
-        hint = ""
-        if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-            hint = " (it looks like JSON or gzip: import a torch.profiler trace with `neuron-trace import`)"
-        if len(head) < len(framing.MAGIC) and framing.MAGIC.startswith(head) and head:
-            raise self._err(TruncatedTraceError, 0, f"file is {self.size} bytes, shorter than the magic bytes")
-        raise self._err(NotATraceError, 0, f"not a Neuron trace: expected magic bytes {framing.MAGIC!r}, "
-                        f"found {head!r}{hint}")
-
-    def _frame_at(self, pos: int) -> tuple[int, int, int, int, int] | None:
-        """(length, type, codec, table_id, crc) of the frame at ``pos``, None when the file ends inside it."""
-        if pos + framing.FRAME.size > self.size:
-            return None
-        length, rtype, codec, table_id, _, crc = framing.FRAME.unpack_from(self._buf, pos)
-        return length, rtype, codec, table_id, crc
-
-    def _payload(self, pos: int, length: int, crc: int) -> bytes:
-        if length > framing.MAX_RECORD_BYTES:
-            raise self._err(CorruptTraceError, pos, f"declared record length {length} exceeds the "
-                            f"{framing.MAX_RECORD_BYTES}-byte limit")
-        start = pos + framing.FRAME.size
-        if start + length > self.size:
-            raise self._err(TruncatedTraceError, pos, f"record declares {length} bytes but only "
-                            f"{self.size - start} remain (file truncated)")
-        data = self._buf[start:start + length]
-        if zlib.crc32(data) != crc:
-            raise self._err(CorruptTraceError, pos, "checksum mismatch (record is corrupt)")
-        return data
-
-    def _read_header(self) -> tuple[pb.Header, int]:
-        pos = len(framing.MAGIC)
-        fr = self._frame_at(pos)
-        if fr is None:
-            raise self._err(TruncatedTraceError, pos, "file ends before the header record")
-        length, rtype, codec, _, crc = fr
-        if rtype != framing.HEADER:
-            raise self._err(CorruptTraceError, pos, f"expected the header record (type {framing.HEADER}), "
-                            f"found record type {rtype}")
-        payload = self._payload(pos, length, crc)
-        h = pb.Header()
-        try:
-            h.ParseFromString(framing.decompress(payload, codec))
-        except (DecodeError, ValueError) as e:
-            raise self._err(CorruptTraceError, pos, f"header cannot be decoded: {e}") from None
-        if h.format_major > FORMAT_MAJOR:
-            raise self._err(UnsupportedVersionError, None, f"file has format version "
-                            f"{h.format_major}.{h.format_minor}; this reader supports {FORMAT_MAJOR}.x "
-                            f"(up to {FORMAT_MAJOR}.{FORMAT_MINOR}); upgrade neuron-profiler to read it")
-        if h.format_major == 0:
-            raise self._err(CorruptTraceError, pos, "header has format version 0.x, which was never written")
-        if h.format_major < FORMAT_MAJOR:
-            raise self._err(UnsupportedVersionError, None, f"file has format version "
-                            f"{h.format_major}.{h.format_minor}, a pre-release layout this reader no longer "
-                            f"reads (it supports {FORMAT_MAJOR}.x); re-import or re-capture the trace")
-        return h, pos + framing.FRAME.size + length
-
-    def _index(self, pos: int) -> list[ChunkRef]:
-        chunks = self._index_from_footer(pos)
-        if chunks is not None:
-            return chunks
-        return self._index_by_scan(pos)
-
-    def _index_from_footer(self, data_start: int) -> list[ChunkRef] | None:
-        if self.size < data_start + framing.TRAILER.size:
-            return None
-        off, magic = framing.TRAILER.unpack_from(self._buf, self.size - framing.TRAILER.size)
-        if magic != framing.END_MAGIC or not data_start <= off < self.size - framing.TRAILER.size:
-            return None
-        fr = self._frame_at(off)
-        if fr is None or fr[1] != framing.FOOTER:
-            return None
-        try:
-            payload = self._payload(off, fr[0], fr[4])
-            ft = pb.Footer()
-            ft.ParseFromString(framing.decompress(payload, fr[2]))
-        except (TraceFormatError, DecodeError, ValueError):
-            self.warnings.append(f"footer at byte {off} is unreadable; the file was scanned instead")
-            return None
-        chunks = []
-        for e in ft.chunks:
-            if e.rows > framing.MAX_CHUNK_ROWS:
-                self.warnings.append(f"footer index declares a chunk of {e.rows} rows (at most "
-                                     f"{framing.MAX_CHUNK_ROWS}); the file was scanned")
-                return None
-            if not data_start <= e.offset < off or e.offset + e.length > off:
-                self.warnings.append(f"footer index entry at byte {e.offset} is out of range; the file was scanned")
-                return None
-            chunks.append(ChunkRef(e.table_id, e.offset, e.length, -1, e.first_row, e.rows, e.min_ts, e.max_end_ts))
-        self.footer = ft
-        return chunks
-
-    def _index_by_scan(self, pos: int) -> list[ChunkRef]:
-        chunks: list[ChunkRef] = []
-        while pos < self.size:
-            fr = self._frame_at(pos)
-            if fr is None:
-                break
-            length, rtype, codec, table_id, _ = fr
-            end = pos + framing.FRAME.size + length
-            if rtype == framing.FOOTER:
-                pos = self.size  # footer present but its trailer is cut: no event data was lost
-                break
-            if rtype != framing.CHUNK:
-                raise self._err(CorruptTraceError, pos, f"expected a chunk record (type {framing.CHUNK}), "
-                                f"found record type {rtype}")
-            if length > framing.MAX_RECORD_BYTES:
-                raise self._err(CorruptTraceError, pos, f"declared record length {length} exceeds the "
-                                f"{framing.MAX_RECORD_BYTES}-byte limit")
-            if end > self.size:
-                break
-            chunks.append(ChunkRef(table_id, pos, end - pos, codec))
-            pos = end
-        self.lost_bytes = self.size - pos
-        if self.lost_bytes:
-            self.warnings.append(f"file is truncated: the last {self.lost_bytes} bytes (an incomplete chunk) "
-                                 f"were lost; {len(chunks)} complete chunks were read")
-        elif pos >= self.size:
-            self.warnings.append("file has no footer (the writer did not close it); all chunks were recovered")
-        return chunks
-
-    def _chunk_raw(self, c: ChunkRef) -> bytes:
-        """Checked, decompressed payload of chunk ``c`` (thread-safe: zlib and crc32 release the GIL)."""
-        fr = self._frame_at(c.offset)
-        if fr is None or fr[1] != framing.CHUNK or fr[3] != c.table_id:
-            raise self._err(CorruptTraceError, c.offset, "index points at a byte that is not the "
-                            "expected chunk record")
-        payload = self._payload(c.offset, fr[0], fr[4])
-        try:
-            return framing.decompress(payload, fr[2])
-        except (ValueError, zlib.error) as e:
-            raise self._err(CorruptTraceError, c.offset, f"chunk cannot be decompressed: {e}") from None
-
-    def _parse_chunk(self, c: ChunkRef, raw: bytes) -> pb.Chunk:
-        try:
-            return parse_chunk(raw, c.table_id)
-        except ChunkError as e:
-            raise self._err(CorruptTraceError, c.offset, str(e)) from None
-
-    def _skip_or_raise(self, e: TraceFormatError) -> None:
-        if self.strict:
-            raise e
-        with self._lock:  # called from decode worker threads
-            self.skipped_chunks += 1
-            self.warnings.append(f"skipped corrupt chunk: {e}")
-
-    def _chunk_message(self, c: ChunkRef) -> pb.Chunk | None:
-        try:
-            return self._parse_chunk(c, self._chunk_raw(c))
-        except TraceFormatError as e:
-            self._skip_or_raise(e)
-            return None
+        """Every table, fully decoded (all of them together within one ``max_decoded_bytes``)."""
+        budget = DecodeBudget(self.max_decoded_bytes)
+        return {t: self.table(t, _budget=budget) for t in TABLES}
 
     def _decode_one(self, c: ChunkRef, table: str, cols: list[str]) -> tuple[int, int, dict] | None:
         try:
-            return self._decode_chunk(c, self._chunk_raw(c), table, cols)
+            return self._decode_chunk(c, self._chunk_raw(c, self._chunk_limit(c)), table, cols)
         except TraceFormatError as e:
-            self._skip_or_raise(e)
+            self._skip_or_raise(c, e)
             return None
 
     def _decoded_chunks(self, chunks: list[ChunkRef], table: str,
                         cols: list[str]) -> Iterator[tuple[int, int, dict] | None]:
-        """(first_row, rows, columns) of each chunk, in order. Chunks are checksummed, decompressed and decoded
-        in worker threads: lz4/zstd/zlib, crc32 and numpy's copies release the GIL (upb's parser, used only
-        as the fallback of :mod:`neuron_profiler.trace.wire`, holds it)."""
+        """(first_row, rows, columns) of each chunk, in order, decoded on worker threads (lz4/zstd/zlib, crc32 and
+        numpy's copies release the GIL; upb's parser, only the fallback of ``trace.wire``, holds it)."""
         if len(chunks) < 2:
             for c in chunks:
                 yield self._decode_one(c, table, cols)
@@ -424,34 +247,37 @@ class TraceFile:
             for fut in futures:
                 yield fut.result()
 
-    def _ensure_decoded_meta(self, c: ChunkRef) -> None:
-        if c.rows < 0:
-            msg = self._chunk_message(c)
-            c.rows = msg.rows if msg is not None else 0
-            c.first_row = msg.first_row if msg is not None else 0
-
     def _decode_chunk(self, c: ChunkRef, raw: bytes, table: str, cols: list[str],
                       out: dict[str, np.ndarray] | None = None) -> tuple[int, int, dict]:
-        """:func:`neuron_profiler.trace.decode.decode_chunk` of chunk ``c``; with ``out`` (slices sized by the
-        footer index) the chunk must hold the rows the index says."""
+        """:func:`neuron_profiler.trace.decode.decode_chunk` of chunk ``c``, which must hold the rows the index
+        says; with ``out`` (slices of preallocated columns) it decodes into them."""
         try:
-            return decode_chunk(raw, table, cols, len(self._strings), out=out,
-                                expect=None if out is None else (c.first_row, c.rows))
+            return decode_chunk(raw, table, cols, len(self._strings), out=out, expect=(c.first_row, c.rows))
         except ChunkError as e:
             raise self._err(CorruptTraceError, c.offset, str(e)) from None
 
     def _load_strings(self) -> np.ndarray:
         values: list[str] = []
         sid = TABLE_IDS[STRINGS_TABLE]
+        budget = DecodeBudget(self.max_decoded_bytes)
         for c in self._chunks:
             if c.table_id != sid:
                 continue
-            msg = self._chunk_message(c)
-            if msg is None:
-                continue
-            if msg.first_row != len(values):
-                raise self._err(CorruptTraceError, c.offset, f"string chunk starts at id {msg.first_row}, "
-                                f"expected {len(values)}")
+            try:
+                raw = self._chunk_raw(c, min(budget.remaining, self._chunk_limit(c)))
+                first, rows = self._check_head(c, raw)
+                c.first_row, c.rows = first, rows
+                budget.take(len(raw) + _STRING_OVERHEAD * rows, "the string table")
+                msg = self._parse_chunk(c, raw)
+                if first != len(values):
+                    raise self._err(CorruptTraceError, c.offset, f"string chunk starts at id {first}, expected "
+                                    f"{len(values)} (a string chunk before it is missing or unreadable)")
+            except ChunkError as e:
+                self._skip_or_raise(c, self._err(CorruptTraceError, c.offset, str(e)))
+                break
+            except TraceFormatError as e:
+                self._skip_or_raise(c, e)
+                break  # later ids cannot be placed: chunks that use them are reported unreadable
             values.extend(msg.strings.value)
         if not values:
             values = [""]
@@ -474,9 +300,9 @@ def _frame(data: dict[str, object], index: pd.Index) -> pd.DataFrame:
     return df
 
 
-def read_trace(path: str | os.PathLike, *, strict: bool = True) -> TraceFile:
+def read_trace(path: str | os.PathLike, *, strict: bool = True, max_decoded_bytes: int | None = None) -> TraceFile:
     """Open a trace file (tables load lazily with ``.table(name)``). Raises ``TraceFormatError`` subclasses."""
-    return TraceFile(path, strict=strict)
+    return TraceFile(path, strict=strict, max_decoded_bytes=max_decoded_bytes)
 
 
-__all__ = ["TraceFile", "read_trace", "FORMAT_MAJOR", "FORMAT_MINOR"]
+__all__ = ["TraceFile", "read_trace", "FORMAT_MAJOR", "FORMAT_MINOR", "LOSS_KEY"]

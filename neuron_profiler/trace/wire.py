@@ -62,6 +62,55 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     raise ValueError("truncated or overlong varint")
 
 
+def leading_head(buf: bytes) -> tuple[int, int]:
+    """(first_row, rows) from the first bytes of a serialized ``Chunk``: the varint fields before its first
+    length-delimited field (the table's columns), which protobuf serializers write first (fields in number
+    order; a field left out is 0). ValueError when the bytes cannot start a chunk (field number 0, a bad wire
+    type, the prefix ends before the columns begin)."""
+    first_row = rows = 0
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = _varint(buf, pos, end)
+        number, wtype = key >> 3, key & 7
+        if wtype == _LEN and number not in (_CHUNK_FIRST_ROW, _CHUNK_ROWS) and number > 0:
+            return first_row, rows
+        if wtype != _VARINT or number not in (_CHUNK_FIRST_ROW, _CHUNK_ROWS):
+            raise ValueError(f"chunk starts with field {number} of wire type {wtype}, not its row range and columns")
+        value, pos = _varint(buf, pos, end)
+        if number == _CHUNK_FIRST_ROW:
+            first_row = value
+        else:
+            rows = value
+    raise ValueError("chunk ends before its columns begin")
+
+
+def chunk_head(buf: bytes) -> tuple[int, int] | None:
+    """(first_row, rows) of a serialized ``Chunk`` without parsing its columns; None when the top-level fields
+    are malformed (the protobuf parser then gives the error)."""
+    first_row = rows = 0
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            key, pos = _varint(buf, pos, end)
+            number, wtype = key >> 3, key & 7
+            if wtype == _VARINT:
+                value, pos = _varint(buf, pos, end)
+                if number == _CHUNK_FIRST_ROW:
+                    first_row = value
+                elif number == _CHUNK_ROWS:
+                    rows = value
+            elif wtype == _LEN:
+                n, pos = _varint(buf, pos, end)
+                pos += n
+            elif wtype in (1, 5):  # fixed64, fixed32
+                pos += 8 if wtype == 1 else 4
+            else:
+                return None
+        return (first_row, rows) if pos == end else None
+    except (ValueError, IndexError):
+        return None
+
+
 def scan_chunk(buf: bytes, column_fields: frozenset[int]) -> ChunkView | None:
     """The view of a serialized ``Chunk`` whose table message holds only the packed fields
     ``column_fields``, each at most once; None when the full parser is needed."""

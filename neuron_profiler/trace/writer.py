@@ -1,8 +1,10 @@
 """The one writer of the trace format: streams chunks with bounded memory.
 
-Each chunk is flushed to disk as soon as it is complete, and interned strings are written before the
-first chunk that uses them, so a file cut at any byte (the process was killed) still reads back every
-complete chunk.
+The file is written under a temporary name beside the target and renamed to it by ``close()`` once the footer
+is on disk, so a file under its final name is always complete; an exception (Ctrl-C included) inside
+``with TraceWriter(...)`` removes the temporary file and leaves the target as it was. Each chunk is flushed as
+soon as it is complete and interned strings are written before the first chunk that uses them, so the
+temporary file of a killed process (``partial_path``) still reads back every complete chunk.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TIME_COLUMNS,
                                            columns_of)
 from neuron_profiler.trace.encode import encode_chunk, normalize, time_bounds
+from neuron_profiler.trace.files import create_partial, discard, output_target
 from neuron_profiler.trace.strings import StringTable
 from neuron_profiler.trace.workers import submit
 from schemas import pb
@@ -39,6 +42,8 @@ class TraceWriter:
 
     ``append`` takes a mapping (or DataFrame) of column name -> array; scalars broadcast; string columns
     accept str, sequences of str, or pandas Categoricals. It returns the row id of the batch's first row.
+    Rows go to ``partial_path`` (a temporary name beside ``path``) until ``close()`` renames it to ``path``;
+    ``abort()`` (or an exception leaving the ``with`` block) removes it instead.
     """
 
     def __init__(self, path: str | os.PathLike, header: pb.Header, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
@@ -63,9 +68,15 @@ class TraceWriter:
         self._pool: ThreadPoolExecutor | None = None
         self._inflight: deque[tuple[Future, str, int, int, int, int]] = deque()
         header = _checked_header(header)
-        self._f: BinaryIO | None = open(self.path, "wb")
-        self._f.write(framing.MAGIC)
-        self._write_record(framing.HEADER, header.SerializeToString(), framing.CODEC_NONE, 0)
+        self._target = output_target(self.path)
+        self.partial_path, fd = create_partial(self._target)
+        self._f: BinaryIO | None = os.fdopen(fd, "wb")
+        try:
+            self._f.write(framing.MAGIC)
+            self._write_record(framing.HEADER, header.SerializeToString(), framing.CODEC_NONE, 0)
+        except BaseException:
+            self.abort()
+            raise
 
     # -- public API -------------------------------------------------------------------------------
     def append(self, table: str, columns: Mapping[str, Any]) -> int:
@@ -96,9 +107,30 @@ class TraceWriter:
             self._flush_strings()
 
     def close(self) -> Path:
-        """Flush, write the footer index and trailer, close the file. Idempotent."""
+        """Flush, write the footer index and trailer, close the file and rename it to ``path``. Idempotent. On
+        failure (e.g. the disk is full) the temporary file is removed and the error propagates."""
         if self._f is None:
             return self.path
+        try:
+            self._finish()
+            os.replace(self.partial_path, self._target)
+        except BaseException:
+            self.abort()
+            raise
+        return self.path
+
+    def abort(self) -> None:
+        """Stop without finishing: close and remove the temporary file; nothing is written under ``path``."""
+        f, self._f = self._f, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+        discard(self.partial_path)
+
+    def _finish(self) -> None:
+        assert self._f is not None
         self.flush()
         ft = self._footer
         for t, n in self.rows.items():
@@ -112,15 +144,17 @@ class TraceWriter:
         offset = self._f.tell()
         self._write_record(framing.FOOTER, ft.SerializeToString(), framing.CODEC_NONE, 0)
         self._f.write(framing.TRAILER.pack(offset, framing.END_MAGIC))
-        self._f.close()
-        self._f = None
-        return self.path
+        f, self._f = self._f, None
+        f.close()
 
     def __enter__(self) -> "TraceWriter":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # an error or Ctrl-C while writing: the trace is incomplete, never leave it under its name
+            self.abort()
 
     # -- internals --------------------------------------------------------------------------------
     def _write_record(self, rtype: int, payload: bytes, codec: int, table_id: int) -> int:

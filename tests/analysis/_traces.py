@@ -13,8 +13,10 @@ TRN2_MEM_ROOF = min(TRN2_HBM_CORE, TRN2_DMA_CORE)  # the roofline's per-core mem
 MM_FLOPS = int(TRN2_PEAK_BF16 * 1e-6)  # one microsecond of peak work
 
 
-def neuron_builder(rank: int = 0, world_size: int = 1, target: str = "trn2") -> tuple[TraceBuilder, dict]:
-    hdr = make_header("tests.analysis", source_format="synthetic", rank=rank, world_size=world_size,
+def neuron_builder(rank: int = 0, world_size: int = 1, target: str = "trn2", run_id: str = "tests-run"
+                   ) -> tuple[TraceBuilder, dict]:
+    """A Neuron trace of one rank; ranks built with the same ``run_id`` form one run (as our capture does)."""
+    hdr = make_header("tests.analysis", source_format="synthetic", rank=rank, world_size=world_size, run_id=run_id,
                       simulated=True, devices=[neuron_device(target)])
     b = TraceBuilder(hdr)
     t = {}

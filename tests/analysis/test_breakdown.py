@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from realdata import real_trace
 
-from analysis.breakdown import (classify_kernels, comm_comp_overlap, device_activity, hta_kernel_selection,
+from analysis.analyses.breakdown import (classify_kernels, comm_comp_overlap, device_activity, hta_kernel_selection,
                                 idle_time_breakdown, kernel_breakdown, merge_intervals, temporal_breakdown)
 
 

@@ -3,7 +3,7 @@ import pytest
 from _traces import collective_rank
 
 import analysis
-from analysis.collectives import straggler_ranks
+from analysis.analyses.collectives import straggler_ranks
 
 
 def _pair():

@@ -2,6 +2,7 @@
 documented columns, and empty / zero / NaN values (never made-up numbers)."""
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -12,17 +13,13 @@ from _traces import gpu_builder, neuron_builder
 
 import analysis
 import analysis.figures as F
-from analysis import breakdown as B
-from analysis.collectives import ACROSS_COLUMNS, COLLECTIVE_COLUMNS
-from analysis.diff import DIFF_COLUMNS
-from analysis.dma import QUEUE_COLUMNS, SIZE_COLUMNS, THROUGHPUT_COLUMNS
+from analysis import registry
+from analysis.analyses import breakdown as B
+from analysis.analyses.dma import THROUGHPUT_COLUMNS
+from analysis.analyses.hot_ops import HOT_OPS_COLUMNS
+from analysis.analyses.steps import STEP_COLUMNS
+from analysis.analyses.summary import SUMMARY_COLUMNS
 from analysis.figures import breakdown as FB
-from analysis.flops import WORK_COLUMNS
-from analysis.hot_ops import HOT_OPS_COLUMNS
-from analysis.recommend import REC_COLUMNS
-from analysis.roofline import ROOFLINE_COLUMNS
-from analysis.steps import STEP_COLUMNS
-from analysis.summary import SUMMARY_COLUMNS
 from neuron_profiler.hardware import neuron_device
 from neuron_profiler.trace import TraceBuilder, make_header
 
@@ -53,31 +50,48 @@ def _gpu_host_only():
 
 TRACES = {"empty": _empty, "neuron_host_only": _neuron_host_only, "gpu_host_only": _gpu_host_only}
 
-# analysis -> (call, documented columns)
-FRAMES = {
-    "hot_ops_module": (lambda t: analysis.hot_ops(t, by="module"), HOT_OPS_COLUMNS),
-    "hot_ops_engine": (lambda t: analysis.hot_ops(t, by="engine"), HOT_OPS_COLUMNS),
-    "roofline": (lambda t: analysis.roofline(t), ROOFLINE_COLUMNS),
-    "instruction_work": (lambda t: analysis.instruction_work(t), WORK_COLUMNS),
-    "collectives": (lambda t: analysis.collectives(t), COLLECTIVE_COLUMNS),
-    "collectives_across_ranks": (lambda t: analysis.collectives_across_ranks([t]), ACROSS_COLUMNS),
-    "dma_queues": (lambda t: analysis.dma_queues(t), QUEUE_COLUMNS),
-    "dma_sizes": (lambda t: analysis.dma_sizes(t), SIZE_COLUMNS),
-    "diff": (lambda t: analysis.diff(t, t), DIFF_COLUMNS),
-    "recommendations": (lambda t: analysis.recommendations(t), REC_COLUMNS),
-    "kernel_breakdown_by_type": (lambda t: t.kernel_breakdown()[0], B.KERNEL_TYPE_COLUMNS),
-    "kernel_breakdown_by_name": (lambda t: t.kernel_breakdown()[1], B.KERNEL_NAME_COLUMNS),
-    "idle_time_breakdown": (lambda t: t.idle_time_breakdown(), B.IDLE_COLUMNS),
-}
+def _callable_without_arguments(spec) -> bool:
+    params = list(inspect.signature(spec.func).parameters.values())[1:]
+    return all(p.default is not inspect.Parameter.empty or p.kind is p.VAR_KEYWORD for p in params) \
+        or spec.subject == "pair"
+
+
+#: registered analyses that still have rows without device work (from the header or the host ops)
+HAS_ROWS = {"summary": "all", "temporal_breakdown": "all", "comm_comp_overlap": "all", "roofline_ceilings": "all",
+            "dma_throughput": "span", "steps": "host", "hot_ops": "host", "rank_balance": "all",
+            "rank_timeline": "host"}
+# the registry generates this list: every analysis that runs on a trace without arguments
+ANALYSES = sorted(n for n, s in registry.REGISTRY.items()
+                  if s.subject in ("trace", "traces", "pair") and s.returns in ("frame", "frames")
+                  and _callable_without_arguments(s))
+
+
+def _call(spec, t):
+    if spec.subject == "traces":
+        return spec.wrapper([t])
+    if spec.subject == "pair":
+        return spec.wrapper(t, t)
+    return spec.wrapper(t)
 
 
 @pytest.mark.parametrize("kind", sorted(TRACES))
-@pytest.mark.parametrize("name", sorted(FRAMES))
+@pytest.mark.parametrize("name", ANALYSES)
 def test_no_device_rows_gives_empty_frames(kind, name):
-    fn, cols = FRAMES[name]
-    df = fn(TRACES[kind]())
-    assert isinstance(df, pd.DataFrame) and len(df) == 0
-    assert set(cols) <= set(df.columns) | {df.index.name}, (set(cols) - set(df.columns))
+    spec = registry.REGISTRY[name]
+    out = _call(spec, TRACES[kind]())
+    frames = list(out) if spec.returns == "frames" else [out]
+    assert all(isinstance(df, pd.DataFrame) for df in frames)
+    cols = set().union(*(set(df.columns) | {df.index.name} for df in frames))
+    assert set(spec.column_names) <= cols, set(spec.column_names) - cols
+    expect = HAS_ROWS.get(name)
+    if expect is None or (expect == "host" and kind == "empty") or (expect == "span" and kind == "empty"):
+        assert all(len(df) == 0 for df in frames), name
+
+
+def test_the_empty_trace_list_covers_the_registry():
+    assert {"summary", "hot_ops", "roofline", "recommendations", "kernel_breakdown", "idle_time_breakdown",
+            "instruction_work", "collectives", "collectives_across_ranks", "dma_queues", "dma_sizes", "diff",
+            "run_recommendations", "device_activity"} <= set(ANALYSES)
 
 
 @pytest.mark.parametrize("kind", sorted(TRACES))

@@ -21,7 +21,7 @@ def test_hot_ops_and_summary_figures(trn):
     bars = dict(zip(self_bar.y, self_bar.x))
     assert bars["aten::mm"] == pytest.approx(h.loc["aten::mm", "device_time_self_ns"] / 1e3)
     s = F.summary_figure(trn).data[0]
-    assert dict(zip(s.y, s.x))["mfu_estimated_percent"] == pytest.approx(trn.summary_dict()["mfu_estimated_percent"])
+    assert dict(zip(s.y, s.x))["MFU (estimated)"] == pytest.approx(trn.summary_dict()["mfu_estimated_percent"])
     assert list(F.steps_figure(trn).data[0].y) == pytest.approx([2.1e-3, 1.9e-3])
 
 
@@ -51,7 +51,7 @@ def test_breakdown_builders_are_reexported():
     import analysis.figures.breakdown as B
 
     assert F.temporal_breakdown_figure is B.temporal_breakdown_figure
-    assert analysis.temporal_breakdown is analysis.breakdown.temporal_breakdown
+    assert analysis.temporal_breakdown is analysis.analyses.breakdown.temporal_breakdown
     with pytest.raises(AttributeError):
         F.no_such_figure
 

@@ -7,7 +7,7 @@ import pytest
 from _traces import gpu_mm_trace
 
 import analysis
-from analysis.flops import module_path_from_stack, op_flops_and_bytes
+from analysis.analyses.work import module_path_from_stack, op_flops_and_bytes
 
 
 def _ops(rows):

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from realdata import REALTRACES
 
-from analysis.breakdown import (IDLE_COLUMNS, comm_comp_overlap, hta_kernel_selection, idle_time_breakdown,
+from analysis.analyses.breakdown import (IDLE_COLUMNS, comm_comp_overlap, hta_kernel_selection, idle_time_breakdown,
                                 kernel_breakdown, temporal_breakdown)
 from neuron_profiler.importers.kineto import load_kineto_builder
 
@@ -206,3 +206,78 @@ def test_step_filter_explains_the_difference_on_df_index_resolver():
     filt = temporal_breakdown(sel, rank=rank).iloc[0]
     assert full["kernel_time_ns"] > filt["kernel_time_ns"]
     assert filt["kernel_time_ns"] == _rows(ref["temporal_breakdown"])[0]["kernel_time(us)"] * 1000
+
+
+@pytest.mark.parametrize("key", _keys())
+def test_trace_methods_with_hta_compatible_equal_hta(key):
+    """The same parity through the Trace methods: ``hta_compatible=True`` applies HTA's selection, rounding
+    and last-step filter (no hand-assembled tables)."""
+    import analysis
+
+    ref = _reference()
+    entry = ref[key]
+    if "error" in entry:
+        if "fallback" not in entry:
+            pytest.skip(f"HTA 0.5.0 produced no result for {key}")
+        entry = entry["fallback"] | {"files": ref[key].get("files") or [key]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traces = {}
+        for f in _files(key, entry):
+            p = REALTRACES / f
+            if not p.is_file():
+                pytest.skip(f"real trace {p} is absent")
+            t = analysis.load(p, cache=False)
+            traces[t.rank] = t
+    checked = 0
+    kb = _result(entry, "gpu_kernel_breakdown")
+    if kb and kb["by_kernel_type"]["rows"]:
+        ours: dict[str, float] = {}
+        for t in traces.values():
+            bt, _ = t.kernel_breakdown(hta_compatible=True)
+            for k, v in zip(bt["kernel_type"], bt["sum_ns"]):
+                ours[k] = ours.get(k, 0) + v / 1000.0
+        for row in _rows(kb["by_kernel_type"]):
+            assert _close(ours.get(row["kernel_type"], 0.0), row["sum"]), (row, ours)
+            checked += 1
+    tb = _result(entry, "temporal_breakdown")
+    for row in _rows(tb) if tb else []:
+        got = traces[row["rank"]].temporal_breakdown(hta_compatible=True).iloc[0]
+        for col in ("idle_time", "compute_time", "non_compute_time", "kernel_time"):
+            assert _close(got[f"{col}_ns"] / 1000.0, row[f"{col}(us)"]), (col, got[f"{col}_ns"], row)
+            checked += 1
+    co = _result(entry, "comm_comp_overlap")
+    for row in _rows(co) if co else []:
+        pct = traces[row["rank"]].comm_comp_overlap(hta_compatible=True)["comp_comm_overlap_pctg"].iloc[0]
+        if row["comp_comm_overlap_pctg"] is None:
+            assert math.isnan(pct)
+        else:
+            assert pct == pytest.approx(row["comp_comm_overlap_pctg"], abs=0.01)
+        checked += 1
+    it = _result(entry, "idle_time_breakdown")
+    if it:
+        ours_idle = pd.concat([t.idle_time_breakdown(hta_compatible=True) for t in traces.values()])
+        got = {(r, s, c): v / 1000.0 for r, s, c, v in ours_idle[["rank", "stream", "idle_category",
+                                                                  "idle_time_ns"]].itertuples(index=False)}
+        for row in _rows(it["breakdown"]):
+            k = (row["rank"], row["stream"], row["idle_category"])
+            assert _close(got.get(k, 0.0), row["idle_time"]), (k, got.get(k), row)
+            checked += 1
+    if not checked:
+        pytest.skip(f"HTA 0.5.0 gave no breakdown numbers for {key}")
+
+
+def test_hta_compatible_selection_drops_device_events_without_a_stream():
+    """Contract with the importer: device events without ``args.stream`` sit on a ``stream`` track with tid -1;
+    HTA drops them, so the HTA-compatible selection does too (and the default analyses keep them)."""
+    import analysis
+    from _traces import gpu_builder
+
+    b, t = gpu_builder()
+    nostream = b.add_track(kind="stream", name="no stream", parent=t["gpu"], device=0, tid=-1)
+    b.add_rows("instructions", {"track": [t["stream"], nostream], "start_ts": [0, 5000], "duration_ns": [1000, 1000],
+                                "engine": "Kernel", "opcode": "mtia_ccp_events", "name": ["k", "dma_request"]})
+    tr = analysis.Trace.from_builder(b)
+    assert tr.temporal_breakdown(hta_compatible=True)["kernel_time_ns"].iloc[0] == 1000
+    assert tr.temporal_breakdown()["kernel_time_ns"].iloc[0] == 6000
+    assert set(tr.idle_time_breakdown(hta_compatible=True)["stream"]) <= {7}

@@ -6,7 +6,7 @@ import pytest
 from _traces import neuron_builder
 
 import analysis
-from analysis.ranks import RANK_BALANCE_COLUMNS
+from analysis.analyses.ranks import RANK_BALANCE_COLUMNS
 from realdata import real_trace, sample_trace
 
 
@@ -70,7 +70,7 @@ def test_ddp_sample_pair_and_figure():
 def test_rank_timeline_lanes_union_and_coarsening():
     ranks = [_rank(0, 10_000, 12_000, 20_000), _rank(1, 30_000, 31_000, 40_000)]
     df = analysis.rank_timeline(ranks)
-    assert list(df.columns) == analysis.ranks.RANK_TIMELINE_COLUMNS
+    assert list(df.columns) == analysis.analyses.ranks.RANK_TIMELINE_COLUMNS
     got = {(r.rank, r.lane): (r.start_ts, r.end_ts, r.busy_ns, r.label) for r in df.itertuples(index=False)}
     assert got == {(0, "steps"): (0, 20_000, 20_000, "step 0"), (0, "compute"): (0, 10_000, 10_000, "compute"),
                    (0, "communication"): (12_000, 13_000, 1000, "communication"),
@@ -101,7 +101,7 @@ def test_rank_timeline_merges_bursts_closer_than_the_resolution():
 def test_rank_timeline_of_traces_without_activity_is_empty():
     b, _ = neuron_builder()
     df = analysis.rank_timeline([analysis.Trace.from_builder(b)])
-    assert df.empty and list(df.columns) == analysis.ranks.RANK_TIMELINE_COLUMNS
+    assert df.empty and list(df.columns) == analysis.analyses.ranks.RANK_TIMELINE_COLUMNS
     assert not analysis.figures.rank_timeline_figure(df).data
 
 

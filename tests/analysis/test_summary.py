@@ -31,7 +31,7 @@ def test_summary_neuron_exact(trn):
     assert s["mm_arithmetic_intensity"] == pytest.approx(2 * MM_FLOPS / 300_000)
     assert s["peak_flops_bandwidth_ratio"] == pytest.approx(peak / TRN2_HBM_CORE)
     df = trn.summary()
-    assert list(df.columns) == ["metric", "value", "unit", "description"]
+    assert list(df.columns) == ["metric", "value", "unit", "description", "label"]
     assert df.set_index("metric").loc["mfu_estimated_percent", "unit"] == "percent"
 
 

@@ -1,6 +1,7 @@
 """Trace / TraceSet / load(): files, windows, steps, devices, Kineto import and caching."""
 import shutil
 
+import pandas as pd
 import pytest
 from _traces import neuron_builder, two_matmul_trace
 
@@ -129,7 +130,8 @@ def test_breakdowns_of_a_neuron_trace_include_dma_and_collectives():
     assert dict(zip(by_type["kernel_type"], by_type["sum_ns"])) == {"COMPUTATION": 100, "MEMORY": 100,
                                                                      "COMMUNICATION": 100}
     assert tr.comm_comp_overlap()["comm_time_ns"].iloc[0] == 100
-    assert tr.device_activity() is tr.device_activity()   # computed once, shared
+    assert tr.device_activity() is not tr.device_activity()   # computed once, handed out as copies
+    pd.testing.assert_frame_equal(tr.device_activity(), tr.device_activity())
     # explicit tables still override the defaults
     assert tr.temporal_breakdown(dma=None, collectives=None)["kernel_time_ns"].iloc[0] == 100
 
@@ -153,7 +155,7 @@ def test_breakdowns_of_a_kineto_import_leave_host_side_collectives_out():
 def test_sample_ddp_trace_breakdowns_count_dma_and_collectives():
     from pathlib import Path
 
-    from analysis.summary import union_ns
+    from analysis.core.intervals import union_ns
 
     p = Path(__file__).resolve().parents[2] / "sample_traces" / "ddp_train_rank0.nprof"
     if not p.is_file():

@@ -77,17 +77,9 @@ def wait_idle(page, timeout: float = 30000) -> None:
     page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=timeout)
 
 
-def timeline_shapes(page) -> dict:
-    """Shape count and median segment length (µs) of the drawn timeline, read from the plotly graph div."""
-    return page.evaluate("""() => {
-        const gd = document.querySelector('#tl-graph .js-plotly-plot');
-        let n = 0; const lens = [];
-        for (const tr of gd.data) {
-            if (!tr.customdata) continue;
-            for (let i = 0; i + 1 < tr.x.length; i += 3) { n += 1; lens.push(tr.x[i+1] - tr.x[i]); }
-        }
-        lens.sort((a, b) => a - b);
-        const r = gd.layout.xaxis.range;
-        return {n: n, median: lens.length ? lens[Math.floor(lens.length / 2)] : 0, range: [r[0], r[1]],
-                meta: gd.layout.meta || null};
-    }""")
+def wait_painted(page, after: int = 0, timeout: float = 30000) -> dict:
+    """Wait until the canvas timeline has painted a view newer than ``after`` with no request pending;
+    returns its state (``window.neuronTimeline.view()``: t0, t1, painted, n, thr, area)."""
+    page.wait_for_function("(p) => { const v = window.neuronTimeline && window.neuronTimeline.view();"
+                           " return v && v.painted > p && v.painted === v.seq; }", arg=after, timeout=timeout)
+    return page.evaluate("() => window.neuronTimeline.view()")

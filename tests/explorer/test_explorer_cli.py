@@ -12,18 +12,29 @@ def test_defaults_bind_localhost_without_debug():
     assert (a.path, a.host, a.port, a.debug) == (None, "127.0.0.1", 8050, False)
 
 
-def test_main_serves_the_given_folder(served_dir, monkeypatch, capsys):
+def test_main_serves_the_given_folder_with_waitress(served_dir, monkeypatch, capsys):
     seen = {}
-    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: seen.update(kw, app=self))
+    import waitress
+
+    monkeypatch.setattr(waitress, "serve", lambda wsgi, **kw: seen.update(kw, wsgi=wsgi))
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: pytest.fail("the development server was used"))
     assert cli.main([str(served_dir), "--port", "8123"]) == 0
     out = capsys.readouterr()
     assert "http://127.0.0.1:8123/" in out.out
-    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123 and seen["debug"] is False
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123 and seen["threads"] == 8
+    seen["app"] = [a for a in [getattr(seen["wsgi"], "_explorer_app", None)] if a][0]
     store = seen["app"]._explorer_ctx.store
     assert store.root == served_dir.resolve()
     # the first listed trace is broken: reported, not fatal, and the next good one opens first
     assert "broken.nprof" in out.err
     assert store.default_key() == "run/rank00000_window000.nprof"
+
+
+def test_debug_uses_the_development_server(served_dir, monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: seen.update(kw))
+    assert cli.main([str(served_dir / "single.nprof"), "--debug"]) == 0
+    assert seen["debug"] is True and seen["host"] == "127.0.0.1"
 
 
 def test_missing_path_exits_with_message():

@@ -13,9 +13,10 @@ from explorer.pages import summary, timeline
 from explorer.pages.common import Ctx
 from explorer.state import PAGES, ViewState
 from explorer.store import TraceStore
-from explorer.viewport import BUDGET, ID_SHIFT, build_figure, query_view
+from explorer.tiles import view_payload
+from explorer.viewport import BUDGET, query_view
 
-GROUP = "group:run/rank*_window000.nprof"
+GROUP = "group:run/synthetic"
 
 
 def _dump(component) -> str:
@@ -72,25 +73,28 @@ def test_summary_cards_come_from_analysis(ctx):
     tr = ctx.store.trace("single.nprof")
     expect = analysis.summary(tr)
     cards = _find(summary.layout(ctx, ViewState(trace="single.nprof")), "kpi-cards")
-    names = [c.children[0].children for c in cards.children]
+    names = [c.to_plotly_json()["props"]["data-metric"] for c in cards.children]
     finite = expect[np.isfinite(expect["value"].astype(float))]["metric"].tolist()
     assert sorted(names) == sorted(finite)
+    labels = {c.to_plotly_json()["props"]["data-metric"]: c.children[0].children for c in cards.children}
+    assert labels["mfu_estimated_percent"] == "MFU (estimated)"  # words, not identifiers
+    assert labels["step_time_mean_ns"] == "Step time (mean)"
 
 
 def test_timeline_layout_lod_and_zoom(ctx):
     state = ViewState(page="timeline", trace="single.nprof")
-    graph = _find(timeline.layout(ctx, state), "tl-graph")
-    meta = graph.figure["layout"]["meta"]
-    assert 0 < meta["n_shapes"] <= BUDGET
+    meta = _find(timeline.layout(ctx, state), "tl-meta").data
     idx = ctx.store.timeline("single.nprof")
+    assert len(meta["rows"]) == len(idx.infos) and meta["groups"] == idx.groups
+    assert meta["t0"] == 0 and meta["t1"] == idx.end - idx.origin
     span = idx.end - idx.origin
     full = query_view(idx, None, None, 1400)
+    assert 0 < full.n_shapes <= BUDGET
     zoom = query_view(idx, span // 2, span // 2 + span // 500, 1400)
     singles = lambda v: sum(int((s.count == 1).sum()) for s in v.shapes.values())  # noqa: E731
     assert zoom.threshold_ns < full.threshold_ns / 100
     assert singles(zoom) > 0 and singles(zoom) / max(zoom.n_shapes, 1) > singles(full) / max(full.n_shapes, 1)
-    fig = build_figure(idx, full)
-    assert len(_dump(fig)) < 1_000_000
+    assert len(json.dumps(view_payload(idx, full))) < 1_000_000
 
 
 def test_timeline_search_and_groups(ctx):
@@ -110,17 +114,25 @@ def test_details_panel_shows_fields_parent_and_children(ctx):
     host = int(ins.loc[rid, "framework_op"])
     assert "Launched by host op" in s and f"host_ops #{host}" in s and f"sel=host_ops%3A{host}" in s
     s2 = _dump(timeline.details(ctx, ViewState(page="timeline", trace="single.nprof", sel=("host_ops", host))))
-    assert "Device children" in s2 and f"instructions #{rid}" in s2
+    assert "Device work and flows" in s2 and f"instructions #{rid}" in s2
 
 
-def test_click_customdata_decodes_to_event(ctx):
+def test_view_payload_ids_name_real_events(ctx):
+    """Every single shape of a view carries its table row id, and its start / duration are that event's."""
     idx = ctx.store.timeline("single.nprof")
     span = idx.end - idx.origin
-    fig = build_figure(idx, query_view(idx, 0, span // 1000, 1400))
-    codes = [c for tr in fig["data"] for c in (tr.get("customdata") or []) if c is not None and c >= 0]
-    assert codes
-    table = ("instructions", "dma", "collectives", "host_ops")[codes[0] // ID_SHIFT]
-    assert codes[0] % ID_SHIFT in idx.trace.table(table).index
+    pay = view_payload(idx, query_view(idx, 0, span // 1000, 1400))
+    checked = 0
+    for row, start, dur, count, _c, _n, ids in pay["rows"]:
+        table = idx.infos[row].table
+        df = idx.trace.table(table, ["start_ts", "duration_ns"])
+        for s0, d0, n0, rid in zip(start, dur, count, ids):
+            if n0 == 1:
+                assert rid >= 0 and df.loc[rid, "start_ts"] - idx.origin == s0 and df.loc[rid, "duration_ns"] == d0
+                checked += 1
+            else:
+                assert rid == -1
+    assert checked > 0
 
 
 def test_create_app_registers_routes(served_dir):
@@ -179,18 +191,19 @@ def test_recommendations_link_to_cited_time_and_events(ctx):
 
 
 def test_recommendation_links_to_cited_event_on_sample():
-    """The bundled capture triggers a rule that cites events: its link selects the first one."""
+    """The bundled CNN capture (FP32 matmuls) triggers a rule that cites events: its link selects the first one."""
     import analysis
     from pathlib import Path
 
-    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "gpt_train_step.nprof"
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "cnn_inference.nprof"
     if not sample.is_file():
         pytest.fail(f"bundled sample {sample} is missing (python sample_traces/regenerate.py)")
     ctx = Ctx(TraceStore(sample))
-    rec = analysis.recommendations(ctx.store.trace("gpt_train_step.nprof"))
-    cited = rec[[len(x) > 0 for x in rec["event_rows"]]]
+    rec = analysis.recommendations(ctx.store.trace("cnn_inference.nprof"))
+    from explorer.state import SEL_TABLES  # events the timeline can select (counter samples cannot be)
+    cited = rec[[len(x) > 0 and t in SEL_TABLES for x, t in zip(rec["event_rows"], rec["event_table"])]]
     assert len(cited)
-    s = _dump(summary.layout(ctx, ViewState(trace="gpt_train_step.nprof")))
+    s = _dump(summary.layout(ctx, ViewState(trace="cnn_inference.nprof")))
     assert f"sel={cited.iloc[0]['event_table']}%3A{int(cited.iloc[0]['event_rows'][0])}" in s
 
 
@@ -240,10 +253,14 @@ def test_roofline_point_selects_its_instructions_on_the_timeline(ctx):
     assert f"pick={point}" in link.href and f"sel=instructions%3A{rows[0]}" in link.href
     state = ViewState(page="timeline", trace="single.nprof", pick=point)
     idx = ctx.store.timeline("single.nprof")
-    v = query_view(idx, None, None, 1400, picked=timeline._picked(idx, point))
+    v = query_view(idx, None, None, 1400, picked=timeline.picked_of(idx, point))
     lit = {int(r) for i, s in v.highlight.items() for r in idx.ids[i][s.rep]}
     assert lit and lit <= set(rows.tolist())
-    assert f"{len(rows):,} instructions of a roofline point" in _dump(timeline.layout(ctx, state))
+    page = timeline.layout(ctx, state)
+    items = _find(page, "tl-results").data["items"]
+    assert sorted(r for _, r, *_ in items) == sorted(rows.tolist())  # the result list: exactly its instructions
+    assert [s0 for *_, s0, _e in items] == sorted(s0 for *_, s0, _e in items)
+    assert f"{len(rows):,} instructions of the picked roofline point" in _dump(page)
 
 
 def test_roofline_filters_and_colour_come_from_the_url(ctx):
@@ -261,12 +278,9 @@ def test_roofline_filters_and_colour_come_from_the_url(ctx):
 
 def test_timeline_rows_from_the_url(ctx):
     idx = ctx.store.timeline("single.nprof")
-    state = ViewState(page="timeline", trace="single.nprof", rows=(len(idx.groups) - 1, 0))
-    page = timeline.layout(ctx, state)
-    assert _find(page, "tl-groups").value == [idx.groups[-1], idx.groups[0]]
-    ticks = _find(page, "tl-graph").figure["layout"]["yaxis"]["ticktext"]
-    first = [i.label for i in idx.infos if i.group == idx.groups[-1]]
-    assert ticks[: len(first) + 1] == [f"<b>{idx.groups[-1]}</b>", *first]   # group header, then its rows
+    state = ViewState(page="timeline", trace="single.nprof", rows=(len(idx.groups) - 1, 0, 999))
+    meta = _find(timeline.layout(ctx, state), "tl-meta").data
+    assert meta["shown"] == [len(idx.groups) - 1, 0]  # positions that exist here
 
 
 def test_group_summary_shows_rank_balance_with_links_to_each_rank(ctx):
@@ -279,7 +293,8 @@ def test_group_summary_shows_rank_balance_with_links_to_each_rank(ctx):
     assert lanes == {"steps", "compute", "communication", "memory"}
     table = _find(out, "rank-balance-table")
     expect = analysis.rank_balance(ctx.store.open(GROUP))
-    assert [r["rank"] for r in table.data] == expect["rank"].tolist() == [0, 1]
-    assert [r["compute_time_ns"] for r in table.data] == expect["compute_time_ns"].tolist()
-    assert table.data[1]["open"].startswith("[rank 1](/summary?") and table.data[1]["open"].endswith("&rank=1)")
+    data = table.rowData
+    assert [r["rank"] for r in data] == expect["rank"].tolist() == [0, 1]
+    assert [r["compute_time_ns"] for r in data] == expect["compute_time_ns"].tolist()
+    assert data[1]["open"].startswith("[rank 1](/summary?") and data[1]["open"].endswith("&rank=1)")
     assert "rank-balance-fig" not in _dump(summary.layout(ctx, ViewState(trace="single.nprof")))

@@ -113,11 +113,14 @@ def test_schedule_windows_write_one_file_each(tmp_path):
 
 
 def test_without_shapes_modules_or_stack(tmp_path):
-    cfg = NeuronConfig(profile_output_dir=tmp_path, run_id="plain")
+    cfg = NeuronConfig(modes=[ProfileMode.RUNTIME], profile_output_dir=tmp_path, run_id="plain")
     npf = _run(cfg, steps=3, schedule=schedule(wait=0, warmup=1, active=1, repeat=1))
-    ops = read_trace(npf.paths[0]).table("host_ops")
+    tf = read_trace(npf.paths[0])
+    ops = tf.table("host_ops")
     assert (ops["input_shapes"] == "").all() and (ops["module"] == "").all() and (ops["stack"] == "").all()
     assert (ops["name"] == "aten::addmm").any()
+    # without DEVICE mode nothing needs the shapes: the profiler's own choice stands
+    assert json.loads(tf.header.capture_config_json)["profiler"]["record_shapes"] is False
 
 
 def test_no_schedule_is_one_window(tmp_path):
@@ -159,7 +162,7 @@ def test_export_trace_requires_matching_config(tmp_path):
 
 
 def test_plain_profiler_untouched_after_install(tmp_path):
-    NeuronConfig(profile_output_dir=tmp_path)  # installs the start/stop hooks
+    NeuronProfiler(NeuronConfig(profile_output_dir=tmp_path))  # installs the start/stop hooks
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         torch.ones(4).add(1)
     assert any(e.name == "aten::add" for e in prof.events())
@@ -229,10 +232,11 @@ class BrokenRuntime(DeviceRuntime):
         raise RuntimeError("model exploded")
 
 
-def test_device_runtime_failure_keeps_host_ops(tmp_path):
+def test_device_runtime_failure_keeps_host_ops(tmp_path, caplog):
     cfg = NeuronConfig(profile_output_dir=tmp_path, run_id="broken")
-    with pytest.warns(RuntimeWarning, match="model exploded"):
-        npf = _run(cfg, steps=2, rt=BrokenRuntime(), record_shapes=True)
+    npf = _run(cfg, steps=2, rt=BrokenRuntime(), record_shapes=True)
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuron_profiler"]
+    assert len(lines) == 1 and "model exploded" in lines[0] and "host ops only" in lines[0]
     tf = read_trace(npf.paths[0])
     assert (tf.table("host_ops")["name"] == "aten::addmm").sum() == 4
     assert "model exploded" in tf.footer_metadata["device_runtime_error"]

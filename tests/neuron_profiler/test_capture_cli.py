@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from neuron_profiler.capture import cli  # noqa: E402
+from neuron_profiler.launch import cli  # noqa: E402
 from neuron_profiler.trace import read_trace  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def _env(**extra):
 def test_capture_cli_profiles_optimizer_steps_and_keeps_exit_status(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    r = subprocess.run([sys.executable, "-m", "neuron_profiler.capture.cli", "capture", "--run-id", "cli",
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.launch.cli", "capture", "--run-id", "cli",
                         "--warmup", "1", "--active", "2", "--repeat", "2", "--runtime", "simulated", "--",
                         "python", str(script), "9", "7"],
                        env=_env(NEURON_RT_INSPECT_OUTPUT_DIR=str(tmp_path / "out"),
@@ -141,3 +141,25 @@ def test_capture_spawned_ranks_whole_run(tmp_path):
             for t in traces]
     assert keys[0] == keys[1] and sum("all_reduce" in o for _, o in keys[0]) == 3
     assert [s for s, _ in keys[0]] == list(range(len(keys[0])))  # the group was created inside the window
+
+
+def test_capture_refuses_an_unavailable_runtime_before_starting_the_command(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.launch.cli", "capture", "-o", str(tmp_path / "o"),
+                        "--runtime", "hardware", "--", "python", "-c", "print('ran')"],
+                       env=_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "ran" not in r.stdout
+    assert "hardware Neuron runtime unavailable" in r.stderr and "runtime='simulated'" in r.stderr
+    # without DEVICE mode no device runtime is needed, so nothing is refused
+    o = cli.options_from_args(_args(output_dir=str(tmp_path / "o"), runtime="hardware", modes="RUNTIME"), {})
+    assert o["runtime"] == "hardware"
+
+
+def test_runner_with_unusable_options_runs_the_program_unprofiled(tmp_path):
+    import json
+    opts = {"runtime": "hardware", "profile_output_dir": str(tmp_path / "o"), "run_id": "x"}
+    env = _env(NEURON_PROFILE_CAPTURE=json.dumps(opts))
+    env["PYTHONPATH"] = os.pathsep.join([str(cli.BOOTSTRAP_DIR), str(REPO)])
+    r = subprocess.run([sys.executable, "-c", "print('ran')"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ran"
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neuron-profile: not profiling this process (hardware Neuron")

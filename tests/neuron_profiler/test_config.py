@@ -77,7 +77,8 @@ def test_custom_profiler_config_must_be_json(tmp_path):
 
 
 def test_neuron_backend_registration_keeps_accelerator_probing_working(tmp_path):
-    NeuronConfig(profile_output_dir=tmp_path)
+    from neuron_profiler import NeuronProfiler
+    NeuronProfiler(NeuronConfig(profile_output_dir=tmp_path))
     assert torch._C._get_privateuse1_backend_name() == "neuron"
     assert torch.accelerator.is_available() is False
     assert torch.accelerator.current_accelerator(check_available=True) is None
@@ -105,8 +106,8 @@ def test_package_imports_without_torch():
 def test_no_registration_when_a_real_neuron_backend_is_loaded(tmp_path):
     code = ("import sys, types, torch\n"
             "sys.modules['torch_neuronx'] = types.ModuleType('torch_neuronx')\n"
-            "from neuron_profiler import NeuronConfig\n"
-            f"NeuronConfig(profile_output_dir={str(tmp_path)!r})\n"
+            "from neuron_profiler import NeuronConfig, NeuronProfiler\n"
+            f"NeuronProfiler(NeuronConfig(profile_output_dir={str(tmp_path)!r}))\n"
             "print(torch._C._get_privateuse1_backend_name(), torch.accelerator.current_accelerator())\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={"KINETO_LOG_LEVEL": "6", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})

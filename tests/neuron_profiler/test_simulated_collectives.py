@@ -2,18 +2,19 @@
 import numpy as np
 import pytest
 
-from neuron_profiler.hardware import model_param, neuron_spec
+from neuron_profiler.hardware import model_param
 from neuron_profiler.runtime.simulated import SimulatedRuntime
-from neuron_profiler.runtime.simulated.collectives import normalize_collective
+from neuron_profiler.runtime.simulated.collectives import Topology, normalize_collective
 from neuron_profiler.runtime.simulated.synthetic import comm, op, simulate
 
 
-def _simulate(rows, target="trn2", world_size=8):
-    return simulate(rows, target, world_size=world_size)
+def _simulate(rows, target="trn2", world_size=8, num_cores=1):
+    """One rank per chip by default (num_cores=1), so a group of n ranks spans n chips over NeuronLink."""
+    return simulate(rows, target, world_size=world_size, num_cores=num_cores)
 
 
-def _link():
-    return neuron_spec("trn2").interconnect_bandwidth_bytes_per_s * model_param("cc_ring_link_fraction")
+def _topo(num_cores=1):
+    return Topology.for_target("trn2", num_cores)
 
 
 LAT = model_param("cc_step_latency_ns")
@@ -30,22 +31,44 @@ def test_normalize_collective(raw, canon):
     assert normalize_collective(raw) == canon
 
 
-@pytest.mark.parametrize("n", [2, 8, 32])
-def test_all_reduce_ring_model(n):
+@pytest.mark.parametrize("n", [2, 8, 16])
+def test_all_reduce_ring_over_neuronlink(n):
     nelems = 16 << 20
     b = _simulate([comm("allreduce", 1000, 500, nelems, n, "Float", seq=7, pg="3")])
     c = b.table("collectives").iloc[0]
     nbytes = nelems * 4
-    t = 2 * (n - 1) / n * nbytes / _link() * 1e9 + 2 * (n - 1) * LAT
+    topo = _topo()
+    link = topo.neuronlink_bytes_per_s * topo.ring_fraction
+    t = 2 * (n - 1) / n * nbytes / link * 1e9 + 2 * (n - 1) * LAT
     assert c.duration_ns == pytest.approx(t, abs=1)
     assert (c.operation, c.algorithm, c.process_group, c.group_size, c.sequence_number) == (
-        "all_reduce", "ring", "3", n, 7)
+        "all_reduce", "ring (NeuronLink)", "3", n, 7)
     assert c.input_size == nbytes and c.output_size == nbytes and c.num_elements == nelems and c["dtype"] == "float32"
     assert c.replica_group == ",".join(map(str, range(n)))
     algbw = nbytes / (c.duration_ns * 1e-9)
     assert c.algorithm_bandwidth == pytest.approx(algbw)
     assert c.bus_bandwidth == pytest.approx(algbw * 2 * (n - 1) / n)
-    assert c.bus_bandwidth < _link()  # busbw approaches, never exceeds, the link bandwidth
+    assert c.bus_bandwidth < link  # busbw approaches, never exceeds, the ring's link bandwidth
+
+
+def test_small_messages_take_the_mesh_and_large_ones_the_ring():
+    topo = _topo()
+    members = list(range(16))
+    small, algo_s = topo.duration("all_reduce", 4096, members)
+    big, algo_b = topo.duration("all_reduce", 1 << 30, members)
+    assert algo_s.startswith("mesh") and algo_b.startswith("ring")
+    assert small < 2 * 15 * LAT  # fewer latency steps than a ring
+
+
+def test_levels_one_chip_neuronlink_and_efa():
+    # trn2: 8 cores per chip, 16 chips per trn2.48xlarge
+    topo = _topo(8)
+    one_chip, a1 = topo.duration("all_reduce", 64 << 20, list(range(8)))
+    two_chips, a2 = topo.duration("all_reduce", 64 << 20, list(range(16)))
+    two_inst, a3 = topo.duration("all_reduce", 64 << 20, list(range(256)))
+    assert "one chip" in a1 and "NeuronLink" in a2 and "EFA" in a3
+    assert two_inst > two_chips  # crossing instances is slower than staying on NeuronLink
+    assert topo.place(130) == (1, 0, 2)  # rank 130: instance 1, chip 0 of it, core 2
 
 
 def test_all_gather_reduce_scatter_broadcast():
@@ -54,15 +77,17 @@ def test_all_gather_reduce_scatter_broadcast():
             comm("reduce_scatter_tensor", 10**7, 10, per_rank * n, n, "BFloat16", out_nelems=per_rank, seq=2),
             comm("broadcast", 2 * 10**7, 10, per_rank, n, "Float", seq=3)]
     c = _simulate(rows).table("collectives").set_index("sequence_number")
+    topo = _topo()
+    link = topo.neuronlink_bytes_per_s * topo.ring_fraction
     big = per_rank * n * 2
-    ring = (n - 1) / n * big / _link() * 1e9 + (n - 1) * LAT
+    ring = (n - 1) / n * big / link * 1e9 + (n - 1) * LAT
     assert c.loc[1, "operation"] == "all_gather"
     assert c.loc[1, "output_size"] == big and c.loc[1, "input_size"] == big // n
     assert c.loc[1, "duration_ns"] == pytest.approx(ring, abs=1)
     assert c.loc[2, "operation"] == "reduce_scatter" and c.loc[2, "duration_ns"] == pytest.approx(ring, abs=1)
     for s in (1, 2):
         assert c.loc[s, "bus_bandwidth"] == pytest.approx(c.loc[s, "algorithm_bandwidth"] * (n - 1) / n)
-    bc = per_rank * 4 / _link() * 1e9 + LAT
+    bc = per_rank * 4 / link * 1e9 + LAT
     assert c.loc[3, "duration_ns"] == pytest.approx(bc, abs=1)
     assert c.loc[3, "bus_bandwidth"] == pytest.approx(c.loc[3, "algorithm_bandwidth"])
 
@@ -77,13 +102,15 @@ def test_group_size_one_and_wait_ignored():
 
 def test_collective_track_flows_and_order():
     rows = [op("aten::mm", 0, 100, [[1024, 1024], [1024, 1024]], ["float", "float"]),
-            comm("allreduce", 200, 100, 1 << 20, 8, seq=0), comm("allreduce", 300, 100, 1 << 20, 8, seq=1)]
+            comm("allreduce", 200, 100, 1 << 20, 8, seq=0), comm("allreduce", 400, 100, 1 << 20, 8, seq=1)]
     b = _simulate(rows)
     c, tracks, ins = b.table("collectives"), b.table("tracks"), b.table("instructions")
     assert set(tracks.loc[c.track, "name"]) == {"CC-core 0"} and set(tracks.loc[c.track, "kind"]) == {"cc_core"}
     assert list(c.framework_op) == [1, 2]
     # waits for the preceding matmul's compute, and the two run back to back on the CC core
-    mm_end = (ins.start_ts + ins.duration_ns)[ins.engine == "TensorMatrix"].max()
+    d = b.table("dma")
+    mm_end = max((ins.start_ts + ins.duration_ns)[ins.framework_op == 0].max(),
+                 (d.start_ts + d.duration_ns)[d.framework_op == 0].max())
     assert c.start_ts.iloc[0] >= mm_end
     assert c.start_ts.iloc[1] >= c.start_ts.iloc[0] + c.duration_ns.iloc[0]
     f = b.table("flows")

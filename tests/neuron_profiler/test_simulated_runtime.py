@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-from neuron_profiler.hardware import neuron_spec
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.counters import MAX_SAMPLES
@@ -29,9 +28,10 @@ def test_mixed_stream_uses_every_engine_and_track_tree(tmp_path):
     b = simulate(random_op_stream(64))
     ins, tracks = b.table("instructions"), b.table("tracks")
     assert set(ins.engine) == ENGINES
-    assert set(ins[ins.engine == "Scalar"].opcode) == {"ACTIVATE"}
-    assert set(ins[ins.engine == "TensorMatrix"].opcode) == {"MATMUL"}
-    assert set(ins[ins.engine == "Tensor"].opcode) == {"LoadStationary"}
+    assert set(ins[ins.engine == "Scalar"].opcode) <= {"ACTIVATE", "SemaphoreWait"}
+    assert set(ins[ins.engine == "TensorMatrix"].opcode) <= {"MATMUL", "TRANSPOSE", "SemaphoreWait"}
+    assert set(ins[ins.engine == "Tensor"].opcode) <= {"LoadStationary", "SemaphoreWait"}
+    assert set(ins[ins.engine == "Sync"].opcode) <= {"DmaTrigger", "SemaphoreWait"}
     # every instruction sits on the engine track of its name, under nc0 under "Trainium2 0" under the instance
     kind = dict(zip(tracks.index, tracks.kind.astype(str)))
     name = dict(zip(tracks.index, tracks.name.astype(str)))
@@ -48,10 +48,13 @@ def test_mixed_stream_uses_every_engine_and_track_tree(tmp_path):
     host = b.table("host_ops")
     assert (ins.name.astype(str).to_numpy() == host.name.astype(str).to_numpy()[ins.framework_op]).all()
     assert set(ins.dtype.astype(str)) >= {"bfloat16", "float32"}
-    mm = ins[ins.engine == "TensorMatrix"]
+    mm = ins[ins.opcode == "MATMUL"]
     assert (mm.raw_flops > 0).all() and (mm.psum_write_bytes > 0).all() and (mm.sbuf_read_bytes > 0).all()
-    sync = ins[ins.engine == "Sync"]
-    assert (sync.hbm_read_bytes > 0).all() and (sync.hbm_write_bytes > 0).all()
+    trig = ins[ins.opcode == "DmaTrigger"]
+    # each DMA trigger carries its transfer's HBM traffic: together, every byte the DMA moved
+    d = b.table("dma")
+    assert trig.hbm_read_bytes.sum() == pytest.approx(d[d.source == "HBM"].transfer_bytes.sum(), rel=1e-6)
+    assert trig.hbm_write_bytes.sum() == pytest.approx(d[d.dest == "HBM"].transfer_bytes.sum(), rel=1e-6)
     # round trip through the file format
     p = b.write(tmp_path / "rank00000_window000.nprof")
     tf = read_trace(p)
@@ -64,22 +67,30 @@ def test_header_devices_clock_and_footer():
     assert h.simulated and len(h.devices) == 1
     dev = h.devices[0]
     assert (dev.kind, dev.name, dev.simulated, dev.spec.num_cores) == ("trn2", "Trainium2", True, 8)
-    assert [c.name for c in h.clock_domains] == ["nc0_device_clock"] and "identical" in h.clock_domains[0].description
+    assert [c.name for c in h.clock_domains] == ["nc0_device_clock"] and "projected" in h.clock_domains[0].description
     sp = h.sync_points[0]
     assert sp.domain == "nc0_device_clock" and sp.host_ts == sp.device_ts
     assert "trn2" in b.footer_metadata["neuron_simulator"]
+    sim = h.simulation
+    assert sim.model.startswith("neuron_profiler.simulated") and sim.target == "trn2"
+    assert sim.host_timeline == "projected" and sim.documentation == "docs/simulation.md"
+    # every model constant is listed with its source
+    assert {"model.dma_fixed_latency_ns", "host.kernel_launch_ns", "topology"} <= set(sim.assumptions)
+    assert all("(" in v for k, v in sim.assumptions.items() if k.startswith(("model.", "host.")))
 
 
-def test_flows_link_host_ops_to_every_device_event():
+def test_flows_launch_each_kernel_and_every_event_names_its_host_op():
     b = simulate(random_op_stream(32))
     f = b.table("flows")
-    ins, d = b.table("instructions"), b.table("dma")
-    fi = f[f.dst_table == "instructions"]
-    assert sorted(fi.dst_row) == list(range(len(ins))) and set(f.kind) == {"launch"}
-    np.testing.assert_array_equal(fi.sort_values("dst_row").src_row.to_numpy(), ins.framework_op.to_numpy())
-    fd = f[f.dst_table == "dma"]
-    np.testing.assert_array_equal(fd.sort_values("dst_row").src_row.to_numpy(), d.framework_op.to_numpy())
-    assert set(f.src_table) == {"host_ops"}
+    ins, d, host = b.table("instructions"), b.table("dma"), b.table("host_ops")
+    launch = f[f.kind == "launch"]
+    assert set(launch.src_table) == {"host_ops"} and set(launch.dst_table) == {"instructions"}
+    # one launch link per kernel, to its first instruction
+    first = ins.reset_index().sort_values(["framework_op", "start_ts"]).groupby("framework_op").row.first()
+    assert sorted(zip(launch.src_row, launch.dst_row)) == sorted(zip(first.index, first.to_numpy()))
+    for t in (ins, d):
+        assert (t.framework_op >= 0).all() and t.framework_op.isin(host.index).all()
+    assert set(f.kind) == {"launch", "dependency"}
 
 
 def test_counters_units_bounds_and_values():
@@ -88,20 +99,17 @@ def test_counters_units_bounds_and_values():
     ct = tracks[tracks.kind == "counter"]
     assert dict(zip(ct.name.astype(str), ct.unit.astype(str))) == {
         "DMA Throughput": "bytes/s", "Pending DMA Count": "count", "State Buffer Usage": "percent",
-        "Estimated Instant MFU": "percent"}
-    assert (c.groupby("track").size() <= MAX_SAMPLES).all()
+        "PSUM Usage": "percent", "Estimated Instant MFU": "percent", "Throttling": "percent"}
     by = {str(tracks.name[t]): g for t, g in c.groupby("track")}
-    spec = neuron_spec("trn2")
-    thr = by["DMA Throughput"].value
-    # one op's loads share the core's bandwidth; only a store overlapping the next loads exceeds it
-    assert thr.max() > 0 and thr.max() <= 2 * spec.dma_bandwidth_per_core_bytes_per_s
+    assert len(by["DMA Throughput"]) <= MAX_SAMPLES
     # total bytes recovered from the throughput samples (bin rate x bin width)
     g = by["DMA Throughput"].sort_values("ts")
     moved = (g.value.to_numpy()[:-1] * np.diff(g.ts.to_numpy()) * 1e-9).sum()
     assert moved == pytest.approx(b.table("dma").transfer_bytes.sum(), rel=1e-6)
     mfu = by["Estimated Instant MFU"].value
     assert 0 < mfu.max() <= 100.0 + 1e-6
-    assert (by["State Buffer Usage"].value.between(0, 100)).all() and by["State Buffer Usage"].value.max() > 0
+    for name in ("State Buffer Usage", "PSUM Usage", "Throttling"):
+        assert by[name].value.between(0, 100).all(), name
     pend = by["Pending DMA Count"].value
     assert pend.max() >= 1 and (pend == pend.round()).all()
 
@@ -115,7 +123,6 @@ def test_max_events_per_nc_keeps_first_events():
     last_kept = max(b.table("instructions").start_ts.max(), b.table("dma").start_ts.max())
     all_starts = np.sort(np.concatenate([full.table("instructions").start_ts, full.table("dma").start_ts]))
     assert last_kept <= all_starts[100]
-    assert b.rows("flows") == kept
     assert simulate(random_op_stream(5), max_events_per_nc=10**6).dropped_events == {}
 
 
@@ -158,7 +165,8 @@ def test_resimulate_real_gpu_trace(realtraces_dir):
     ins = src.table("instructions")
     sim = ins[ins.track.isin(neuron_engines)]
     assert len(sim) > 100 and {"Tensor", "TensorMatrix", "Vector", "Scalar", "Sync"} <= set(sim.engine.astype(str))
-    assert (sim.start_ts.to_numpy() >= host.start_ts.to_numpy()[sim.framework_op.to_numpy()]).all()
+    projected = src.table("host_ops")
+    assert (sim.start_ts.to_numpy() >= projected.start_ts.to_numpy()[sim.framework_op.to_numpy()]).all()
     lowered = set(host.name.astype(str).to_numpy()[sim.framework_op.unique()])
     assert "aten::addmm" in lowered and "aten::linear" not in lowered  # leaves only
     assert len(src.header.devices) == n_dev + 1 and src.header.devices[-1].kind == "trn2"

@@ -211,13 +211,18 @@ def test_truncated_file_reports_lost_bytes(tmp_path: Path, chunked_file: tuple[b
 
 
 def test_unclosed_writer_leaves_flushed_chunks_readable(tmp_path: Path) -> None:
+    """While a writer is open (or after its process was killed) the rows are in its temporary file, readable
+    and reported as partial; the final name appears only when the file is complete."""
     p = tmp_path / "open.nprof"
     w = TraceWriter(p, make_header("tests"), chunk_rows=100)
     w.append("instructions", {"track": 0, "start_ts": np.arange(1000), "name": "op"})
-    tf = read_trace(p)  # writer still open: the 10 full chunks are on disk
+    assert not p.exists() and w.partial_path.parent == tmp_path and not w.partial_path.name.endswith(".nprof")
+    tf = read_trace(w.partial_path)  # writer still open: the 10 full chunks are on disk
     assert tf.row_counts["instructions"] == 1000 and not tf.complete
     assert (tf.table("instructions")["name"] == "op").all()
-    w.close()
+    assert tf.loss_report().startswith("no footer")
+    assert w.close() == p and read_trace(p).complete and not w.partial_path.exists()
+    assert read_trace(p).loss_report() is None
 
 
 def _header_bytes(major: int, minor: int) -> bytes:
@@ -330,8 +335,10 @@ def test_absurd_row_count_is_refused_without_allocating(tmp_path: Path) -> None:
         read_trace(_craft(tmp_path, c, 13)).table("instructions")
     c = pb.Chunk(first_row=0, rows=(1 << 21))
     c.instructions.SetInParent()
-    with pytest.raises(CorruptTraceError, match="stores no column"):
-        read_trace(_craft(tmp_path, c, 13)).table("instructions")
+    with pytest.raises(CorruptTraceError, match="would take 268,435,456 bytes decoded, beyond the"):
+        read_trace(_craft(tmp_path, c, 13)).table("instructions")  # 2M default rows from a 100-byte file
+    with pytest.raises(CorruptTraceError, match="stores no column"):  # the same chunk when the budget allows it
+        read_trace(_craft(tmp_path, c, 13), max_decoded_bytes=1 << 30).table("instructions")
 
 
 def test_footer_declaring_huge_chunks_is_not_trusted(tmp_path: Path) -> None:

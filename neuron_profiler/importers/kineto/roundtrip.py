@@ -8,7 +8,8 @@ The contract with ``neuron_profiler.exporters.chrome`` (version 1):
   "row": its row id], "flows": [{"src_table", "src_row", "dst_table", "dst_row", "kind"}]}``;
 - every exported event that came from a table carries ``args["nprof.table"]`` (host_ops, instructions, dma,
   collectives, counters), ``args["nprof.row"]`` (its row id) and ``args["nprof.track"]`` (its track row id),
-  and the table's other columns in ``args`` under their column names.
+  and the table's other columns in ``args`` under their column names; counter samples ("C" events) carry the
+  three ``nprof.*`` keys on the event beside ``args`` (viewers plot every numeric arg as a series).
 
 A column absent from ``args`` is taken from the event itself (``name`` / ``cat``, ``ts`` + ``dur`` in
 microseconds from ``baseTimeNanoseconds``), else its default. Other args keys are the row's ``args`` JSON.
@@ -57,12 +58,17 @@ class Collector:
 
     def add(self, events: Iterable[Any]) -> None:
         for e in events:
-            a = e.get("args") if type(e) is dict else None
-            t = a.get("nprof.table") if type(a) is dict else None
+            if type(e) is not dict:
+                self.other += 1
+                continue
+            a = e.get("args")
+            a = a if type(a) is dict else {}
+            meta = a if "nprof.table" in a else e  # counter samples carry the nprof.* keys beside args
+            t = meta.get("nprof.table")
             if t not in self.rows:
                 self.other += 1
                 continue
-            row, track = a.get("nprof.row"), a.get("nprof.track")
+            row, track = meta.get("nprof.row"), meta.get("nprof.track")
             if type(row) is not int or type(track) is not int:
                 self.other += 1
                 continue

@@ -1,48 +1,125 @@
 """Collective model: host ``record_param_comms`` ops -> rank-local collective executions on a CC core.
 
-Ring model (n = group size, B = message bytes, bw = ring link bandwidth, L = per-step latency):
-  all_reduce                 2(n-1)/n * B / bw + 2(n-1) L
-  all_gather, reduce_scatter (n-1)/n * B / bw + (n-1) L     (B = the full, gathered buffer)
-  all_to_all                 (n-1)/n * B / bw + (n-1) L
-  broadcast, send, recv      B / bw + L
-  barrier                    2(n-1) L
-algorithm_bandwidth = B / time; bus_bandwidth = algbw * factor (NCCL tests: 2(n-1)/n all_reduce,
+Placement: rank r runs on NeuronCore ``r % cores_per_chip`` of chip ``r // cores_per_chip``; chips fill
+instances of the target's instance type (trn1.32xlarge and trn2.48xlarge: 16 chips on a 2D torus of
+NeuronLink; instances talk over EFA). A group's members decide the levels it crosses:
+- one chip: cores exchange through the chip's HBM (``cc_intra_chip_bytes_per_s``);
+- several chips of one instance: NeuronLink; a ring drives ``cc_ring_link_fraction`` of a chip's links,
+  shared by the group's cores on that chip;
+- several instances: hierarchical (intra-instance reduce-scatter, inter-instance ring over EFA on
+  1/m of the data for m members per instance, intra-instance all-gather).
+Algorithms (n members, B message bytes, bw link bandwidth, L step latency):
+  ring all_reduce            2(n-1)/n * B / bw + 2(n-1) L
+  ring all_gather, reduce_scatter, all_to_all    (n-1)/n * B / bw + (n-1) L    (B = the full buffer)
+  broadcast, send, recv      B / bw + L;   barrier 2(n-1) L
+  mesh (one-shot)            the same data over ``cc_mesh_link_fraction`` of the links in 2 steps (all_reduce)
+                             or 1 step, chosen when faster (small messages: latency-bound).
+algorithm_bandwidth = B / time; bus_bandwidth = algbw * factor (nccl-tests: 2(n-1)/n all_reduce,
 (n-1)/n all_gather / reduce_scatter / all_to_all, 1 otherwise).
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from neuron_profiler.collectives import bus_factor, normalize_collective
-from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
+from neuron_profiler.hardware import dtype_size_bytes, model_param, normalize_dtype, raw_table
 
-__all__ = ["normalize_collective", "find_collectives", "ring_duration_ns", "bus_factor", "MIN_COLLECTIVE_NS"]
+__all__ = ["normalize_collective", "find_collectives", "Topology", "bus_factor", "MIN_COLLECTIVE_NS"]
 
 MIN_COLLECTIVE_NS = 50
+_RING_PHASES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "gather": 1.0,
+                "scatter": 1.0}
 
 
-def ring_duration_ns(operation: np.ndarray, nbytes: np.ndarray, n: np.ndarray, link_bw: float,
-                     step_latency_ns: float) -> np.ndarray:
-    """Ring-model duration of each collective (int64 ns, at least ``MIN_COLLECTIVE_NS``)."""
-    op = np.asarray(operation, dtype=object)
-    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    b = np.asarray(nbytes, dtype=np.float64)
-    ar = op == "all_reduce"
-    ring = np.isin(op, ["all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"])
-    barrier = op == "barrier"
-    frac = np.ones(len(n))
-    steps = np.ones(len(n))
-    frac[ar], steps[ar] = 2 * (n[ar] - 1) / n[ar], 2 * (n[ar] - 1)
-    frac[ring], steps[ring] = (n[ring] - 1) / n[ring], n[ring] - 1
-    frac[barrier], steps[barrier] = 0.0, 2 * (n[barrier] - 1)
-    single = n <= 1
-    frac[single], steps[single] = 0.0, 0.0
-    t = frac * b / link_bw * 1e9 + steps * step_latency_ns
-    return np.maximum(np.ceil(t), MIN_COLLECTIVE_NS).astype(np.int64)
+@dataclass(frozen=True)
+class Topology:
+    """Where ranks run and how fast their collectives go (constants from the hardware table)."""
+
+    target: str
+    cores_per_chip: int
+    chips_per_instance: int
+    instance: str
+    neuronlink_bytes_per_s: float
+    efa_bytes_per_s: float
+    intra_chip_bytes_per_s: float
+    ring_fraction: float
+    mesh_fraction: float
+    step_ns: float
+    efa_step_ns: float
+
+    @classmethod
+    def for_target(cls, target: str, cores_per_chip: int) -> "Topology":
+        t = raw_table()["neuron"][target]
+        inst = t["instance"]
+        return cls(target, max(int(cores_per_chip), 1), int(inst["chips"]), inst["name"],
+                   float(t["interconnect_bandwidth_bytes_per_s"]["value"]), float(inst["efa_bytes_per_s"]),
+                   model_param("cc_intra_chip_bytes_per_s"), model_param("cc_ring_link_fraction"),
+                   model_param("cc_mesh_link_fraction"), model_param("cc_step_latency_ns"),
+                   model_param("efa_step_latency_ns"))
+
+    def place(self, rank: int) -> tuple[int, int, int]:
+        """(instance, chip in the instance, core on the chip) of a rank."""
+        chip = rank // self.cores_per_chip
+        return chip // self.chips_per_instance, chip % self.chips_per_instance, rank % self.cores_per_chip
+
+    def duration(self, op: str, nbytes: float, members: list[int]) -> tuple[int, str]:
+        """(ns, algorithm) of one collective of ``nbytes`` over ``members`` (ranks)."""
+        n = len(members)
+        if n <= 1 or op == "":
+            return MIN_COLLECTIVE_NS, "local"
+        places = [self.place(r) for r in members]
+        instances = {p[0] for p in places}
+        chips = {(p[0], p[1]) for p in places}
+        per_chip = max(sum(1 for p in places if (p[0], p[1]) == c) for c in chips)
+        if len(chips) == 1:
+            bw, step = self.intra_chip_bytes_per_s / n, self.step_ns / 2
+            ring, algo = self._ring(op, nbytes, n, bw * n / max(n - 1, 1), step), "ring (one chip)"
+            return max(int(np.ceil(ring)), MIN_COLLECTIVE_NS), algo
+        link = self.neuronlink_bytes_per_s / per_chip
+        if len(instances) == 1:
+            ring = self._ring(op, nbytes, n, link * self.ring_fraction, self.step_ns)
+            mesh = self._mesh(op, nbytes, n, link * self.mesh_fraction, self.step_ns)
+            t, algo = (ring, "ring") if ring <= mesh else (mesh, "mesh")
+            return max(int(np.ceil(t)), MIN_COLLECTIVE_NS), algo + " (NeuronLink)"
+        m = max(sum(1 for p in places if p[0] == i) for i in instances)
+        k = len(instances)
+        intra = self._ring(op, nbytes, m, link * self.ring_fraction, self.step_ns) if m > 1 else 0.0
+        inter = self._ring(op, nbytes / max(m, 1), k, self.efa_bytes_per_s / max(m, 1), self.efa_step_ns)
+        return max(int(np.ceil(intra + inter)), MIN_COLLECTIVE_NS), "hierarchical ring (NeuronLink + EFA)"
+
+    @staticmethod
+    def _ring(op: str, b: float, n: int, bw: float, step: float) -> float:
+        if op == "barrier":
+            return 2 * (n - 1) * step
+        phases = _RING_PHASES.get(op)
+        if phases is None:  # broadcast, reduce, send, recv: one pipelined pass
+            return b / bw * 1e9 + step
+        return phases * (n - 1) / n * b / bw * 1e9 + phases * (n - 1) * step
+
+    @staticmethod
+    def _mesh(op: str, b: float, n: int, bw: float, step: float) -> float:
+        if op == "barrier":
+            return 2 * step
+        phases = _RING_PHASES.get(op)
+        if phases is None:
+            return b / bw * 1e9 + step
+        return phases * (n - 1) / n * b / bw * 1e9 + phases * step
+
+
+def members_of(replica_group: str, group_size: int) -> list[int]:
+    """Member ranks from a "0,1,2" string, else 0..group_size-1."""
+    try:
+        ranks = [int(x) for x in str(replica_group).split(",") if x.strip() != ""]
+    except ValueError:
+        ranks = []
+    if ranks and (group_size <= 0 or len(ranks) == group_size):
+        return ranks
+    return list(range(max(group_size, 1)))
 
 
 def _int(v: Any, default: int = -1) -> int:

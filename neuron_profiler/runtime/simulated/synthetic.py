@@ -12,13 +12,16 @@ from neuron_profiler.trace import TraceBuilder, make_header
 __all__ = ["op", "comm", "host_ops_builder", "random_op_stream", "simulate"]
 
 
+def _enc(v: Any) -> str:
+    return v if isinstance(v, str) else ("" if v is None else json.dumps(v))
+
+
 def op(name: str, start_ns: int, dur_ns: int, shapes: Any = None, dtypes: Any = None, *, track: str = "main",
        category: str = "cpu_op", flops: int = 0, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One host op row; ``shapes`` / ``dtypes`` lists are JSON-encoded like Kineto's Input Dims / Input type
     (pass a str to store it verbatim, e.g. garbage)."""
-    enc = (lambda v: v if isinstance(v, str) else ("" if v is None else json.dumps(v)))
-    return {"name": name, "start_ts": int(start_ns), "duration_ns": int(dur_ns), "input_shapes": enc(shapes),
-            "input_dtypes": enc(dtypes), "category": category, "flops": int(flops), "track": track,
+    return {"name": name, "start_ts": int(start_ns), "duration_ns": int(dur_ns), "input_shapes": _enc(shapes),
+            "input_dtypes": _enc(dtypes), "category": category, "flops": int(flops), "track": track,
             "args": json.dumps(dict(args)) if args else ""}
 
 

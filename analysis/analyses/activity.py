@@ -1,0 +1,256 @@
+"""Device activity: every device interval of a trace (instructions, DMA transfers and, on Neuron, collectives)
+with its kernel type, sorted by start once and shared by summary, hot_ops, roofline, diff and the breakdowns.
+
+Kernel types follow Holistic Trace Analysis 0.5.0 (``hta.utils.utils.get_kernel_type``): COMMUNICATION
+``^nccl.*Kernel``; MEMORY ``^Memcpy|^Memset|^dma``; OTHER when not compute by
+``(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)`` (so cuda_sync "Stream Sync" is OTHER and "Stream Wait
+Event" COMPUTATION, as in HTA); COMPUTATION otherwise. Neuron instructions (whose ``opcode`` is not a Kineto
+device category) are classified by engine; DMA rows are MEMORY, collectives not tied to an instruction
+COMMUNICATION. See ``docs/hta_definitions.md``.
+
+The **analysed span** (:func:`analysis_span`) is the window of a restricted trace, else first to last device
+activity (HTA's kernel span), else the trace's time range when it has no device work. Summary's
+``total_time``, its idle share and the default temporal breakdown all use it, so they agree.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..core.categorical import categorical, category_names, concat_categoricals, per_category
+from ..core.intervals import clip, first_rows, is_sorted, merge, union_by_key
+
+COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
+KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
+#: Kineto categories that ``neuron_profiler.importers.kineto`` stores as instruction ``opcode``
+KINETO_DEVICE_OPCODES = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
+                                   "mtia_ccp_events", "cuda_sync", "xpu_sync"})
+#: categories HTA's idle-time breakdown takes as kernels (it leaves cuda_sync out)
+HTA_IDLE_KERNEL_OPCODES = frozenset({"kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy",
+                                     "mtia_ccp_events"})
+NEURON_COMPUTE_ENGINES = frozenset({"Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Pool", "Act"})
+#: ``table`` codes of activity rows
+INSTRUCTIONS, DMA, COLLECTIVES = 0, 1, 2
+ACTIVITY_COLUMNS = ["start_ts", "end_ts", "name", "kernel_type", "track", "opcode", "framework_op", "table", "row"]
+
+_COMM_RE = r"^nccl.*Kernel"
+_MEM_RE = r"^(?:Memcpy|Memset|dma)"
+_NONCOMP_RE = r"^(?:(?:nccl.*Kernel)|(?:.*(?:Memcpy)|(?:Memset))|(?:.*Sync))"
+_KT_CODE = {t: i for i, t in enumerate(KERNEL_TYPES)}
+
+
+def classify_kernels(names: pd.Series) -> pd.Series:
+    """Kernel type of each GPU kernel / memcpy / memset name, as HTA 0.5.0 (see module doc).
+
+    Returns a Series of str (COMMUNICATION, MEMORY, COMPUTATION, OTHER) with the index of ``names``."""
+    s = pd.Series(names, copy=False)
+    idx = s.index
+    if isinstance(s.dtype, pd.CategoricalDtype):  # classify each category once
+        cats = pd.Series(s.cat.categories.astype(str))
+        per_cat = classify_kernels(cats).to_numpy()
+        codes = s.cat.codes.to_numpy()
+        out = np.where(codes >= 0, per_cat[np.maximum(codes, 0)] if len(per_cat) else COMPUTATION, COMPUTATION)
+        return pd.Series(out, index=idx, dtype=object)
+    st = s.astype(str)
+    comm = st.str.contains(_COMM_RE, regex=True).to_numpy()
+    mem = st.str.contains(_MEM_RE, regex=True).to_numpy()
+    noncomp = st.str.contains(_NONCOMP_RE, regex=True).to_numpy()
+    out = np.where(comm, COMMUNICATION, np.where(mem, MEMORY, np.where(noncomp, OTHER, COMPUTATION)))
+    return pd.Series(out, index=idx, dtype=object)
+
+
+def kernel_type_codes(ins: pd.DataFrame) -> np.ndarray:
+    """int8 code (index into ``KERNEL_TYPES``) per instruction row: Kineto rows by name, Neuron rows by engine;
+    each distinct name / engine is classified once."""
+    opcode, names, engine = (categorical(ins, c) for c in ("opcode", "name", "engine"))
+    kineto = per_category(opcode, np.isin(category_names(opcode), list(KINETO_DEVICE_OPCODES)), False)
+    by_name = np.array([_KT_CODE[t] for t in classify_kernels(pd.Series(category_names(names), dtype=object))],
+                       dtype=np.int8)
+    by_engine = np.where(np.isin(category_names(engine), list(NEURON_COMPUTE_ENGINES)),
+                         _KT_CODE[COMPUTATION], _KT_CODE[OTHER]).astype(np.int8)
+    return np.where(kineto, per_category(names, by_name, _KT_CODE[COMPUTATION]),
+                    per_category(engine, by_engine, _KT_CODE[OTHER])).astype(np.int8)
+
+
+def kernel_type_mask(act: pd.DataFrame, *types: str) -> np.ndarray:
+    """Rows of an activity frame whose kernel type is one of ``types`` (on the Categorical codes)."""
+    lut = np.zeros(len(KERNEL_TYPES), dtype=bool)
+    lut[[KERNEL_TYPES.index(t) for t in types]] = True
+    return lut[np.asarray(act["kernel_type"].cat.codes)]
+
+
+def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
+    """An int64 column; missing values (e.g. rows concatenated from another table) become ``default``."""
+    if col not in df.columns:
+        return np.full(len(df), default, np.int64)
+    s = df[col]
+    return (s.fillna(default) if s.hasnans else s).to_numpy(np.int64)
+
+
+#: instruction opcodes that are an engine waiting, not working (simulated Neuron traces: a semaphore wait)
+WAIT_OPCODES = ("SemaphoreWait",)
+
+
+def _busy_instructions(ins: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """(the instructions that are work, their positions in ``ins``): waits are idle time of their engine."""
+    if not len(ins) or "opcode" not in ins.columns:
+        return ins, np.arange(len(ins), dtype=np.int64)
+    op = categorical(ins, "opcode")
+    wait = per_category(op, np.isin(category_names(op), list(WAIT_OPCODES)), False)
+    if not wait.any():
+        return ins, np.arange(len(ins), dtype=np.int64)
+    keep = np.flatnonzero(~wait)
+    return ins.iloc[keep], keep
+
+
+def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = None,
+                   collectives: pd.DataFrame | None = None, hta_rounding: bool = False, sort: bool = False,
+                   window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Device intervals with their kernel type. Columns: ``start_ts``, ``end_ts`` (ns, int64), ``name``,
+    ``kernel_type`` (one of ``KERNEL_TYPES``), ``opcode`` (Categoricals), ``track``, ``framework_op`` (host op
+    row, -1 none), ``table`` (0 instructions, 1 dma, 2 collectives), ``row`` (position of the row in its
+    table); index = instruction row id (dma / collective rows get -1 - row).
+
+    Kineto rows are classified by name (:func:`classify_kernels`), Neuron rows by engine; DMA rows are MEMORY
+    and collectives without an ``instruction`` COMMUNICATION; ``WAIT_OPCODES`` rows (an engine waiting on a
+    semaphore) are not activity. ``hta_rounding`` rounds inward to whole µs as HTA
+    does on load (ts = ceil, end = floor; may give zero or negative durations, like HTA). ``window`` clips the
+    intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every later interval union
+    cheap (``Trace.device_activity``)."""
+    ins, pos = _busy_instructions(instructions)
+    n = len(ins)
+    starts = [ins["start_ts"].to_numpy(np.int64)]
+    ends = [starts[0] + ins["duration_ns"].to_numpy(np.int64)]
+    names, opcodes = [categorical(ins, "name")], [categorical(ins, "opcode")]
+    ktypes = [kernel_type_codes(ins) if n else np.zeros(0, np.int8)]
+    tracks, fops = [_int_col(ins, "track")], [_int_col(ins, "framework_op")]
+    tables, rows = [np.zeros(n, np.int8)], [pos]
+    index = [ins.index.to_numpy()]
+
+    def add(df: pd.DataFrame, name: str, opcode: str, ktype: str, code: int, pos: np.ndarray) -> None:
+        s = df["start_ts"].to_numpy(np.int64)
+        starts.append(s)
+        ends.append(s + df["duration_ns"].to_numpy(np.int64))
+        m = len(df)
+        names.append(categorical(df, name) if name != "dma" else pd.Categorical.from_codes(
+            np.zeros(m, np.int8), ["dma"]))
+        opcodes.append(pd.Categorical.from_codes(np.zeros(m, np.int8), [opcode]))
+        ktypes.append(np.full(m, _KT_CODE[ktype], np.int8))
+        tracks.append(_int_col(df, "track"))
+        fops.append(_int_col(df, "framework_op"))
+        tables.append(np.full(m, code, np.int8))
+        rows.append(pos)
+        index.append(-1 - df.index.to_numpy(np.int64))
+
+    if dma is not None and len(dma):
+        add(dma, "dma", "dma", MEMORY, DMA, np.arange(len(dma), dtype=np.int64))
+    if collectives is not None and len(collectives):
+        keep = (collectives["instruction"].to_numpy() < 0) if "instruction" in collectives else \
+            np.ones(len(collectives), bool)
+        if keep.any():
+            add(collectives[keep], "operation", "collective", COMMUNICATION, COLLECTIVES, np.flatnonzero(keep))
+
+    def cat(parts: list) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    start, end, kt, track, fop, table, row, idx = (cat(p) for p in (starts, ends, ktypes, tracks, fops, tables,
+                                                                        rows, index))
+    name, opcode = concat_categoricals(names), concat_categoricals(opcodes)
+    ncodes, ocodes = np.asarray(name.codes), np.asarray(opcode.codes)
+    if hta_rounding:
+        start, end = -((-start) // 1000) * 1000, (end // 1000) * 1000
+    if window is not None:
+        start, end = clip(start, end, *window)
+    if sort and len(start) and not is_sorted(start):
+        o = np.argsort(start, kind="stable")
+        start, end, kt, track, fop, idx, ncodes, ocodes, table, row = (
+            np.take(x, o) for x in (start, end, kt, track, fop, idx, ncodes, ocodes, table, row))
+    return pd.DataFrame({"start_ts": start, "end_ts": end,
+                         "name": pd.Categorical.from_codes(ncodes, name.categories, validate=False),
+                         "kernel_type": pd.Categorical.from_codes(kt, list(KERNEL_TYPES), validate=False),
+                         "track": track, "opcode": pd.Categorical.from_codes(ocodes, opcode.categories, validate=False),
+                         "framework_op": fop, "table": table, "row": row},
+                        index=pd.Index(idx, name=ins.index.name), copy=False)
+
+
+def trace_activity(trace, hta_compatible: bool = False) -> pd.DataFrame:
+    """:func:`activity_frame` of a trace, sorted by start, memoised per trace (window) and mode.
+
+    Default: the trace's instructions, DMA transfers and, for Neuron traces, collectives (in Kineto imports the
+    collectives table holds host-side ``record_param_comms`` calls; the device side of NCCL collectives is in
+    the instructions as kernels), clipped to the window of a restricted trace. ``hta_compatible``: the
+    instructions HTA 0.5.0 analyses (:func:`analysis.hta_kernel_selection`), timestamps rounded as HTA rounds
+    them, no DMA or collectives tables (HTA knows only Kineto events)."""
+    return trace.memo(("activity", bool(hta_compatible)), lambda: _trace_activity(trace, bool(hta_compatible)))
+
+
+def _trace_activity(trace, hta: bool) -> pd.DataFrame:
+    from .hta_selection import hta_kernel_selection
+
+    if hta:
+        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks)
+        return activity_frame(sel, hta_rounding=True, sort=True)
+    cc = None if trace.is_kineto_import else trace.table("collectives")
+    dma = trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"])
+    return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
+                          window=trace.window_bounds)
+
+
+def analysis_span(trace) -> tuple[int, int]:
+    """(start_ns, end_ns) of the analysed span (see the module doc)."""
+    if trace.window_bounds is not None:
+        return trace.window_bounds
+    return trace.memo("analysis_span", lambda: _span(trace))
+
+
+def _span(trace) -> tuple[int, int]:
+    act = trace_activity(trace)
+    if len(act):
+        return int(act["start_ts"].iloc[0]), int(act["end_ts"].to_numpy().max())
+    return trace.time_range
+
+
+def invocation_time(trace) -> pd.Series:
+    """Device time per host-op row (its invocation): the union of its instructions, DMA transfers and
+    collectives (ns, indexed by host-op row id; memoised per trace)."""
+    def compute() -> pd.Series:
+        act = trace_activity(trace)
+        fop = act["framework_op"].to_numpy()
+        m = fop >= 0
+        return union_by_key(fop[m], act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m],
+                            sorted_by_start=True)
+    return trace.memo("invocation_time", compute)
+
+
+def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """Device time per group of instruction rows (``work`` rows, ``group`` codes): each invocation's time
+    (:func:`invocation_time`, DMA included) counted once, in the group of its first row; rows without a
+    launching op: the union of the group's own rows. The definition of :mod:`analysis.core.devicetime`."""
+    from ..core.devicetime import group_time
+
+    fop = work["framework_op"].to_numpy()
+    linked = fop >= 0
+    t = np.zeros(n_groups)
+    if linked.any():
+        inv, first_idx = first_rows(fop[linked])
+        elapsed = invocation_time(trace).reindex(inv).fillna(0.0).to_numpy()
+        t += np.bincount(group[linked][first_idx], weights=elapsed, minlength=n_groups)
+    if (~linked).any():
+        s = work["start_ts"].to_numpy()[~linked]
+        e = s + work["duration_ns"].to_numpy()[~linked]
+        t += group_time(group[~linked], np.full(int((~linked).sum()), -1), s, e, n_groups)
+    return t
+
+
+def merged_activity(trace, kernel_type: str | None = None, hta_compatible: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the trace's device activity (of one kernel type, or all) as sorted disjoint (start, end)
+    arrays, memoised: the summary, the breakdowns and the recommendations share it."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        act = trace_activity(trace, hta_compatible)
+        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+        if kernel_type is not None:
+            m = kernel_type_mask(act, kernel_type)
+            s, e = s[m], e[m]
+        return merge(s, e, sorted_by_start=True)
+    return trace.memo(("merged", kernel_type, bool(hta_compatible)), compute)

@@ -1,0 +1,216 @@
+"""Roofline: per-op arithmetic intensity and achieved FLOP/s against the device ceilings.
+
+Definitions follow XProf (``anchors.md`` §2.1): roof(AI) = min(AI × memory roof, peak FLOP/s), ridge point =
+peak / memory roof, an op is memory bound when its AI is below the ridge point (:func:`analysis.core.
+devicetime.bound`). Ceilings are per core (one NeuronCore, one whole GPU; :mod:`analysis.core.devices`):
+the **memory roof** is min(HBM bandwidth per core, DMA bandwidth per core) on Neuron (Explorer's
+``memory_bound_ideal`` divides DMA bytes by ``dma_ddr_bandwidth``), the HBM bandwidth on GPUs; matmul-family
+ops are judged against the matrix peak of their dtype (float32 on a GPU with TF32: the TF32 peak), other ops
+against the engine's vector peak. An op's time is its device time (:mod:`analysis.core.devicetime`: per
+invocation, the union of its instructions and the DMA transfers that feed it).
+
+No number here breaks a physical bound: where an achieved rate would exceed the peak or the memory roof (the
+FLOPs or bytes are estimates that overstate the work), it is NaN with the reason in ``note``, and so are the
+efficiency and the time saved that would follow from it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .. import metrics as M
+from ..core.devices import device_peaks
+from ..core.devicetime import bound, physical
+from ..registry import Column, register
+from .activity import invocation_group_time
+from .work import instruction_work
+
+ROOFLINE_SPEC = (
+    Column("op", "", "Op"), Column("dtype", "", "Data type"),
+    Column("engine", "", "Engine", "Engine with the most device time"),
+    Column("device", "count", "Device", "Position in header.devices (-1 unknown)"),
+    Column("instructions", "count", "Device rows"),
+    Column("device_time_ns", "ns", "Device time", "Σ over invocations of the union of instructions and DMA"),
+    Column("flops", "FLOP", "FLOPs"), Column("hbm_bytes", "bytes", "HBM traffic", "NaN when unknown"),
+    Column("arithmetic_intensity", "FLOP/byte", "Arithmetic intensity"),
+    Column("achieved_flops_per_s", "FLOP/s", "Achieved FLOP/s", "NaN above the peak (see note)"),
+    Column("achieved_bandwidth_bytes_per_s", "bytes/s", "Achieved bandwidth", "NaN above the memory roof"),
+    Column("peak_flops_per_s", "FLOP/s", "Compute peak", "Per core, for the dtype / engine"),
+    Column("bandwidth_bytes_per_s", "bytes/s", "Memory roof", "Per core: min(HBM, DMA) on Neuron, HBM on GPUs"),
+    Column("ridge_point", "FLOP/byte", "Ridge point", "peak / memory roof"),
+    Column("roof_flops_per_s", "FLOP/s", "Roof", "min(AI × memory roof, peak)"),
+    Column("bound", "", "Bound", "memory, compute or unknown"),
+    Column("efficiency_percent", "percent", "Efficiency", "achieved / roof (0-100)"),
+    Column("distance_to_roof", "", "Distance to the roof", "1 − achieved / roof (0-1)"),
+    Column("time_at_roof_ns", "ns", "Time at the roof", "max(flops / peak, bytes / memory roof)"),
+    Column("time_saved_at_roof_ns", "ns", "Time saved at the roof", "device time − time at the roof (>= 0)"),
+    Column("note", "", "Note", "Why a value is NaN"),
+)
+ROOFLINE_COLUMNS = [c.name for c in ROOFLINE_SPEC]
+CEILING_SPEC = (Column("device", "count", "Device", "Position in header.devices"),
+                Column("device_name", "", "Device name"), Column("kind", "", "Kind", "compute or memory"),
+                Column("engine", "", "Engine", "matrix, a vector engine, HBM, DMA or memory roof"),
+                Column("dtype", "", "Data type"), Column("peak_flops_per_s", "FLOP/s", "Peak", "Per core"),
+                Column("bandwidth_bytes_per_s", "bytes/s", "Bandwidth",
+                       "Compute rows: the memory roof; memory rows: that memory's bandwidth per core"),
+                Column("ridge_point", "FLOP/byte", "Ridge point"),
+                Column("label", "", "Label", "Human name of the ceiling"))
+CEILING_COLUMNS = [c.name for c in CEILING_SPEC]
+
+
+@register("roofline_ceilings", columns=CEILING_SPEC)
+def roofline_ceilings(trace) -> pd.DataFrame:
+    """One row per ceiling. Columns: device (position in header.devices), device_name, kind ("compute" |
+    "memory"), engine ("matrix" for the Tensor engine / tensor cores, else the vector engine name; "HBM",
+    "DMA" and "memory roof" for memory rows), dtype (canonical, '' for memory), peak_flops_per_s (FLOP/s per
+    core; NaN for memory), bandwidth_bytes_per_s (compute rows: the memory roof min(HBM, DMA) per core; memory
+    rows: their own bandwidth per core), ridge_point (FLOP/byte = peak / memory roof), label (human text).
+    Empty when the header lists no devices."""
+    rows = []
+    for pos, d in enumerate(trace.header.devices):
+        p = device_peaks(trace, pos)
+        if p is None:
+            continue
+        bw = p.memory_roof
+        for dt, v in sorted(p.matrix.items(), key=lambda kv: -kv[1]):
+            dt_c = M.canonical_dtype(dt) or dt
+            rows.append((pos, d.name, "compute", "matrix", dt_c, v, bw, M.ridge_point(v, bw), f"matrix {dt_c} peak"))
+        for eng, v in p.vector.items():
+            rows.append((pos, d.name, "compute", eng, "float32", v, bw, M.ridge_point(v, bw), f"{eng} peak"))
+        rows.append((pos, d.name, "memory", "HBM", "", math.nan, p.hbm_per_core, math.nan, "HBM bandwidth per core"))
+        if np.isfinite(p.dma_per_core):
+            rows.append((pos, d.name, "memory", "DMA", "", math.nan, p.dma_per_core, math.nan,
+                         "DMA bandwidth per core"))
+        rows.append((pos, d.name, "memory", "memory roof", "", math.nan, bw, math.nan,
+                     "memory roof per core: min(HBM, DMA)" if np.isfinite(p.dma_per_core) else
+                     "memory roof per core: HBM"))
+    return pd.DataFrame(rows, columns=CEILING_COLUMNS)
+
+
+def _kept(w: pd.DataFrame) -> np.ndarray:
+    """Rows that carry FLOPs or HBM bytes (the others cannot be placed on a roofline)."""
+    return (w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0)
+
+
+def _groups(w: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray]:
+    """(group code per row of ``w``, unique combos) grouping by (op or module, dtype, device)."""
+    op_c = w[by].cat.codes.to_numpy().astype(np.int64)
+    dt_c = w["dtype"].cat.codes.to_numpy().astype(np.int64)
+    dev = w["device"].to_numpy().astype(np.int64)
+    n_dt = len(w["dtype"].cat.categories) + 1
+    dmin = int(dev.min()) if len(dev) else 0
+    n_dev = (int(dev.max()) - dmin + 1) if len(dev) else 1
+    combo = (op_c * n_dt + (dt_c + 1)) * n_dev + (dev - dmin)
+    g, uniq = pd.factorize(combo)
+    return g.astype(np.int64), np.asarray(uniq)
+
+
+@register("roofline", columns=ROOFLINE_SPEC, figure="roofline_figure")
+def roofline(trace, by: str = "op") -> pd.DataFrame:
+    """Per (op, dtype, device): position on the roofline. Sorted by time_saved_at_roof_ns (descending).
+
+    Columns: op, dtype, engine (engine with the most device time), device (position in header.devices, -1
+    unknown), instructions, device_time_ns (device time: each invocation's union of instructions and DMA,
+    counted in the group of its first row with FLOPs or bytes), flops (FLOP), hbm_bytes (bytes; NaN when
+    unknown for a row of the group), arithmetic_intensity (FLOP/byte; NaN without bytes), achieved_flops_per_s,
+    achieved_bandwidth_bytes_per_s, peak_flops_per_s (per-core ceiling for the dtype / engine),
+    bandwidth_bytes_per_s (the memory roof per core), ridge_point (FLOP/byte), roof_flops_per_s
+    (min(AI × memory roof, peak)), bound ("memory" | "compute" | "unknown"), efficiency_percent (achieved /
+    roof, 0-100), distance_to_roof (1 − achieved / roof, 0-1), time_at_roof_ns (max(flops / peak, bytes /
+    memory roof)), time_saved_at_roof_ns (device_time − time_at_roof, >= 0), note (why a value is NaN).
+    Ops without FLOPs and bytes are left out. ``by``: "op" or "module".
+    """
+    if by not in ("op", "module"):
+        raise ValueError(f"unknown grouping {by!r}; valid: op, module")
+    w_all = instruction_work(trace)
+    keep = _kept(w_all)
+    w = w_all[keep] if not keep.all() else w_all
+    if not len(w):
+        return pd.DataFrame({c.name: pd.Series(dtype=object if c.unit == "" else float) for c in ROOFLINE_SPEC})
+    g, uniq = _groups(w, by)
+    k = len(uniq)
+    t = invocation_group_time(trace, w, g, k)
+    fl = np.bincount(g, weights=w["flops"].to_numpy(), minlength=k)
+    by_ = np.bincount(g, weights=w["hbm_bytes"].to_numpy(), minlength=k)
+    by_[np.bincount(g, weights=(~w["bytes_known"].to_numpy()).astype(float), minlength=k) > 0] = np.nan
+    cnt = np.bincount(g, minlength=k)
+    mm = np.bincount(g, weights=w["is_matmul"].to_numpy().astype(float), minlength=k) > 0   # any matrix work
+    eng_c = w["engine"].cat.codes.to_numpy().astype(np.int64)
+    n_eng = len(w["engine"].cat.categories)
+    dur = w["duration_ns"].to_numpy()
+    et = np.bincount(g * n_eng + eng_c, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
+    eng_names = np.asarray(w["engine"].cat.categories.astype(str), dtype=object)
+    engine = eng_names[et.argmax(axis=1)] if n_eng else np.array([""] * k, dtype=object)
+    n_dt = len(w["dtype"].cat.categories) + 1
+    dev_all = w["device"].to_numpy()
+    dmin = int(dev_all.min())
+    n_dev = int(dev_all.max()) - dmin + 1
+    u_dev = uniq % n_dev + dmin
+    u_dt = (uniq // n_dev) % n_dt - 1
+    op_names = np.asarray(w[by].cat.categories.astype(str), dtype=object)[uniq // n_dev // n_dt]
+    dt_names = np.append(np.asarray(w["dtype"].cat.categories.astype(str), dtype=object), "")[u_dt]
+    peak, bw = _ceilings(trace, u_dev, mm, dt_names, engine)
+    out = _positions(fl, by_, t, peak, bw)
+    out = pd.DataFrame({"op": op_names, "dtype": dt_names, "engine": engine, "device": u_dev, "instructions": cnt,
+                        "device_time_ns": t, "flops": fl, "hbm_bytes": by_, **out})
+    if by == "module":
+        out = out.rename(columns={"op": "module"})
+    return out.sort_values("time_saved_at_roof_ns", ascending=False, na_position="last").reset_index(drop=True)
+
+
+def _ceilings(trace, dev: np.ndarray, mm: np.ndarray, dtype: np.ndarray, engine: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    k = len(dev)
+    peak, bw = np.empty(k), np.empty(k)
+    cache: dict = {}
+    for i in range(k):  # one iteration per group (op × dtype × device), not per event
+        ck = (int(dev[i]), bool(mm[i]), dtype[i], engine[i])
+        if ck not in cache:
+            p = device_peaks(trace, ck[0])
+            cache[ck] = (math.nan, math.nan) if p is None else (p.compute_peak(ck[1], ck[2], ck[3]), p.memory_roof)
+        peak[i], bw[i] = cache[ck]
+    return peak, bw
+
+
+def _positions(fl: np.ndarray, nbytes: np.ndarray, t: np.ndarray, peak: np.ndarray, bw: np.ndarray) -> dict:
+    """The roofline columns of each group, with physically impossible values replaced by NaN + a note."""
+    ai = M.arithmetic_intensity(fl, nbytes)
+    raw, raw_bw = M.rate_per_s(fl, t), M.rate_per_s(nbytes, t)
+    ach, note = physical(raw, peak, "achieved FLOP/s above the device peak: the FLOP count overstates the work")
+    ach_bw, note = physical(raw_bw, bw, "achieved bandwidth above the memory roof: the HBM bytes overstate the "
+                            "traffic (data served from cache, or bytes counted on rows that do not move them)", note)
+    ridge = M.ridge_point(peak, bw)
+    ai_for_roof = np.where(nbytes > 0, np.nan_to_num(ai, nan=0.0), np.where(np.isnan(nbytes), np.nan, np.inf))
+    roof = M.roof_flops_per_s(ai_for_roof, peak, bw)
+    impossible = (np.isfinite(raw) & np.isnan(ach)) | (np.isfinite(raw_bw) & np.isnan(ach_bw))
+    eff = np.where(impossible, np.nan, M._div(100.0 * ach, roof))
+    eff, note = physical(eff, np.full(len(eff), 100.0), "above the roof: the FLOPs or bytes are estimates", note)
+    t_roof = np.where(impossible, np.nan, M.time_at_roof_ns(fl, np.nan_to_num(nbytes), peak, bw))
+    saved = np.where(np.isfinite(t_roof), np.maximum(0.0, t - t_roof), np.nan)
+    no_peak = ~np.isfinite(peak) | ~np.isfinite(bw)
+    note = np.where(no_peak & (note == ""), "device peaks unknown (not in the trace header)", note)
+    return {"arithmetic_intensity": ai, "achieved_flops_per_s": ach, "achieved_bandwidth_bytes_per_s": ach_bw,
+            "peak_flops_per_s": peak, "bandwidth_bytes_per_s": bw, "ridge_point": ridge, "roof_flops_per_s": roof,
+            "bound": bound(fl, nbytes, ridge), "efficiency_percent": eff,
+            "distance_to_roof": 1.0 - np.asarray(eff, dtype=float) / 100.0, "time_at_roof_ns": t_roof,
+            "time_saved_at_roof_ns": saved, "note": note}
+
+
+@register("roofline_point_rows", returns="value", memo=False, method=None)
+def roofline_point_rows(trace, point: int, by: str = "op") -> np.ndarray:
+    """Instruction row ids behind one roofline point (row ``point`` of ``roofline(trace, by)``): the
+    instructions of its (op, dtype, device) that carry FLOPs or bytes, grouped exactly as ``roofline`` does."""
+    pts = roofline(trace, by)
+    if point not in pts.index:
+        raise ValueError(f"no roofline point {point} in this trace (it has {len(pts)})")
+    p = pts.loc[point]
+    w = instruction_work(trace)
+    m = (w["device"].to_numpy() == int(p["device"])) & _kept(w)
+    for col, val in ((by, p[by if by == "op" else "module"]), ("dtype", p["dtype"])):
+        m &= w[col].cat.codes.to_numpy() == w[col].cat.categories.get_indexer([val])[0]  # -1 matches ''
+    return w.index.to_numpy()[m]
+
+
+__all__ = ["roofline", "roofline_ceilings", "roofline_point_rows", "ROOFLINE_COLUMNS", "CEILING_COLUMNS"]

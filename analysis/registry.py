@@ -1,0 +1,167 @@
+"""The registry of analyses: one record per analysis (its function, documented columns with units and human
+labels, its figure builder), from which ``analysis`` builds its public API.
+
+An analysis module declares itself with :func:`register`::
+
+    @register("hot_ops", columns=HOT_OPS_SPEC, figure="hot_ops_figure", index=Column("op", "", "Op"))
+    def hot_ops(trace, by="op", top=None) -> pd.DataFrame: ...
+
+and the registry generates: the ``Trace`` method of the same name (or ``method=``), the entry in
+``analysis.__all__``, the figure index (``analysis.figures.FIGURES``) and the list the
+empty-trace tests run through. Calls on a trace are memoised per trace (window) and arguments through
+:meth:`analysis.Trace.memo`, and every call hands out a copy the caller owns.
+
+Views (the explorer, the terminal report) render columns through :func:`column_label` / :func:`column_unit`
+and summary metrics through their ``label`` and ``unit`` columns, never by showing identifiers.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+__all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "install", "column_label",
+           "column_unit", "columns_of"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One documented column: ``name``, ``unit`` ("ns", "bytes", "FLOP", "FLOP/s", "bytes/s", "percent",
+    "count", "FLOP/byte", "" for labels and flags), human ``label`` and a one-line ``description``."""
+
+    name: str
+    unit: str
+    label: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A registered analysis. ``subject``: "trace" (first argument a Trace; also accepted where noted: tables),
+    "traces" (a TraceSet or an iterable of traces), "pair" (two traces). ``returns``: "frame", "frames" (a
+    tuple of frames), "dict", "value". ``figure``: name of the builder in :mod:`analysis.figures`."""
+
+    name: str
+    func: Callable[..., Any]
+    columns: tuple[Column, ...] = ()
+    figure: str | None = None
+    method: str | None = None
+    subject: str = "trace"
+    returns: str = "frame"
+    memo: bool = True
+    index: Column | None = None
+    empty_ok: bool = True  # runs on a trace without device rows (the empty-trace tests call it)
+    wrapper: Callable[..., Any] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.func) or ""
+
+
+REGISTRY: dict[str, Analysis] = {}
+
+
+def _is_trace(obj: Any) -> bool:
+    return hasattr(obj, "memo") and hasattr(obj, "header") and hasattr(obj, "table")
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    try:
+        hash(v)
+    except TypeError:
+        return ("id", id(v))
+    return v
+
+
+def register(name: str | None = None, *, columns: Iterable[Column] = (), figure: str | None = None,
+             method: str | None = "", subject: str = "trace", returns: str = "frame", memo: bool = True,
+             index: Column | None = None, empty_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare an analysis (see the module doc). ``method=""`` (default) names the Trace method after the
+    analysis; ``None`` adds no method. Returns the memoising wrapper, which replaces the function."""
+
+    def deco(func: Callable[..., Any]) -> Callable[..., Any]:
+        n = name or func.__name__
+        sig = inspect.signature(func)
+        first = next(iter(sig.parameters))
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            subj = args[0] if args else kw.get(first)
+            if memo and subject == "trace" and _is_trace(subj):
+                bound = sig.bind(*args, **kw)
+                bound.apply_defaults()
+                key = ("analysis", n) + tuple((k, _freeze(v)) for k, v in bound.arguments.items() if k != first)
+                return cast(Any, subj).memo(key, lambda: func(*args, **kw))
+            return func(*args, **kw)
+
+        spec = Analysis(n, func, tuple(columns), figure, n if method == "" else method, subject, returns, memo,
+                        index, empty_ok, wrapper)
+        REGISTRY[n] = spec
+        wrapper.analysis = spec  # type: ignore[attr-defined]
+        return wrapper
+
+    return deco
+
+
+def call(name: str, *args: Any, **kw: Any) -> Any:
+    """Run a registered analysis by name."""
+    return REGISTRY[name].wrapper(*args, **kw)
+
+
+def install(cls: type, subjects: tuple[str, ...] = ("trace", "pair")) -> None:
+    """Give ``cls`` one method per registered analysis with ``method`` set and a subject in ``subjects``:
+    ``analysis.Trace`` gets the trace (and pair: ``t.diff(other)``) analyses, ``analysis.TraceSet`` the
+    analyses of several traces (``ts.rank_balance()``)."""
+    for spec in REGISTRY.values():
+        if not spec.method or spec.subject not in subjects or hasattr(cls, spec.method) and \
+                not getattr(getattr(cls, spec.method), "_generated", False):
+            continue
+
+        def make(s: Analysis) -> Callable[..., Any]:
+            @functools.wraps(s.func)
+            def method(self: Any, *args: Any, **kw: Any) -> Any:
+                return s.wrapper(self, *args, **kw)
+
+            method.__doc__ = f"Method form of :func:`analysis.{s.name}`.\n\n{s.doc}"
+            method._generated = True  # type: ignore[attr-defined]
+            return method
+
+        setattr(cls, spec.method, make(spec))
+
+
+def columns_of(name: str) -> tuple[Column, ...]:
+    """The documented columns of an analysis (its index first, when it has one)."""
+    s = REGISTRY[name]
+    return ((s.index,) if s.index is not None else ()) + s.columns
+
+
+def _find(col: str, analysis: str | None) -> Column | None:
+    specs = [REGISTRY[analysis]] if analysis else list(REGISTRY.values())
+    for s in specs:
+        for c in ((s.index,) if s.index is not None else ()) + s.columns:
+            if c.name == col:
+                return c
+    return None
+
+
+def column_label(col: str, analysis: str | None = None) -> str:
+    """Human label of a column (of ``analysis``, else the first analysis documenting it); the name, with
+    underscores as spaces, when undocumented."""
+    c = _find(col, analysis)
+    return c.label if c is not None else col.replace("_", " ")
+
+
+def column_unit(col: str, analysis: str | None = None) -> str:
+    """Unit of a documented column ('' when unknown)."""
+    c = _find(col, analysis)
+    return c.unit if c is not None else ""

@@ -1,0 +1,482 @@
+"""Fuzz the trace reader with mutations of valid files; every input runs under a time and a memory limit.
+
+Seeds are small valid traces (each codec, several chunks per table, a partial file) plus the bad-file corpus of
+``tests/data/bad_traces``. Each input is one seed with 1-3 mutations, some blind (byte and bit flips,
+truncations, deleted, duplicated and spliced ranges), some aware of the layout so they get past the checksums to
+the decoders: a frame field changed with its check byte recomputed, a chunk payload changed (decompressed,
+mutated, recompressed, re-framed with a valid CRC), a chunk's first_row/rows set to boundary values, footer index
+entries duplicated/removed/changed, header fields changed, whole frames removed, duplicated or swapped.
+
+Each input goes through the public API, strict and lenient: ``read_trace``, ``row_counts``, ``time_range``,
+``codecs``, ``tables()``, ``iter_table``, ``loss_report(verify=True)``, ``validate_trace``. Documented outcomes:
+success or a ``TraceFormatError``. Anything else is a finding, as is an input that takes more than
+``--timeout`` seconds (a hang) or whose peak RSS exceeds 10x its size + ``--fixed-mb`` (measured per input in
+the worker: VmHWM is reset through /proc/self/clear_refs before each input). Workers are forked processes
+whose address space is capped (``resource.setrlimit(RLIMIT_AS)``), so a runaway allocation fails there.
+
+    python bench/fuzz_reader.py --inputs 100000 [--workers 2] [--seed 1] [--timeout 20] [--out bench/out/fuzz]
+    python bench/fuzz_reader.py --atheris -- -runs=100000 -rss_limit_mb=2048 -timeout=20   # coverage-guided
+
+Inputs are reproducible: input ``i`` of ``--seed s`` is rebuilt by ``make_input(seeds, s, i)``; findings are
+written to ``--out`` with their traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import multiprocessing as mp
+import os
+import random
+import resource
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import wait
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+from neuron_profiler.trace import TraceFormatError, framing, read_trace  # noqa: E402
+from neuron_profiler.trace.validate import validate_trace  # noqa: E402
+from schemas import pb  # noqa: E402
+
+#: Payloads larger than this decompressed (the corpus's bombs) are not mutated structurally.
+_MUTATE_LIMIT = 4 << 20
+INTERESTING = [0, 1, 2, 127, 128, 255, 256, 1 << 16, 1 << 20, (1 << 22) - 1, 1 << 22, (1 << 22) + 1, (1 << 31) - 1,
+               1 << 31, (1 << 32) - 1, 1 << 32, 1 << 62, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+
+
+# ---------------------------------------------------------------------------------------------- seeds
+def make_seeds(folder: Path) -> list[bytes]:
+    """Small valid traces written by this package (each codec, several chunks per table), a partial one, the
+    bad-file corpus and a bundled sample."""
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+    from neuron_profiler.trace.builder import rewrite_trace
+
+    folder.mkdir(parents=True, exist_ok=True)
+    base = write_synthetic_trace(folder / "seed.nprof", 1500, chunk_rows=256, steps=2, n_dma=200)
+    paths = [base]
+    for codec in ("zstd", "zlib", "none"):
+        paths.append(rewrite_trace(base, folder / f"seed_{codec}.nprof", compression=codec, chunk_rows=256))
+    seeds = [p.read_bytes() for p in paths]
+    full = seeds[0]
+    seeds.append(full[: int.from_bytes(full[-16:-8], "little")])  # no footer: the scanning path
+    for p in sorted((ROOT / "tests" / "data" / "bad_traces").glob("*.nprof")):
+        if p.stat().st_size < 100_000:
+            seeds.append(p.read_bytes())
+    sample = ROOT / "sample_traces" / "cnn_inference.nprof"
+    if sample.exists():
+        seeds.append(sample.read_bytes())
+    return seeds
+
+
+def frames(data: bytes) -> list[tuple[int, int, int, int, int]]:
+    """(offset, payload length, record type, codec, table id) of the well-formed frames from the start."""
+    out, pos = [], len(framing.MAGIC)
+    while pos + framing.FRAME.size <= len(data):
+        length, rtype, codec, table, _, _ = framing.FRAME.unpack_from(data, pos)
+        if rtype not in framing.RECORD_TYPES or pos + framing.FRAME.size + length > len(data):
+            break
+        out.append((pos, length, rtype, codec, table))
+        pos += framing.FRAME.size + length
+    return out
+
+
+def reframe(rtype: int, payload: bytes, codec: int, table: int) -> bytes:
+    return framing.encode_frame(rtype, payload, codec, table)
+
+
+# ---------------------------------------------------------------------------------------------- mutations
+def _flip(rng: random.Random, data: bytearray, seeds: list[bytes]) -> None:
+    if data:
+        data[rng.randrange(len(data))] ^= rng.randrange(1, 256)
+
+
+def _bits(rng, data, seeds) -> None:
+    for _ in range(rng.randint(1, 8)):
+        if data:
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+
+
+def _truncate(rng, data, seeds) -> None:
+    del data[rng.randrange(len(data) + 1):]
+
+
+def _delete(rng, data, seeds) -> None:
+    a = rng.randrange(len(data) + 1)
+    del data[a:a + rng.randint(1, 512)]
+
+
+def _duplicate(rng, data, seeds) -> None:
+    a = rng.randrange(len(data) + 1)
+    chunk = data[a:a + rng.randint(1, 2048)]
+    b = rng.randrange(len(data) + 1)
+    data[b:b] = chunk
+
+
+def _splice(rng, data, seeds) -> None:
+    other = rng.choice(seeds)
+    a = rng.randrange(len(other) + 1)
+    b = rng.randrange(len(data) + 1)
+    data[b:b + rng.randint(0, 256)] = other[a:a + rng.randint(1, 4096)]
+
+
+def _frame_field(rng, data, seeds) -> None:
+    """Change one field of a frame to a boundary or random value and recompute its check byte (and sometimes its
+    payload CRC), so the reader's validation behind the checksums is exercised."""
+    fr = frames(bytes(data))
+    if not fr:
+        return
+    pos, length, rtype, codec, table = rng.choice(fr)
+    field = rng.randrange(4)
+    v = rng.choice(INTERESTING + [rng.randrange(1 << 32)])
+    vals = [length, rtype, codec, table]
+    vals[field] = v & (0xFFFFFFFF if field == 0 else 0xFF)
+    check = framing.frame_check(*vals)
+    crc = struct.unpack_from("<I", data, pos + 8)[0]
+    data[pos:pos + framing.FRAME.size] = framing.FRAME.pack(*vals, check, crc)
+
+
+def _payload(rng, data, seeds) -> None:
+    """Decompress a chunk, footer or header payload, mutate it, recompress (same or another codec) and re-frame
+    it with a valid check byte and CRC."""
+    fr = frames(bytes(data))
+    if not fr:
+        return
+    pos, length, rtype, codec, table = rng.choice(fr)
+    raw = bytes(data[pos + framing.FRAME.size: pos + framing.FRAME.size + length])
+    try:
+        plain = bytearray(framing.decompress(raw, codec, _MUTATE_LIMIT))
+    except ValueError:
+        return
+    for _ in range(rng.randint(1, 4)):
+        rng.choice([_flip, _bits, _truncate, _delete, _duplicate, _varint])(rng, plain, seeds)
+    new_codec = codec if rng.random() < 0.7 else rng.choice(list(framing.CODECS.values()))
+    try:
+        payload = framing.compress(bytes(plain), new_codec)
+    except Exception:  # noqa: BLE001 - e.g. an LZ4 block of 0 bytes
+        return
+    data[pos:pos + framing.FRAME.size + length] = reframe(rtype, payload, new_codec, table)
+
+
+def _varint(rng, plain: bytearray, seeds) -> None:
+    """Overwrite the value of a varint field near the start (a chunk's first_row / rows) with a boundary value."""
+    if len(plain) < 2:
+        return
+    key = rng.choice([0x08, 0x10])  # Chunk.first_row, Chunk.rows
+    v = rng.choice(INTERESTING)
+    enc = bytearray()
+    while v > 0x7F:
+        enc.append(v & 0x7F | 0x80)
+        v >>= 7
+    enc.append(v)
+    at = plain.find(bytes([key]))
+    if at < 0 or at > 16:
+        plain[0:0] = bytes([key]) + enc
+        return
+    end = at + 1
+    while end < len(plain) and plain[end] & 0x80:
+        end += 1
+    plain[at + 1:end + 1] = enc
+
+
+def _footer(rng, data, seeds) -> None:
+    """Rewrite the footer index (entries duplicated, removed, reordered or changed; row counts changed) with a valid
+    CRC and trailer."""
+    fr = [f for f in frames(bytes(data)) if f[2] == framing.FOOTER]
+    if not fr:
+        return
+    pos, length, _, codec, _ = fr[-1]
+    try:
+        ft = pb.Footer.FromString(framing.decompress(bytes(data[pos + 12:pos + 12 + length]), codec, _MUTATE_LIMIT))
+    except Exception:  # noqa: BLE001
+        return
+    entries = list(ft.chunks)
+    op = rng.randrange(6)
+    if op == 0 and entries:
+        entries.insert(rng.randrange(len(entries) + 1), rng.choice(entries))
+    elif op == 1 and entries:
+        entries.pop(rng.randrange(len(entries)))
+    elif op == 2:
+        rng.shuffle(entries)
+    elif op == 3 and entries:
+        e = rng.choice(entries)
+        name = rng.choice(["table_id", "offset", "length", "first_row", "rows", "min_ts", "max_end_ts"])
+        lim = {"table_id": 1 << 32, "rows": 1 << 32, "min_ts": 1 << 63, "max_end_ts": 1 << 63}.get(name, 1 << 64)
+        setattr(e, name, rng.choice(INTERESTING) % lim)
+    elif op == 4 and ft.table_rows:
+        k = rng.choice(list(ft.table_rows))
+        ft.table_rows[k] = rng.choice(INTERESTING)
+    else:
+        ft.min_ts, ft.max_ts = rng.randrange(-(1 << 63), 1 << 63), rng.randrange(-(1 << 63), 1 << 63)
+    del ft.chunks[:]
+    ft.chunks.extend(entries)
+    new = reframe(framing.FOOTER, ft.SerializeToString(), framing.CODEC_NONE, 0)
+    data[pos:] = new + framing.TRAILER.pack(pos, framing.END_MAGIC)
+
+
+def _header(rng, data, seeds) -> None:
+    fr = frames(bytes(data))
+    if not fr or fr[0][2] != framing.HEADER:
+        return
+    pos, length, _, codec, _ = fr[0]
+    try:
+        h = pb.Header.FromString(framing.decompress(bytes(data[pos + 12:pos + 12 + length]), codec, _MUTATE_LIMIT))
+    except Exception:  # noqa: BLE001
+        return
+    name = rng.choice(["format_major", "format_minor", "rank", "world_size", "window_index"])
+    h_v = rng.choice([0, 1, 2, 3, 255, (1 << 31) - 1, (1 << 32) - 1])
+    try:
+        setattr(h, name, h_v if name not in ("rank", "world_size") else h_v % (1 << 31))
+    except ValueError:
+        return
+    data[pos:pos + 12 + length] = reframe(framing.HEADER, h.SerializeToString(), framing.CODEC_NONE, 0)
+
+
+def _frames_move(rng, data, seeds) -> None:
+    """Remove, duplicate or swap whole frames (a chunk lost, written twice, out of order)."""
+    fr = [f for f in frames(bytes(data)) if f[2] == framing.CHUNK]
+    if len(fr) < 2:
+        return
+    (a, la, *_), (b, lb, *_) = sorted(rng.sample(fr, 2))
+    fa, fb = bytes(data[a:a + 12 + la]), bytes(data[b:b + 12 + lb])
+    op = rng.randrange(3)
+    if op == 0:
+        del data[a:a + 12 + la]
+    elif op == 1:
+        data[b:b] = fa
+    else:
+        data[b:b + 12 + lb] = fa
+        data[a:a + 12 + la] = fb
+
+
+MUTATIONS = [(_flip, 3), (_bits, 2), (_truncate, 2), (_delete, 1), (_duplicate, 1), (_splice, 1), (_frame_field, 3),
+             (_payload, 4), (_footer, 3), (_header, 1), (_frames_move, 2)]
+_FUNCS = [f for f, w in MUTATIONS for _ in range(w)]
+
+
+def make_input(seeds: list[bytes], seed: int, i: int) -> bytes:
+    """Input ``i`` of a run with ``seed``: a seed with 1-3 mutations (deterministic)."""
+    rng = random.Random(seed * 1_000_003 + i)
+    data = bytearray(rng.choice(seeds))
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        rng.choice(_FUNCS)(rng, data, seeds)
+    return bytes(data)
+
+
+# ---------------------------------------------------------------------------------------------- one input
+def exercise(path: str) -> None:
+    """Every public entry point of the reader, strict then lenient (``validate_trace`` reads every table leniently
+    and asks for the verified loss report); raises what they raise."""
+    try:
+        with read_trace(path) as tf:
+            tf.row_counts, tf.time_range, tf.codecs, tf.loss_report()  # noqa: B018
+            tf.tables()
+            for _ in tf.iter_table("instructions", batch_rows=300):
+                pass
+    except TraceFormatError:
+        pass
+    validate_trace(path)
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+
+def run_one(data: bytes, path: str) -> tuple[str, str, int]:
+    """(outcome, traceback for findings, peak RSS increase in bytes) of one input."""
+    with open(path, "wb") as f:
+        f.write(data)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    before = _status("VmRSS")
+    try:
+        exercise(path)
+        outcome, tb = "ok", ""
+    except TraceFormatError as e:
+        outcome, tb = f"documented {type(e).__name__}", ""
+    except BaseException as e:  # noqa: BLE001 - every other exception is a finding
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        outcome = f"UNDOCUMENTED {type(e).__name__} at {Path(frame.filename).name}:{frame.lineno}"
+        tb = traceback.format_exc()
+    return outcome, tb, _status("VmHWM") - before
+
+
+def _worker(conn, seeds: list[bytes], seed: int, mem_limit: int) -> None:
+    soft = _status("VmSize") + mem_limit
+    resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
+    path = os.path.join(tempfile.mkdtemp(prefix="fuzz_"), "input.nprof")
+    while True:
+        i = conn.recv()
+        if i is None:
+            break
+        data = make_input(seeds, seed, i)
+        outcome, tb, peak = run_one(data, path)
+        conn.send((i, outcome, tb, peak, len(data)))
+
+
+# ---------------------------------------------------------------------------------------------- the pool
+class Pool:
+    """Forked workers fed input numbers; an input running over ``timeout`` is a hang (its worker is replaced)."""
+
+    def __init__(self, n: int, seeds: list[bytes], seed: int, timeout: float, mem_limit: int) -> None:
+        self.args = (seeds, seed, mem_limit)
+        self.timeout = timeout
+        self.ctx = mp.get_context("fork")
+        self.workers: list[list] = [self._spawn() for _ in range(n)]  # [process, conn, input or None, started]
+
+    def _spawn(self) -> list:
+        parent, child = self.ctx.Pipe()
+        p = self.ctx.Process(target=_worker, args=(child, *self.args), daemon=True)
+        p.start()
+        child.close()
+        return [p, parent, None, 0.0]
+
+    def run(self, inputs, on_result) -> None:
+        it = iter(inputs)
+        pending = True
+        while pending or any(w[2] is not None for w in self.workers):
+            for w in self.workers:
+                if w[2] is None and pending:
+                    i = next(it, None)
+                    if i is None:
+                        pending = False
+                        continue
+                    w[1].send(i)
+                    w[2], w[3] = i, time.monotonic()
+            busy = [w for w in self.workers if w[2] is not None]
+            ready = wait([w[1] for w in busy], timeout=0.5)
+            now = time.monotonic()
+            for k, w in enumerate(self.workers):
+                if w[2] is None:
+                    continue
+                if w[1] in ready:
+                    try:
+                        on_result(*w[1].recv())
+                    except EOFError:  # the worker died (e.g. killed by the kernel)
+                        on_result(w[2], f"CRASH exit {w[0].exitcode}", "", 0, 0)
+                        self._replace(k)
+                        continue
+                    w[2] = None
+                elif now - w[3] > self.timeout or not w[0].is_alive():
+                    on_result(w[2], "HANG" if w[0].is_alive() else f"CRASH exit {w[0].exitcode}", "", 0, 0)
+                    self._replace(k)
+
+    def _replace(self, k: int) -> None:
+        p = self.workers[k][0]
+        p.kill()
+        p.join()
+        self.workers[k] = self._spawn()
+
+    def close(self) -> None:
+        for p, conn, *_ in self.workers:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+
+
+def fuzz(n_inputs: int, *, workers: int = 2, seed: int = 1, timeout: float = 20.0, mem_limit_mb: int = 2048,
+         fixed_mb: int = 128, out: Path | None = None, progress: bool = False) -> dict:
+    """Run ``n_inputs`` inputs; returns the counts per outcome, findings (undocumented exceptions, hangs, crashes,
+    inputs over the memory bound) and memory figures."""
+    seeds = make_seeds(Path(tempfile.mkdtemp(prefix="fuzz_seeds_")))
+    counts: collections.Counter = collections.Counter()
+    findings: dict[str, list[int]] = collections.defaultdict(list)
+    peak_max = [0, 0, 0]  # peak bytes, input size, input number of the largest peak
+    excess_max = [float("-inf"), 0]  # peak - 10 * size, input number
+    t0 = time.monotonic()
+
+    def on_result(i: int, outcome: str, tb: str, peak: int, size: int) -> None:
+        counts[outcome.split(" at ")[0] if outcome.startswith("documented") else outcome] += 1
+        over = peak > 10 * size + (fixed_mb << 20)
+        if outcome.startswith(("UNDOCUMENTED", "HANG", "CRASH")) or over:
+            key = outcome if not over else f"MEMORY peak {peak >> 20} MB for {size} bytes"
+            findings[key].append(i)
+            if out is not None and len(findings[key]) <= 3:
+                out.mkdir(parents=True, exist_ok=True)
+                (out / f"input_{seed}_{i}.nprof").write_bytes(make_input(seeds, seed, i))
+                (out / f"input_{seed}_{i}.txt").write_text(f"{key}\n\n{tb}")
+        if peak > peak_max[0]:
+            peak_max[:] = [peak, size, i]
+        if peak - 10 * size > excess_max[0]:
+            excess_max[:] = [peak - 10 * size, i]
+        done = sum(counts.values())
+        if progress and done % 1000 == 0:
+            rate = done / (time.monotonic() - t0)
+            print(f"  {done:,} inputs, {rate:.0f}/s, findings {sum(map(len, findings.values()))}",
+                  file=sys.stderr, flush=True)
+
+    pool = Pool(workers, seeds, seed, timeout, mem_limit_mb << 20)
+    try:
+        pool.run(range(n_inputs), on_result)
+    finally:
+        pool.close()
+    return {"inputs": sum(counts.values()), "seconds": time.monotonic() - t0, "outcomes": dict(counts),
+            "findings": dict(findings), "peak_max_bytes": peak_max[0], "peak_max_input_bytes": peak_max[1],
+            "peak_max_input": peak_max[2], "max_excess_over_10x_bytes": excess_max[0], "seeds": len(seeds),
+            "largest_seed_bytes": max(map(len, seeds))}
+
+
+def _atheris(argv: list[str]) -> None:
+    """Coverage-guided fuzzing with atheris (libFuzzer flags in ``argv``, e.g. -runs=N -rss_limit_mb=2048
+    -timeout=20); the seeds are the starting corpus. Undocumented exceptions stop it with the input saved."""
+    import atheris
+
+    corpus = Path(tempfile.mkdtemp(prefix="atheris_corpus_"))
+    for k, s in enumerate(make_seeds(corpus / "made")):
+        (corpus / f"seed{k}.nprof").write_bytes(s)
+    atheris.instrument_all()  # the reader's modules are imported already: instrument their bytecode now
+    path = os.path.join(tempfile.mkdtemp(prefix="atheris_"), "input.nprof")
+
+    def one(data: bytes) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            exercise(path)
+        except TraceFormatError:
+            pass
+
+    atheris.Setup([sys.argv[0], *argv, "-max_len=200000", str(corpus)], one)
+    atheris.Fuzz()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--inputs", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds per input before it counts as a hang")
+    ap.add_argument("--mem-limit-mb", type=int, default=2048, help="address space each worker may add")
+    ap.add_argument("--fixed-mb", type=int, default=128, help="memory bound: 10x the input size + this")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "fuzz")
+    ap.add_argument("--atheris", action="store_true", help="coverage-guided with atheris (args after -- go to it)")
+    args, rest = ap.parse_known_args()
+    if args.atheris:
+        _atheris([a for a in rest if a != "--"])
+        return
+    r = fuzz(args.inputs, workers=args.workers, seed=args.seed, timeout=args.timeout, mem_limit_mb=args.mem_limit_mb,
+             fixed_mb=args.fixed_mb, out=args.out, progress=True)
+    print(f"{r['inputs']:,} inputs in {r['seconds']:.0f} s ({r['inputs'] / r['seconds']:.0f}/s), {r['seeds']} seeds "
+          f"(largest {r['largest_seed_bytes']:,} bytes)")
+    for k, v in sorted(r["outcomes"].items(), key=lambda kv: -kv[1]):
+        print(f"  {v:>8,}  {k}")
+    print(f"peak RSS increase: max {r['peak_max_bytes'] / 2**20:.1f} MB (input of {r['peak_max_input_bytes']:,} bytes, "
+          f"#{r['peak_max_input']}); max(peak - 10 x size) = {r['max_excess_over_10x_bytes'] / 2**20:.1f} MB "
+          f"(bound: {args.fixed_mb} MB)")
+    print(f"findings: {sum(map(len, r['findings'].values()))}")
+    for k, ids in r["findings"].items():
+        print(f"  {len(ids):>6}  {k}  (e.g. input {ids[0]}; saved in {args.out})")
+    sys.exit(1 if r["findings"] else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+/* Value formatters of the explorer's grids (dash-ag-grid looks functions up here). Raw values stay in the
+ * grid for sorting, filtering and copying; only the display is formatted. */
+var dagfuncs = window.dashAgGridFunctions = window.dashAgGridFunctions || {};
+function nxNum(v) { return v === null || v === undefined || v === "" || (typeof v === "number" && !isFinite(v)); }
+dagfuncs.fmtUnit = function (v, unit) {
+  if (nxNum(v)) return "";
+  if (typeof v !== "number") return String(v);
+  const a = Math.abs(v);
+  switch (unit) {
+    case "ns": case "ts":
+      if (a < 1e3) return v.toFixed(0) + " ns";
+      if (a < 1e6) return (v / 1e3).toFixed(3) + " µs";
+      if (a < 1e9) return (v / 1e6).toFixed(3) + " ms";
+      return (v / 1e9).toFixed(4) + " s";
+    case "bytes": return Math.round(v).toLocaleString("en-US") + " B";
+    case "bytes/s": return (v / 1e9).toLocaleString("en-US", {maximumFractionDigits: 3}) + " GB/s";
+    case "FLOP/s": return (v / 1e12).toLocaleString("en-US", {maximumFractionDigits: 3}) + " TFLOP/s";
+    case "FLOP": return (v / 1e9).toLocaleString("en-US", {maximumFractionDigits: 3}) + " GFLOP";
+    case "percent": return v.toFixed(a >= 10 ? 1 : 2) + " %";
+    case "FLOP/byte": return v.toPrecision(4) + " FLOP/B";
+    case "count": return Number.isInteger(v) ? v.toLocaleString("en-US") : v.toLocaleString("en-US", {maximumFractionDigits: 2});
+    default: return Number.isInteger(v) ? v.toLocaleString("en-US") : v.toPrecision(6).replace(/\.?0+$/, "");
+  }
+};

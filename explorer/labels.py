@@ -1,0 +1,105 @@
+"""Human labels and units of analysis columns and summary metrics, in one place.
+
+The analysis-core work gives every summary metric a ``label`` and a ``unit`` and documents every column;
+until then (and for any column it does not name) the explorer falls back to a humanised name and a unit
+read from the column's suffix. Pages call only :func:`metric_label`, :func:`column_label` and
+:func:`column_unit`, so switching to the analysis registry is an edit here.
+"""
+from __future__ import annotations
+
+import re
+
+#: Display units understood by the grid formatters (assets/dashAgGridFunctions.js) and the cards.
+UNITS = ("ns", "ts", "bytes", "bytes/s", "FLOP", "FLOP/s", "percent", "count", "FLOP/byte", "")
+
+_ACRONYMS = {"flop/s": "FLOP/s", "mfu": "MFU", "hfu": "HFU", "mbu": "MBU", "dma": "DMA", "hbm": "HBM", "sbuf": "SBUF", "psum": "PSUM",
+             "cc": "CC", "gpu": "GPU", "cpu": "CPU", "id": "ID", "flops": "FLOPs", "nc": "NC", "io": "IO",
+             "algbw": "algbw", "busbw": "busbw", "tflops": "TFLOP/s", "pid": "PID", "tid": "TID", "mm": "MM"}
+_QUALIFIERS = ("mean", "median", "max", "min", "p50", "p90", "p95", "p99", "estimated", "total", "std")
+_OVERRIDES = {"total_time": "Total time", "device_active_percent": "Device active",
+              "arithmetic_intensity": "Arithmetic intensity", "nc_idx": "NeuronCore", "delta_ns": "Δ device time",
+              "start_ts": "Start", "end_ts": "End", "ts": "Time", "duration_ns": "Duration",
+              "algorithm_bandwidth": "Algorithm bandwidth", "bus_bandwidth": "Bus bandwidth",
+              "algbw": "Algorithm bandwidth", "busbw": "Bus bandwidth"}
+_UNIT_SUFFIXES = (("_bytes_per_s", "bytes/s"), ("_flops_per_s", "FLOP/s"), ("_per_s", "bytes/s"),
+                  ("_percent", "percent"), ("_pct", "percent"), ("_pctg", "percent"), ("_ns", "ns"),
+                  ("_ts", "ts"), ("_bytes", "bytes"), ("_flops", "FLOP"), ("_count", "count"))
+_UNIT_NAMES = {"ts": "ts", "start_ts": "ts", "end_ts": "ts", "bytes": "bytes", "transfer_bytes": "bytes",
+               "flops": "FLOP", "raw_flops": "FLOP", "calls": "count", "count": "count", "events": "count",
+               "instructions": "count", "algorithm_bandwidth": "bytes/s", "bus_bandwidth": "bytes/s",
+               "algbw": "bytes/s", "busbw": "bytes/s", "input_size": "bytes", "output_size": "bytes",
+               "arithmetic_intensity": "FLOP/byte", "total_time": "ns"}
+
+
+_KEEP_AS_WORD = {"_flops_per_s": "_FLOP/s", "_count": "_count", "_flops": "_flops"}
+
+
+def _strip_unit(name: str) -> str:
+    for suf, _ in _UNIT_SUFFIXES:
+        if name.endswith(suf) and len(name) > len(suf):
+            return name[: -len(suf)] + _KEEP_AS_WORD.get(suf, "")
+    return name
+
+
+def humanize(name: str) -> str:
+    """``step_time_mean_ns`` -> "Step time (mean)"; ``mfu_estimated_percent`` -> "MFU (estimated)"."""
+    name = str(name)
+    if name in _OVERRIDES:
+        return _OVERRIDES[name]
+    side = ""
+    m = re.match(r"^(.*?)_(a|b)(_[a-z]+)?$", name)  # diff columns: per_call_a_ns -> "Per call (A)"
+    if m and m.group(1):
+        name, side = m.group(1) + (m.group(3) or ""), " (A)" if m.group(2) == "a" else " (B)"
+    words = [w for w in re.split(r"[_\s]+", _strip_unit(name)) if w]
+    quals = [w for w in words if w.lower() in _QUALIFIERS]
+    words = [w for w in words if w.lower() not in _QUALIFIERS] or quals[:1]
+    if words and quals and words[0] == quals[0]:
+        quals = quals[1:]
+    text = " ".join(_ACRONYMS.get(w.lower(), w if any(c.isupper() for c in w[1:]) else w.lower()) for w in words)
+    text = text[:1].upper() + text[1:]
+    return text + (f" ({', '.join(quals)})" if quals else "") + side
+
+
+def metric_label(metric: str, label: str | None = None) -> str:
+    """A summary metric's label: analysis' ``label`` when the frame has one, else :func:`humanize`."""
+    if isinstance(label, str) and label.strip():
+        return label
+    return humanize(metric)
+
+
+def column_label(col: str) -> str:
+    """A column header: the humanised name (the unit shows in the formatted values)."""
+    return humanize(col)
+
+
+def column_unit(col: str) -> str:
+    """The display unit of a column from its name (see :data:`UNITS`); '' for plain values."""
+    col = re.sub(r"_(a|b)$", "", str(col))
+    col = re.sub(r"_(a|b)(_[a-z]+)$", r"\2", col)
+    if col in _UNIT_NAMES:
+        return _UNIT_NAMES[col]
+    for suf, unit in _UNIT_SUFFIXES:
+        if col.endswith(suf):
+            return unit
+    if col.endswith("_size") or col.endswith("size_bytes"):
+        return "bytes"
+    return ""
+
+
+def stack_labels(stacks: list[str], frames: int = 2) -> list[str]:
+    """Short labels of call stacks (frames outermost first, one per line): the innermost ``frames`` frames
+    below the prefix all rows share, innermost first, deepened until the labels differ."""
+    split = [[f for f in str(s).split("\n") if f.strip()] for s in stacks]
+    if not split:
+        return []
+    common = 0
+    for level in zip(*split):
+        if len(set(level)) > 1:
+            break
+        common += 1
+    depth = frames
+    while True:
+        labels = [" ← ".join(reversed(fr[common:][-depth:] or fr[-1:])) or "(no stack)" for fr in split]
+        if len(set(labels)) == len(labels) or depth >= max(len(f) for f in split):
+            return labels
+        depth += 1

@@ -1,0 +1,421 @@
+"""The NeuronCore pipeline scheduler: one kernel's tile groups -> a timed template of its events.
+
+A kernel is a sequence of tile groups (``Group``); each group runs a chain of stages (``Stage``) on the
+core's resources: the engines (Tensor, TensorMatrix, Vector, Scalar, GpSimd, Sync) and the DMA engines.
+Each engine is an in-order sequencer running its own instruction stream; engines synchronise through
+semaphores, so a stage starts at ``max(its engine is free, its inputs are ready, its buffer is free)``:
+- inputs: the stages of the same group it depends on (default: the previous one);
+- buffers: SBUF tile buffers (``sbuf_slots`` at group level: double buffering) are taken by a group's
+  loads and released by the stage that consumes them; PSUM banks likewise between MultiplyMoving and the
+  evacuation. A load of group g therefore waits for the release of group g - slots: with two slots the
+  input DMA of group g+1 overlaps the compute of group g when SBUF capacity allows.
+- DMA: every transfer is triggered by a Sync-engine instruction (``DmaTrigger``); its data moves
+  ``dma_fixed_latency_ns`` after the trigger, on the core's DMA engines (one shared resource at the
+  core's DMA rate, so loads and stores share bandwidth). Loads are issued ``prefetch`` groups ahead of
+  the stores of the current group (software pipelining).
+Where an engine sits idle waiting on a semaphore for at least ``semaphore_wait_min_ns``, the template has
+a ``SemaphoreWait`` event on that engine and a "dependency" link from the event it waited for.
+The result is a ``KernelTemplate``: event times relative to the kernel start, plus SBUF/PSUM occupancy
+segments and the Tensor engine's first MultiplyMoving (for dI/dt throttling at run time).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from neuron_profiler.runtime.simulated.engines import sync_ns
+from neuron_profiler.runtime.simulated.params import CoreParams
+
+__all__ = ["Stage", "Group", "KernelPlan", "KernelTemplate", "schedule_kernel", "DMA"]
+
+DMA = "DMA"
+_NONE: tuple[int, ...] = ()
+
+
+@dataclass
+class Stage:
+    """One coalesced instruction (engine) or transfer (``engine == "DMA"``) of a tile group."""
+
+    engine: str
+    opcode: str
+    ns: float
+    flops: float = 0.0
+    transpose: bool = False
+    hbm_read: float = 0.0
+    hbm_write: float = 0.0
+    sbuf_read: float = 0.0
+    sbuf_write: float = 0.0
+    psum_read: float = 0.0
+    psum_write: float = 0.0
+    nbytes: float = 0.0
+    queue: str = ""
+    descriptor: float = 0.0
+    variable: str = ""
+    source: str = ""
+    dest: str = ""
+    deps: tuple[int, ...] | None = None  # stages of the same group this one waits for; None = the previous
+    sbuf_acquire: bool = False
+    sbuf_release: bool = False
+    psum_acquire: bool = False
+    psum_release: bool = False
+    mode: str = ""
+    instructions: int = 1
+    # a DMA stage may move several tensors at once on parallel queues sharing the DMA engines:
+    # (queue, bytes, descriptor bytes, variable) per part; all parts run from the stage's start to its end
+    parts: tuple[tuple[str, float, float, str], ...] = ()
+    node: int = -1            # the graph node it belongs to (compiled graphs), -1 = the kernel's op
+
+    def dma_parts(self) -> tuple[tuple[str, float, float, str], ...]:
+        """The transfers of a DMA stage (one per queue it uses)."""
+        return self.parts or ((self.queue, self.nbytes, self.descriptor, self.variable),)
+
+
+@dataclass
+class Group:
+    """A run of identical tiles processed together; stage costs are for all its tiles."""
+
+    stages: list[Stage]
+    tiles: int = 1
+    sbuf_bytes: float = 0.0   # SBUF held per tile in flight
+    psum_bytes: float = 0.0   # PSUM held per tile in flight
+    after: tuple[int, ...] = ()  # groups (plan indices) whose last stage feeds this group's first stage
+    part: int = 0             # which op of a multi-op kernel (graph) it belongs to: buffers pair within one
+
+
+@dataclass
+class KernelPlan:
+    """A kernel: its tile groups, buffer slots and what stays resident in SBUF for its whole duration."""
+
+    groups: list[Group]
+    sbuf_slots: int = 2
+    psum_slots: int = 2
+    prefetch: int = 1
+    resident_sbuf_bytes: float = 0.0
+    note: str = ""            # how it was tiled (stored in the first instruction's args)
+
+
+@dataclass
+class KernelTemplate:
+    """Events of one kernel, times in ns relative to its start (int64 arrays)."""
+
+    duration: int
+    # instructions
+    engine: np.ndarray
+    opcode: np.ndarray
+    start: np.ndarray
+    dur: np.ndarray
+    flops: np.ndarray
+    transpose: np.ndarray
+    hbm_read: np.ndarray
+    hbm_write: np.ndarray
+    sbuf_read: np.ndarray
+    sbuf_write: np.ndarray
+    psum_read: np.ndarray
+    psum_write: np.ndarray
+    args: np.ndarray
+    # DMA transfers
+    d_queue: np.ndarray
+    d_start: np.ndarray
+    d_dur: np.ndarray
+    d_bytes: np.ndarray
+    d_source: np.ndarray
+    d_dest: np.ndarray
+    d_variable: np.ndarray
+    d_descriptor: np.ndarray
+    # dependency links (waited-for event -> SemaphoreWait instruction); src kind 0 = instruction, 1 = DMA
+    f_src_kind: np.ndarray
+    f_src: np.ndarray
+    f_dst: np.ndarray
+    # occupancy segments
+    sbuf_seg: np.ndarray      # (k, 3): start, end, bytes
+    psum_seg: np.ndarray
+    node: np.ndarray          # graph node of each instruction (-1: the kernel's own op)
+    d_node: np.ndarray        # graph node of each DMA transfer
+    first_mm: int             # index of the first MultiplyMoving instruction, -1 none
+    ramp_work_ns: float       # MultiplyMoving work inside the throttle ramp window after the first one
+    tensor_busy_ns: float     # total MultiplyMoving time
+
+    @property
+    def n_instr(self) -> int:
+        return len(self.engine)
+
+    @property
+    def n_dma(self) -> int:
+        return len(self.d_queue)
+
+
+@dataclass
+class _Node:
+    g: int
+    s: int
+    stage: Stage
+    res: str
+    deps: list[int] = field(default_factory=list)   # node ids
+    start: float = -1.0
+    end: float = -1.0
+    trigger: int = -1         # DMA: its Sync trigger node; trigger: the DMA node it triggers
+    is_trigger: bool = False
+
+
+def _build_nodes(plan: KernelPlan) -> list[_Node]:
+    nodes: list[_Node] = []
+    last_of: list[int] = []
+    for gi, g in enumerate(plan.groups):
+        row: list[int] = []
+        for si, st in enumerate(g.stages):
+            nodes.append(_Node(gi, si, st, st.engine))
+            row.append(len(nodes) - 1)
+        for si, st in enumerate(g.stages):
+            deps = (si - 1,) if st.deps is None and si > 0 else (st.deps or _NONE)
+            nodes[row[si]].deps = [row[d] for d in deps]
+        last_of.append(row[-1])
+        if g.after and row:
+            nodes[row[0]].deps += [last_of[a] for a in g.after if a < gi]
+    # DMA triggers on the Sync engine: the trigger takes the transfer's dependencies
+    for nid in range(len(nodes)):
+        n = nodes[nid]
+        if n.res != DMA:
+            continue
+        t = _Node(n.g, n.s, Stage("Sync", "DmaTrigger", 0.0), "Sync", list(n.deps), is_trigger=True)
+        nodes.append(t)
+        t.trigger = nid
+        n.trigger = len(nodes) - 1
+        n.deps = [len(nodes) - 1]
+    return nodes
+
+
+def _blockers(plan: KernelPlan, nodes: list[_Node]) -> list[list[int]]:
+    """Per node: the nodes it waits for (inputs, its trigger, and the release of the buffer it reuses)."""
+    released: dict[tuple[str, int], int] = {}
+    for nid, n in enumerate(nodes):
+        if not n.is_trigger:
+            for buf, flag in (("sbuf", n.stage.sbuf_release), ("psum", n.stage.psum_release)):
+                if flag:
+                    released.setdefault((buf, n.g), nid)
+    # buffers pair with the group `slots` earlier of the same part (op) of the kernel
+    prev: dict[int, list[int]] = {}
+    back: dict[int, dict[int, int]] = {}
+    for gi, g in enumerate(plan.groups):
+        lst = prev.setdefault(g.part, [])
+        back[gi] = {k: lst[-k] for k in (plan.sbuf_slots, plan.psum_slots) if len(lst) >= k}
+        lst.append(gi)
+    out = []
+    for n in nodes:
+        b = list(n.deps)
+        st = n.stage if not n.is_trigger else nodes[n.trigger].stage
+        for buf, flag, slots in (("sbuf", st.sbuf_acquire, plan.sbuf_slots),
+                                 ("psum", st.psum_acquire, plan.psum_slots)):
+            g_back = back[n.g].get(slots)
+            if flag and g_back is not None and (buf, g_back) in released:
+                b.append(released[(buf, g_back)])
+        out.append(b)
+    return out
+
+
+def schedule_kernel(plan: KernelPlan, p: CoreParams) -> KernelTemplate:
+    """Schedule ``plan`` on one NeuronCore (see the module docstring) and return its event template.
+
+    A list scheduler: when an engine is free it runs, among the stages whose inputs are ready, the one of the
+    oldest tile group (the order a compiler's software pipeline gives), else the earliest ready one."""
+    nodes = _build_nodes(plan)
+    blockers = _blockers(plan, nodes)
+    trig_ns = sync_ns(p)
+    per_tile = [_per_tile(n, plan, trig_ns) for n in nodes]
+    dur = [trig_ns if n.is_trigger else n.stage.ns for n in nodes]
+    pending = [len(b) for b in blockers]
+    dependents: list[list[int]] = [[] for _ in nodes]
+    for nid, b in enumerate(blockers):
+        for x in b:
+            dependents[x].append(nid)
+    free: dict[str, float] = {}
+    ready: dict[str, list[int]] = {}
+    for nid, n in enumerate(nodes):
+        free.setdefault(n.res, 0.0)
+        ready.setdefault(n.res, [])
+        if not pending[nid]:
+            ready[n.res].append(nid)
+    waits: list[tuple[str, float, float, int]] = []  # engine, from, to, waited-for node
+    started: set[str] = set()  # engines that ran an instruction (waits before the first one are implied)
+
+    def earliest(nid: int) -> float:
+        b = blockers[nid]
+        t = max((nodes[x].start + per_tile[x] for x in b), default=0.0)
+        if nodes[nid].res == DMA:
+            t = max(t, nodes[nodes[nid].trigger].end + p.dma_latency_ns)
+        return t
+
+    for _ in range(len(nodes)):
+        best: tuple[float, tuple[int, int], str, int, float] | None = None
+        for r, lst in ready.items():
+            if not lst:
+                continue
+            times = [(earliest(x), x) for x in lst]
+            avail = [(nodes[x].g, nodes[x].s, x, t) for t, x in times if t <= free[r]]
+            if avail:
+                g, s_, x, t = min(avail)
+            else:
+                t, x = min(times, key=lambda tx: (tx[0], nodes[tx[1]].g, nodes[tx[1]].s))
+            start = max(free[r], t)
+            cand = (start, (nodes[x].g, nodes[x].s), r, x, t)
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+        if best is None:
+            raise RuntimeError("kernel pipeline deadlock (a stage waits for one that can never run)")
+        start, _, r, nid, _t = best
+        n = nodes[nid]
+        b = blockers[nid]
+        if r != DMA and b and r in started and start - free[r] >= p.semaphore_wait_min_ns:
+            last = max(b, key=lambda x: nodes[x].start + per_tile[x])
+            waits.append((r, free[r], start, last))
+        started.add(r)
+        n.start = start
+        n.end = max(start + dur[nid], max((nodes[x].end + per_tile[nid] for x in b), default=0.0))
+        free[r] = n.end
+        ready[r].remove(nid)
+        for d in dependents[nid]:
+            pending[d] -= 1
+            if not pending[d]:
+                ready[nodes[d].res].append(d)
+    return _template(plan, nodes, waits, p)
+
+
+def _per_tile(n: _Node, plan: KernelPlan, trig_ns: float) -> float:
+    return trig_ns if n.is_trigger else n.stage.ns / max(plan.groups[n.g].tiles, 1)
+
+
+#: a stage paced by its inputs (span > busy time x this) is drawn as separate pieces with waits between
+_PACED = 1.05
+_MAX_PIECES = 4
+_INSTR_COLS = ("flops", "hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")
+
+
+def _pieces(start: float, end: float, busy: float, tiles: int) -> list[tuple[float, float, float]]:
+    """(start, end, share) pieces of a stage: one piece when it ran back to back, else up to four pieces of
+    its busy time spread over its span (its tiles arrived one by one from a slower input)."""
+    span = end - start
+    if busy <= 0 or span <= busy * _PACED or tiles < 2:
+        return [(start, end, 1.0)]
+    k = min(_MAX_PIECES, tiles)
+    slot, chunk = span / k, busy / k
+    # the first piece starts with the stage; later ones end with their slot (their input arrived)
+    return [(start, start + chunk, 1.0 / k)] + [(start + (j + 1) * slot - chunk, start + (j + 1) * slot, 1.0 / k)
+                                                for j in range(1, k)]
+
+
+def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float, float, int]],
+              p: CoreParams) -> KernelTemplate:
+    ins: list[dict] = []        # instruction records
+    dma: list[dict] = []        # DMA records
+    first_row: dict[int, tuple[int, int]] = {}  # node -> (kind, first record index)
+    paced_waits: list[tuple[str, float, float, int]] = []
+    for nid, n in enumerate(nodes):
+        st = n.stage
+        tiles = plan.groups[n.g].tiles
+        if n.res == DMA:
+            first_row[nid] = (1, len(dma))
+            for piece in _pieces(n.start, n.end, st.ns, tiles):
+                for q, nbytes, desc, var in st.dma_parts():
+                    dma.append({"queue": q, "start": piece[0], "end": piece[1], "bytes": nbytes * piece[2],
+                                "source": st.source, "dest": st.dest, "variable": var, "descriptor": desc,
+                                "node": st.node})
+            continue
+        first_row[nid] = (0, len(ins))
+        if n.is_trigger:  # the trigger carries its transfer's HBM traffic (as Explorer attributes DMA to it)
+            moved = nodes[n.trigger].stage
+            ins.append({"engine": "Sync", "opcode": "DmaTrigger", "start": n.start, "end": n.end, "args": "",
+                        "hbm_read": moved.hbm_read, "hbm_write": moved.hbm_write, "node": moved.node})
+            continue
+        pieces = _pieces(n.start, n.end, st.ns, tiles)
+        for j, (a, b, share) in enumerate(pieces):
+            if j and a - pieces[j - 1][1] >= p.semaphore_wait_min_ns:
+                paced_waits.append((n.res, pieces[j - 1][1], a, -1 - nid))
+            rec = {"engine": n.res, "opcode": st.opcode, "start": a, "end": b, "transpose": st.transpose,
+                   "args": _args(st, plan.note if not ins else "", share), "node": st.node}
+            for c in _INSTR_COLS:
+                rec[c] = getattr(st, c) * share
+            ins.append(rec)
+    f_kind, f_src, f_dst = [], [], []
+    for eng, a, b, last in waits + paced_waits:
+        if last >= 0:
+            kind, row = first_row[last]
+            f_kind.append(kind)
+            f_src.append(row)
+            f_dst.append(len(ins))
+        owner = nodes[last if last >= 0 else -1 - last].stage.node
+        ins.append({"engine": eng, "opcode": "SemaphoreWait", "start": a, "end": b, "args": "", "node": owner})
+    sbuf, psum = _occupancy(plan, nodes)
+    mm = [k for k, r in enumerate(ins) if r["opcode"] == "MATMUL"]
+    first_mm = min(mm, key=lambda k: ins[k]["start"]) if mm else -1
+    ramp = busy = 0.0
+    if mm:
+        t0 = ins[first_mm]["start"]
+        for k in mm:
+            r = ins[k]
+            busy += r["end"] - r["start"]
+            ramp += max(0.0, min(r["end"], t0 + p.throttle_ramp_ns) - max(r["start"], t0))
+    duration = max([n.end for n in nodes], default=0.0)
+
+    def i64(key: str, recs: list[dict]) -> np.ndarray:
+        return np.ceil(np.array([r.get(key, 0.0) for r in recs], dtype=np.float64) - 1e-6).astype(np.int64)
+
+    def obj(key: str, recs: list[dict]) -> np.ndarray:
+        return np.array([r.get(key, "") for r in recs], dtype=object)
+
+    s_arr, e_arr = i64("start", ins), i64("end", ins)
+    ds, de = i64("start", dma), i64("end", dma)
+    return KernelTemplate(
+        duration=int(np.ceil(duration)), engine=obj("engine", ins), opcode=obj("opcode", ins),
+        start=s_arr, dur=np.maximum(e_arr - s_arr, 1), flops=i64("flops", ins),
+        transpose=np.array([bool(r.get("transpose", False)) for r in ins], dtype=bool),
+        hbm_read=i64("hbm_read", ins), hbm_write=i64("hbm_write", ins), sbuf_read=i64("sbuf_read", ins),
+        sbuf_write=i64("sbuf_write", ins), psum_read=i64("psum_read", ins), psum_write=i64("psum_write", ins),
+        args=obj("args", ins),
+        d_queue=obj("queue", dma), d_start=ds, d_dur=np.maximum(de - ds, 1), d_bytes=i64("bytes", dma),
+        d_source=obj("source", dma), d_dest=obj("dest", dma), d_variable=obj("variable", dma),
+        d_descriptor=i64("descriptor", dma),
+        f_src_kind=np.array(f_kind, dtype=np.int64), f_src=np.array(f_src, dtype=np.int64),
+        f_dst=np.array(f_dst, dtype=np.int64), sbuf_seg=sbuf, psum_seg=psum,
+        node=np.array([r.get("node", -1) for r in ins], dtype=np.int64),
+        d_node=np.array([r.get("node", -1) for r in dma], dtype=np.int64), first_mm=first_mm,
+        ramp_work_ns=ramp, tensor_busy_ns=busy)
+
+
+def _args(st: Stage, note: str, share: float) -> str:
+    parts = []
+    if note:
+        parts.append('"tiling": ' + json.dumps(note))
+    if st.mode:
+        parts.append(f'"performance_mode": "{st.mode}"')
+    n = int(round(st.instructions * share))
+    if n > 1:
+        parts.append(f'"instructions": {n}')
+    return "{" + ", ".join(parts) + "}" if parts else ""
+
+
+def _occupancy(plan: KernelPlan, nodes: list[_Node]) -> tuple[np.ndarray, np.ndarray]:
+    """SBUF and PSUM occupancy segments (start, end, bytes): per group from its first acquiring stage to its
+    releasing stage, ``min(tiles, slots)`` tiles' buffers; plus the kernel's resident SBUF data."""
+    per_group: dict[int, dict[str, list[float]]] = {}
+    for n in nodes:
+        if n.is_trigger:
+            continue
+        d = per_group.setdefault(n.g, {})
+        s = n.stage
+        for buf, acq, rel in (("sbuf", s.sbuf_acquire, s.sbuf_release), ("psum", s.psum_acquire, s.psum_release)):
+            if acq:
+                d.setdefault(buf + "_start", []).append(n.start)
+            if rel:
+                d.setdefault(buf + "_end", []).append(n.end)
+    out: dict[str, list[tuple[float, float, float]]] = {"sbuf": [], "psum": []}
+    for gi, d in per_group.items():
+        g = plan.groups[gi]
+        for buf, per_tile, slots in (("sbuf", g.sbuf_bytes, plan.sbuf_slots), ("psum", g.psum_bytes, plan.psum_slots)):
+            if d.get(buf + "_start") and d.get(buf + "_end") and per_tile > 0:
+                out[buf].append((min(d[buf + "_start"]), max(d[buf + "_end"]), per_tile * min(g.tiles, slots)))
+    end = max((n.end for n in nodes), default=0.0)
+    if plan.resident_sbuf_bytes > 0 and end > 0:
+        out["sbuf"].append((0.0, end, plan.resident_sbuf_bytes))
+    return (np.array(out["sbuf"], dtype=np.float64).reshape(-1, 3),
+            np.array(out["psum"], dtype=np.float64).reshape(-1, 3))

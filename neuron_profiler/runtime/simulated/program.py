@@ -1,0 +1,344 @@
+"""The captured window as a program for the target: which host ops dispatch, launch device kernels, run
+collectives or wait for the device.
+
+``extract_program(host_ops)`` reads the ``host_ops`` table (capture, or an imported Kineto trace) and
+returns a ``Program`` in host order, per op (positions in the table):
+- its parent on the same thread (ops nest: ``aten::linear`` -> ``aten::addmm``) and depth;
+- what it costs the target's host: annotations nothing, a framework op called from Python
+  ``eager_op_dispatch_ns``, an op called from inside another op ``nested_op_dispatch_ns`` (host model);
+- the kernel it launches (leaf compute ops with shapes; ``kernel_launch_ns`` more on the host), as an
+  index into ``signatures`` (distinct name/shapes/dtypes, lowered once by ``neuron_profiler.opmodel``);
+- whether the host waits for the device there: ``.item()`` (``aten::_local_scalar_dense``), data-dependent
+  shapes (``aten::nonzero``, ``aten::unique``...), device synchronisation calls (``neuron::sync ...`` ranges
+  from ``neuron_profiler.capture.sync``, ``cudaDeviceSynchronize``-style runtime calls in imported traces);
+- whether it is a collective (``record_param_comms`` args) or waits for collectives (``wait_tensor``,
+  ``c10d::wait``, and the start of an optimizer step).
+Ops whose tensor inputs are all 0-dim run on the host (step counters and other scalar bookkeeping stay on
+the CPU in a real run): they launch nothing, and an ``.item()`` that reads such a scalar is no sync.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from neuron_profiler.capture.sync import SYNC_PREFIX
+from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
+from neuron_profiler.opmodel import OpWork, classify, lower_signature
+from neuron_profiler.runtime.simulated.collectives import find_collectives
+from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
+from neuron_profiler.runtime.simulated.lowering import leaf_compute_mask
+
+__all__ = ["Program", "extract_program", "SYNC_OPS"]
+
+#: aten ops after which the host needs a value from the device
+SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::is_nonzero", "aten::equal", "aten::nonzero",
+                      "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
+                      "aten::unique_consecutive", "aten::unique_dim", "aten::allclose", "aten::nonzero_static"})
+_WAIT_OPS = ("wait_tensor", "c10d::wait", "_wait", "Work.wait")
+_HOST_CATEGORIES = ("cpu_op", "operator", "")
+
+
+@dataclass
+class Program:
+    """One window's host ops as the target would run them (arrays by table position)."""
+
+    n: int
+    order: np.ndarray          # positions in program order (start time, outer ops first)
+    thread: np.ndarray         # track of each op
+    parent: np.ndarray         # position of the enclosing op on the same thread, -1 none
+    measured_start: np.ndarray
+    measured_end: np.ndarray
+    self_ns: np.ndarray        # projected host cost of the op itself (not its children), ns
+    kernel: np.ndarray         # signature index of the kernel the op launches, -1 none
+    sync: np.ndarray           # bool: the host waits for all device work here
+    collective: np.ndarray     # row index into ``collectives``, -1 none
+    waits_collectives: np.ndarray  # bool: device work after this op waits for the outstanding collectives
+    signatures: list[tuple[str, OpWork | GraphProgram]]  # an op's work, or a compiled graph
+    collectives: pd.DataFrame
+    host_scalar: np.ndarray    # bool: a scalar-only op run on the host
+    unpriced: list[str]        # names of compute ops that produced no device work (no shapes, unknown op)
+    graph_nodes: dict[int, np.ndarray]  # graph call position -> host op position of each graph node (-1 none)
+    graphs_used: list[str]     # ids of the compiled graphs the window calls
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(np.int64), np.asarray(col.cat.categories, dtype=object)
+    codes, uniq = pd.factorize(col.astype(str).fillna(""))
+    return codes.astype(np.int64), np.asarray(uniq, dtype=object)
+
+
+def _per_category(codes: np.ndarray, cats: np.ndarray, fn) -> np.ndarray:
+    vals = np.array([fn(str(c)) for c in cats] + [fn("")])
+    return vals[codes]
+
+
+def _parents(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, parent): program order (by track, start, longest first) and each op's enclosing op."""
+    order = np.lexsort((-(end - start), start, track))
+    parent = np.full(len(track), -1, dtype=np.int64)
+    stack: list[int] = []
+    prev_track = None
+    for i in order.tolist():
+        if track[i] != prev_track:
+            stack.clear()
+            prev_track = track[i]
+        while stack and end[stack[-1]] <= start[i] and not (end[stack[-1]] == start[i] == end[i]):
+            stack.pop()
+        while stack and end[stack[-1]] < end[i]:  # overlapping but not nested: not a parent
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    prog = np.lexsort((-(end - start), start))
+    return prog, parent
+
+
+def _concrete(args: str) -> list | None:
+    if not args or "Concrete Inputs" not in args:
+        return None
+    try:
+        a = json.loads(args)
+    except ValueError:
+        return None
+    v = a.get("Concrete Inputs") if isinstance(a, dict) else None
+    return v if isinstance(v, list) else None
+
+
+@dataclass
+class _Ops:
+    """Per-op columns of a host op table the program is built from (positions in the table)."""
+
+    n: int
+    track: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    order: np.ndarray
+    parent: np.ndarray
+    name_c: np.ndarray
+    name_k: np.ndarray
+    names: np.ndarray
+    host_cat: np.ndarray     # bool: a framework op category (cpu_op)
+    op_like: np.ndarray      # bool: a namespaced op or an autograd node
+
+    def per_name(self, fn) -> np.ndarray:
+        return _per_category(self.name_c, self.name_k, fn)
+
+
+def _ops(host_ops: pd.DataFrame) -> _Ops:
+    n = len(host_ops)
+    track = host_ops["track"].to_numpy(np.int64) if n else np.zeros(0, np.int64)
+    start = host_ops["start_ts"].to_numpy(np.int64) if n else np.zeros(0, np.int64)
+    end = start + (host_ops["duration_ns"].to_numpy(np.int64) if n else np.zeros(0, np.int64))
+    order, parent = _parents(track, start, end)
+    name_c, name_k = _codes(host_ops["name"]) if n else (np.zeros(0, np.int64), np.zeros(0, object))
+    cat_c, cat_k = (_codes(host_ops["category"]) if "category" in host_ops.columns and n
+                    else (np.zeros(n, np.int64), np.array([""], dtype=object)))
+    host_cat = _per_category(cat_c, cat_k, lambda c: c in _HOST_CATEGORIES).astype(bool)
+    op_like = _per_category(name_c, name_k, lambda s: ("::" in s and not s.startswith(SYNC_PREFIX))
+                            or s.endswith(("Backward0", "Backward1")) or s == "torch::autograd::AccumulateGrad")
+    return _Ops(n, track, start, end, order, parent, name_c, name_k,
+                _per_category(name_c, name_k, lambda s: s).astype(object), host_cat, op_like.astype(bool))
+
+
+def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
+                    graphs: dict[str, dict] | None = None) -> Program:
+    """The program of a window's ``host_ops`` (see the module docstring); ``host``: host model constants;
+    ``graphs``: compiled graph programs by id (a ``neuron::graph <id>`` range runs one as a single launch, and
+    the ops recorded inside it are its parts, not separate dispatches)."""
+    o = _ops(host_ops)
+    cls = o.per_name(classify)
+    compute = (cls != "none") & o.host_cat
+    leaf = leaf_compute_mask(host_ops, compute, np.isin(cls, ["matmul", "conv", "attention"])) if o.n \
+        else np.zeros(0, bool)
+    leaf = _decomposed_as_one(leaf, compute, o.parent, o.names)
+    is_call = o.per_name(lambda s: s.startswith(GRAPH_PREFIX)).astype(bool)
+    calls = np.flatnonzero(is_call).tolist()
+    inside = _descendants(calls, o.parent, o.order) if calls else np.zeros(o.n, dtype=bool)
+    leaf &= ~inside
+    kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf, cls)
+    graph_nodes, used = _graph_calls(o, calls, graphs or {}, kernel, sigs)
+
+    # host costs: a framework op from Python, an op inside an op, autograd nodes; annotations cost nothing
+    par_ok = o.parent >= 0
+    parent_is_op = np.zeros(o.n, dtype=bool)
+    parent_is_op[par_ok] = o.op_like[o.parent[par_ok]]
+    self_ns = np.zeros(o.n, dtype=np.float64)
+    op_like = o.op_like & o.host_cat
+    self_ns[op_like & ~parent_is_op] = host["eager_op_dispatch_ns"]
+    self_ns[op_like & parent_is_op] = host["nested_op_dispatch_ns"]
+    self_ns[(kernel >= 0) & ~is_call] += host["kernel_launch_ns"]
+    self_ns[list(graph_nodes)] = host["graph_launch_ns"]
+    self_ns[inside] = 0.0
+
+    coll = find_collectives(host_ops) if o.n else pd.DataFrame()
+    coll_idx = np.full(o.n, -1, dtype=np.int64)
+    if len(coll):
+        pos = host_ops.index.get_indexer(coll["host_row"].to_numpy())
+        coll_idx[pos] = np.arange(len(coll))
+        kernel[pos] = -1
+    unpriced = leaf & (kernel < 0) & ~host_scalar & (coll_idx < 0)
+    names_unpriced = pd.Series(o.names[unpriced]).value_counts().index.tolist() if unpriced.any() else []
+    waits = o.per_name(lambda s: any(k in s for k in _WAIT_OPS) or s.startswith("Optimizer.step#")).astype(bool)
+    return Program(n=o.n, order=o.order, thread=o.track, parent=o.parent, measured_start=o.start,
+                   measured_end=o.end, self_ns=self_ns, kernel=kernel,
+                   sync=_sync_points(o, host_scalar) & ~inside, collective=coll_idx, waits_collectives=waits,
+                   signatures=sigs, collectives=coll, host_scalar=host_scalar,
+                   unpriced=[str(x) for x in names_unpriced], graph_nodes=graph_nodes, graphs_used=used)
+
+
+def _lower_leaves(host_ops: pd.DataFrame, o: _Ops, leaf: np.ndarray, cls: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, list]:
+    """(kernel signature per op (-1 none), host-scalar flags, signatures): each distinct (name, shapes, dtypes)
+    of the leaf ops lowered once by the op model."""
+    n = o.n
+    kernel = np.full(n, -1, dtype=np.int64)
+    host_scalar = np.zeros(n, dtype=bool)
+    sigs: list[tuple[str, OpWork | GraphProgram]] = []
+    rows = np.flatnonzero(leaf)
+    if not len(rows):
+        return kernel, host_scalar, sigs
+    cols = {c: (_codes(host_ops[c]) if c in host_ops.columns else (np.full(n, -1, np.int64), np.zeros(0, object)))
+            for c in ("input_shapes", "input_dtypes", "args")}
+    flops = host_ops["flops"].to_numpy(np.int64) if "flops" in host_ops.columns else np.zeros(n, np.int64)
+    conv = cls[rows] == "conv"
+    key = np.stack([o.name_c[rows], cols["input_shapes"][0][rows], cols["input_dtypes"][0][rows], flops[rows],
+                    np.where(conv, cols["args"][0][rows], -1)], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    sig_of_uniq = np.full(len(uniq), -1, dtype=np.int64)
+    scalar_of_uniq = np.zeros(len(uniq), dtype=bool)
+
+    def val(kind: str, code: int) -> str:
+        return "" if code < 0 else str(cols[kind][1][code])
+    for u, (nc, sc, dc, fl, ac) in enumerate(uniq):
+        name = str(o.name_k[nc])
+        w = lower_signature(name, val("input_shapes", sc), val("input_dtypes", dc), int(fl),
+                            _concrete(val("args", ac)) if ac >= 0 else None)
+        if w.cls == "none":
+            continue
+        if w.inputs and all(t.shape == () for t in w.inputs):
+            scalar_of_uniq[u] = True
+            continue
+        sig_of_uniq[u] = len(sigs)
+        sigs.append((name, w))
+    inv = inv.reshape(-1)
+    kernel[rows] = sig_of_uniq[inv]
+    host_scalar[rows] = scalar_of_uniq[inv]
+    return kernel, host_scalar, sigs
+
+
+def _graph_calls(o: _Ops, calls: list[int], graphs: dict[str, dict], kernel: np.ndarray, sigs: list
+                 ) -> tuple[dict[int, np.ndarray], list[str]]:
+    """Give each ``neuron::graph <id>`` call its graph's signature; returns the host op of each graph node per
+    call, and the ids of the graphs used."""
+    graph_nodes: dict[int, np.ndarray] = {}
+    used: list[str] = []
+    parsed: dict[str, int] = {}
+    for i in calls:
+        gid = graph_id_of(str(o.names[i])) or ""
+        prog = graphs.get(gid)
+        if prog is None:
+            continue
+        if gid not in parsed:
+            parsed[gid] = len(sigs)
+            sigs.append((GRAPH_PREFIX + gid, parse_graph(gid, prog)))
+            used.append(gid)
+        kernel[i] = parsed[gid]
+        graph_nodes[i] = _match_nodes(i, sigs[parsed[gid]][1], o.parent, o.order, o.names)
+    return graph_nodes, used
+
+
+def _sync_points(o: _Ops, host_scalar: np.ndarray) -> np.ndarray:
+    """Ops after which the host waits for the device (see the module docstring)."""
+    sync = o.per_name(lambda s: s in SYNC_OPS).astype(bool) & o.host_cat
+    sync |= o.per_name(lambda s: s.startswith(SYNC_PREFIX)).astype(bool)
+    sync |= o.per_name(lambda s: "synchronize" in s.lower() and "::" not in s).astype(bool) & ~o.host_cat
+    return sync & ~_reads_host_scalar(o.order, o.names, host_scalar, o.track)
+
+
+def _descendants(roots: list[int], parent: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """True for every op nested (at any depth) inside one of ``roots``."""
+    inside = np.zeros(len(parent), dtype=bool)
+    is_root = np.zeros(len(parent), dtype=bool)
+    is_root[roots] = True
+    for i in order.tolist():  # parents come before their children
+        j = int(parent[i])
+        if j >= 0 and (is_root[j] or inside[j]):
+            inside[i] = True
+    return inside
+
+
+def _match_nodes(call: int, g: GraphProgram, parent: np.ndarray, order: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Host op position of each graph node: the graph ran its nodes in order, each one a direct child of the
+    call's range with the node's name (unmatched nodes get -1: their events count against the call)."""
+    kids = [i for i in order.tolist() if int(parent[i]) == call]
+    out = np.full(len(g.names), -1, dtype=np.int64)
+    k = 0
+    for j, nm in enumerate(g.names):
+        look = k
+        while look < len(kids) and str(names[kids[look]]) != nm and look < k + 8:
+            look += 1
+        if look < len(kids) and str(names[kids[look]]) == nm:
+            out[j] = kids[look]
+            k = look + 1
+    return out
+
+
+def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Dry runs (meta device, FakeTensorMode) run ops through their Python decompositions, which record
+    ``prims::`` ops, FP32 upcasts and casts that a device kernel never runs: lower the outermost compute op
+    that contains ``prims::`` ops as one kernel, with the dtypes the program used, and nothing inside it.
+    A real run records no ``prims::`` ops and is unchanged."""
+    prims = np.array([str(x).startswith("prims::") for x in names], dtype=bool) if len(names) else np.zeros(0, bool)
+    if not prims.any():
+        return leaf
+    has = np.zeros(len(leaf), dtype=bool)
+    for i in np.flatnonzero(prims).tolist():
+        j = int(parent[i])
+        while j >= 0 and not has[j]:
+            has[j] = True
+            j = int(parent[j])
+    dec = has & compute & ~prims
+    out = leaf & ~prims
+    for i in np.flatnonzero(dec).tolist():
+        j, outer = int(parent[i]), True
+        while j >= 0:
+            if dec[j]:
+                outer = False
+                break
+            j = int(parent[j])
+        out[i] = outer
+    # anything inside an outermost decomposed op is part of it
+    for i in np.flatnonzero(out & ~dec).tolist():
+        j = int(parent[i])
+        while j >= 0:
+            if dec[j] and out[j]:
+                out[i] = False
+                break
+            j = int(parent[j])
+    return out
+
+
+def _reads_host_scalar(order: np.ndarray, names: np.ndarray, host_scalar: np.ndarray,
+                       track: np.ndarray) -> np.ndarray:
+    """True for ``.item()`` reads of a scalar the host just computed (the last op with tensor inputs
+    before it on its thread was a host scalar op): no device synchronisation."""
+    out = np.zeros(len(order), dtype=bool)
+    last_scalar: dict[int, bool] = {}
+    for i in order.tolist():
+        nm = names[i]
+        if nm == "aten::_local_scalar_dense":
+            out[i] = last_scalar.get(int(track[i]), False)
+        elif host_scalar[i]:
+            last_scalar[int(track[i])] = True
+        elif nm.startswith("aten::") and nm not in ("aten::item", "aten::detach", "aten::alias"):
+            if not _IS_VIEW(nm):
+                last_scalar[int(track[i])] = False
+    return out
+
+
+def _IS_VIEW(name: str) -> bool:  # noqa: N802
+    return classify(name) == "none"

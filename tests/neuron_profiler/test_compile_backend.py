@@ -1,0 +1,85 @@
+"""torch.compile(model, backend="neuron"): graphs recorded, one device launch per graph call, fused kernels."""
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+import neuron_profiler
+from neuron_profiler.compile import registry
+from neuron_profiler.trace import read_trace
+
+pytestmark = pytest.mark.slow  # AOT autograd tracing takes a few seconds
+
+
+class MLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(256, 1024)
+        self.down = torch.nn.Linear(1024, 256)
+        self.norm = torch.nn.LayerNorm(256)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.up(self.norm(x)))
+        return (self.down(h) * 0.5 + x).relu()
+
+
+def _capture(compiled: bool):
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(512, 256)
+    step = torch.compile(model, backend="neuron") if compiled else model
+    out = tempfile.mkdtemp()
+    with neuron_profiler.profile(profile_output_dir=out, run_id="c", runtime="simulated",
+                                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=1)) as p:
+        for _ in range(2):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                step(x).sum().backward()
+            p.step()
+    return read_trace(p.neuron_profiler.paths[0])
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return _capture(False), _capture(True)
+
+
+def test_backend_is_registered_through_the_entry_point():
+    from torch._dynamo.backends.registry import list_backends
+    assert "neuron" in list_backends(exclude_tags=())
+
+
+def test_compiled_graph_is_one_launch_with_its_ops_as_parts(traces):
+    eager, comp = traces
+    h = comp.table("host_ops")
+    calls = h[h["name"].astype(str).str.startswith(registry.GRAPH_PREFIX)]
+    assert len(calls) == 2  # forward and backward graph
+    progs = registry.parse_programs(comp.footer_metadata[registry.GRAPHS_KEY])
+    assert {n.split(" ", 1)[1] for n in calls["name"].astype(str)} == set(progs)
+    # the host pays one graph launch per call, not one launch per op
+    from neuron_profiler.hardware import host_model_params
+    assert (calls["duration_ns"] == host_model_params()["graph_launch_ns"][0]).all()
+    ins = comp.table("instructions")
+    inner = ins[ins["framework_op"].isin(h.index[h["name"].astype(str) == "aten::addmm"])]
+    assert len(inner) > 0 and set(inner["name"].astype(str)) == {"aten::addmm"}  # events name their graph node
+
+
+def test_compiled_profile_moves_less_and_launches_fewer_programs(traces):
+    eager, comp = traces
+
+    def device(tf):
+        ins, d = tf.table("instructions"), tf.table("dma")
+        busy = ins[~ins["opcode"].astype(str).isin(["SemaphoreWait", "DmaTrigger"])]
+        span = max((d.start_ts + d.duration_ns).max(), (ins.start_ts + ins.duration_ns).max()) - min(
+            d.start_ts.min(), ins.start_ts.min())
+        return d["transfer_bytes"].sum(), ins["framework_op"].nunique(), busy, span
+    e_bytes, e_ops, e_busy, e_span = device(eager)
+    c_bytes, c_ops, c_busy, c_span = device(comp)
+    assert c_bytes < 0.8 * e_bytes                      # intermediates stay in SBUF
+    eager_launch = len(eager.table("flows").query("kind == 'launch'"))
+    comp_launch = len(comp.table("flows").query("kind == 'launch'"))
+    assert comp_launch <= eager_launch / 2              # one launch per graph (+ the eager grad accumulation)
+    assert c_span < e_span                              # back-to-back fused work on the core
+    occ = lambda busy, span: busy.groupby("engine").duration_ns.sum().sum() / span  # noqa: E731
+    assert occ(c_busy, c_span) > occ(e_busy, e_span)    # higher engine occupancy
+    assert c_ops > 1 and e_ops > 1 and np.isfinite(c_span)

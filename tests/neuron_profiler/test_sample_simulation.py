@@ -1,0 +1,87 @@
+"""The bundled GPT training-step captures show what a NeuronCore would do, set by the model, not this CPU."""
+import numpy as np
+import pytest
+from realdata import sample_trace
+
+from neuron_profiler.runtime.simulated import SimulatedRuntime
+from neuron_profiler.trace import TraceBuilder, read_trace
+
+GPT = ["gpt_train_step.nprof", "gpt_train_step_compiled.nprof"]
+
+
+def _busy(ins):
+    return ins[~ins["opcode"].astype(str).isin(["SemaphoreWait", "DmaTrigger"])]
+
+
+@pytest.mark.parametrize("name", GPT)
+def test_engines_run_concurrently_with_waits_psum_and_overlapping_dma(name):
+    tf = read_trace(sample_trace(name))
+    ins, dma = tf.table("instructions"), tf.table("dma")
+    busy = _busy(ins)
+    # time with two or more engines busy
+    ev = []
+    for _, g in busy.groupby(busy["engine"].astype(str)):
+        ev.append((g.start_ts.to_numpy(), (g.start_ts + g.duration_ns).to_numpy()))
+    edges = np.unique(np.concatenate([np.concatenate(x) for x in ev]))
+    mids = (edges[:-1] + edges[1:]) / 2
+    active = np.zeros(len(mids))
+    for s, e in ev:
+        o = np.argsort(s)
+        s, e = s[o], np.maximum.accumulate(e[o])
+        k = np.searchsorted(s, mids, side="right") - 1
+        active += (k >= 0) & (e[np.maximum(k, 0)] > mids)
+    assert np.diff(edges)[active >= 2].sum() > 0
+    assert (ins["opcode"].astype(str) == "SemaphoreWait").sum() > 0
+    mm = ins[ins["opcode"].astype(str) == "MATMUL"]
+    assert (mm["psum_write_bytes"] > 0).all() and (mm["psum_read_bytes"] > 0).any()  # PSUM accumulation
+    # DMA of an op overlaps that op's compute
+    overlap = 0
+    for fo, d in dma.groupby("framework_op"):
+        c = busy[busy["framework_op"] == fo]
+        if len(c) and len(d):
+            overlap += (d.start_ts.min() < (c.start_ts + c.duration_ns).max()) and (
+                (d.start_ts + d.duration_ns).max() > c.start_ts.min() + 1)
+    assert overlap > 0
+
+
+@pytest.mark.parametrize("name", GPT)
+def test_sbuf_psum_and_throttling_counters(name):
+    tf = read_trace(sample_trace(name))
+    tracks, c = tf.table("tracks"), tf.table("counters")
+    by = {str(tracks.loc[t, "name"]): g for t, g in c.groupby("track")}
+    for counter in ("State Buffer Usage", "PSUM Usage", "Throttling"):
+        assert by[counter]["value"].max() > 0, counter
+        assert by[counter]["value"].between(0, 100).all(), counter
+
+
+@pytest.mark.parametrize("name", GPT)
+def test_step_time_comes_from_the_model_not_this_cpu(name):
+    """Re-simulating the measured host ops gives the trace's projected timeline exactly, and it is not the
+    timeline this machine measured."""
+    tf = read_trace(sample_trace(name))
+    h = tf.table("host_ops")
+    assert tf.header.simulation.host_timeline == "projected"
+    steps = h[h["name"].astype(str).str.startswith("ProfilerStep#")]
+    assert len(steps) == 2 and not np.array_equal(steps["duration_ns"], steps["measured_duration_ns"])
+    b = TraceBuilder(type(tf.header)())
+    b.header.world_size = tf.header.world_size
+    b.add_rows("tracks", tf.table("tracks"))
+    cols = {c: h[c] for c in h.columns if not c.startswith("measured_")}
+    cols["start_ts"], cols["duration_ns"] = h["measured_start_ts"], h["measured_duration_ns"]
+    b.add_rows("host_ops", cols)
+    b.footer_metadata.update(tf.footer_metadata)  # compiled graphs travel in the footer
+    SimulatedRuntime("trn2").emit(b, b.table("host_ops"))
+    again = b.table("host_ops")
+    np.testing.assert_array_equal(again["start_ts"].to_numpy(), h["start_ts"].to_numpy())
+    np.testing.assert_array_equal(again["duration_ns"].to_numpy(), h["duration_ns"].to_numpy())
+
+
+def test_compiled_step_launches_fewer_programs_and_moves_less_than_eager():
+    eager, comp = (read_trace(sample_trace(n)) for n in GPT)
+    launches = [int((t.table("flows")["kind"].astype(str) == "launch").sum()) for t in (eager, comp)]
+    moved = [int(t.table("dma")["transfer_bytes"].sum()) for t in (eager, comp)]
+    def step_ns(t):
+        h = t.table("host_ops")
+        return int(h[h["name"].astype(str).str.startswith("ProfilerStep#")]["duration_ns"].mean())
+    step = [step_ns(t) for t in (eager, comp)]
+    assert launches[1] < launches[0] and moved[1] < moved[0] and step[1] < step[0]
