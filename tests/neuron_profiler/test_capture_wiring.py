@@ -108,10 +108,14 @@ def test_no_import_cycle_in_the_package():
             if len(comp) > 1:
                 cycles.append(sorted(comp))
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for m in sorted(graph):
-        if m not in index:
-            visit(m)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for m in sorted(graph):
+            if m not in index:
+                visit(m)
+    finally:
+        sys.setrecursionlimit(limit)  # the process-wide limit is other tests' too
     assert "neuron_profiler.capture.session" in graph["neuron_profiler.profiler"]  # the graph sees the imports
     assert cycles == []
 

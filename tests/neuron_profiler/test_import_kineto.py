@@ -326,7 +326,7 @@ def test_device_events_without_stream_go_on_a_no_stream_track_with_tid_minus_1(t
     """HTA takes a device event's stream from args.stream and drops events without one; they get a track of
     kind stream with tid -1 (one per Kineto thread, named for the user), which the hta_compatible selection
     drops, while an explicit stream keeps its own track."""
-    from analysis.hta_selection import hta_kernel_selection
+    from analysis import hta_kernel_selection
 
     ev = [{"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 17, "tid": 9, "ts": 10 + k, "dur": 1,
            "args": {"direction": "DEVICE_TO_HOST", "size": 1024}} for k in range(3)]

@@ -130,12 +130,14 @@ def test_summary_numbers_kept_and_ours_are_numbers(profile):
     assert isinstance(t, analysis.Trace) and t.name == "train@latest"
     theirs = json.loads(t.header.metadata["neuron_explorer.summary"])
     assert theirs == fx.SUMMARY                                        # Explorer's names and values, as a JSON object
-    from analysis.summary import summary_dict
+    from analysis.analyses.summary import summary_dict
 
     ours = summary_dict(t)
-    # model FLOPs / (the hardware table's bf16 peak per core x 2 active cores x the instructions' span)
-    rows = fx.instructions()
-    span = rows[-1]["end_ts"] - rows[0]["start_ts"]
+    # model FLOPs / (the hardware table's bf16 peak per core x 2 active cores x the analysed span: first to
+    # last device activity, instructions, DMA and collectives, from the fixture's rows)
+    tabs = fx.tables()
+    rows = tabs["Instruction"] + tabs["DmaPacketAggregated"] + tabs["CcOp"]
+    span = max(r["end_ts"] for r in rows) - min(r["start_ts"] for r in rows)
     peak = t.header.devices[0].spec.peak_flops_per_s["bfloat16"]
     assert ours["mfu_estimated_percent"] == pytest.approx(100 * 4 * fx.MATMUL_FLOPS / (peak * 2 * span * 1e-9),
                                                           rel=1e-6)
