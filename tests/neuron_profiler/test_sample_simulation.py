@@ -85,3 +85,21 @@ def test_compiled_step_launches_fewer_programs_and_moves_less_than_eager():
         return int(h[h["name"].astype(str).str.startswith("ProfilerStep#")]["duration_ns"].mean())
     step = [step_ns(t) for t in (eager, comp)]
     assert launches[1] < launches[0] and moved[1] < moved[0] and step[1] < step[0]
+
+
+@pytest.mark.parametrize("name", ["gpt_train_step.nprof"])  # the sample with CPU / memory sampling on
+def test_host_samples_lie_on_the_projected_host_timeline(name):
+    """CPU / memory samples are taken on the capturing CPU's clock during the window; in a trace whose host
+    timeline is projected they are mapped onto it, so the trace spans its window (not the CPU's seconds)."""
+    tf = read_trace(sample_trace(name))
+    ho, ctr, tracks = tf.table("host_ops"), tf.table("counters"), tf.table("tracks")
+    assert tf.header.simulation.host_timeline == "projected"
+    host_tracks = tracks.index[(tracks["kind"] == "counter") & (tracks["device"] < 0)]
+    host = ctr[ctr["track"].isin(host_tracks)]
+    assert len(host) > 0
+    lo, hi = ho["start_ts"].min(), (ho["start_ts"] + ho["duration_ns"]).max()
+    assert host["ts"].between(lo, hi).all()
+    assert tf.time_range[1] - tf.time_range[0] <= 2 * (hi - lo)  # was 7.0 s for a 43 ms window
+    # samples keep their order (the mapping is monotone)
+    for _, g in host.groupby("track"):
+        assert np.all(np.diff(g["ts"].to_numpy()) >= 0)

@@ -182,10 +182,14 @@ class SimulatedRuntime(DeviceRuntime):
     def _project_host(builder: "TraceBuilder", host_ops: pd.DataFrame, proj: Projection) -> None:
         if not len(host_ops) or builder.rows("host_ops") != len(host_ops):
             return
+        m_start = host_ops["start_ts"].to_numpy(np.int64)
+        m_end = m_start + host_ops["duration_ns"].to_numpy(np.int64)
         builder.set_columns("host_ops", {
             "start_ts": proj.host_start, "duration_ns": np.maximum(proj.host_end - proj.host_start, 0),
-            "measured_start_ts": host_ops["start_ts"].to_numpy(np.int64),
-            "measured_duration_ns": host_ops["duration_ns"].to_numpy(np.int64)})
+            "measured_start_ts": m_start, "measured_duration_ns": m_end - m_start})
+        if builder.rows("counters"):  # host samples (CPU, memory) were taken on the measured clock
+            ts = builder.table("counters")["ts"].to_numpy(np.int64)
+            builder.set_columns("counters", {"ts": measured_to_projected(ts, m_start, m_end, proj)})
 
     def _describe(self, builder: "TraceBuilder", prog: Program, p: CoreParams) -> None:
         sim = builder.header.simulation
@@ -212,3 +216,12 @@ class SimulatedRuntime(DeviceRuntime):
         return builder.add_track("instance", builder.header.instance_id or "instance")
 
 
+def measured_to_projected(ts: np.ndarray, m_start: np.ndarray, m_end: np.ndarray, proj: Projection) -> np.ndarray:
+    """Times on the capturing CPU's clock mapped onto the projected host timeline: piecewise linear through
+    the host ops' measured and projected starts and ends (monotone; clamped to the first / last op)."""
+    x0, y0 = int(m_start.min()), int(np.min(proj.host_start))  # offsets keep float64 exact to the ns
+    x = (np.concatenate([m_start, m_end]) - x0).astype(np.float64)
+    y = (np.concatenate([proj.host_start, proj.host_end]).astype(np.int64) - y0).astype(np.float64)
+    o = np.argsort(x, kind="stable")
+    x, y = x[o], np.maximum.accumulate(y[o])
+    return np.rint(np.interp((ts - x0).astype(np.float64), x, y)).astype(np.int64) + y0
