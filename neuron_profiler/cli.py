@@ -35,6 +35,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"rank        {h.rank} of {h.world_size}  host={h.instance_id or '-'} pid={h.process_id or '-'}"
           f"  window={h.window_index}")
     print(f"simulated   {'yes (device events come from the simulated Neuron runtime)' if h.simulated else 'no'}")
+    _print_simulation(h)
     for d in h.devices:
         peaks = ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in sorted(d.spec.peak_flops_per_s.items()))
         print(f"device {d.index:<4} {d.kind} {d.name}{' (simulated)' if d.simulated else ''}"
@@ -54,6 +55,20 @@ def cmd_info(args: argparse.Namespace) -> int:
         if w not in (loss or ""):  # e.g. each unreadable chunk's error
             print(f"detail      {w}")
     return 0
+
+
+def _print_simulation(h) -> None:
+    """The model and assumptions behind a simulated trace's numbers (Header.simulation)."""
+    sim = h.simulation if h.HasField("simulation") else None
+    if sim is None or not sim.model:
+        return
+    timeline = {"projected": "projected for the target (the measured one kept beside it)",
+                "measured": "as measured on the capturing machine"}.get(sim.host_timeline, sim.host_timeline or "?")
+    print(f"  model     {sim.model} for {sim.target or '?'}; host timeline {timeline}")
+    print(f"  assumes   {len(sim.assumptions)} model assumptions (docs: {sim.documentation or '-'})")
+    if sim.unpriced_ops:
+        shown = ", ".join(list(sim.unpriced_ops)[:6]) + (" ..." if len(sim.unpriced_ops) > 6 else "")
+        print(f"  unpriced  {len(sim.unpriced_ops)} op kinds without a cost model (no device time): {shown}")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

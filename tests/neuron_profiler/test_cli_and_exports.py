@@ -39,6 +39,18 @@ def small_trace(tmp_path: Path) -> Path:
     return b.write(tmp_path / "small.nprof")
 
 
+def test_info_prints_the_simulation_model_and_what_it_could_not_price(capsys: pytest.CaptureFixture) -> None:
+    p = sample_trace("gpt_train_step.nprof")
+    sim = read_trace(p).header.simulation
+    assert main(["info", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert f"model     {sim.model} for trn2; host timeline projected for the target" in out
+    assert f"assumes   {len(sim.assumptions)} model assumptions (docs: docs/simulation.md)" in out
+    assert len(sim.assumptions) > 10
+    line = next(ln for ln in out.splitlines() if ln.startswith("  unpriced"))
+    assert f"{len(sim.unpriced_ops)} op kinds" in line and all(o in line for o in list(sim.unpriced_ops)[:6])
+
+
 def test_info_prints_devices_tables_and_simulated(small_trace: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["info", str(small_trace)]) == 0
     out = capsys.readouterr().out
