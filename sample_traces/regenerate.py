@@ -93,14 +93,16 @@ def _ddp_worker(rank: int, world: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
-        cfg_m = GPTConfig(vocab_size=256, block_size=32, n_layer=1, n_head=2, n_embd=32)
-        model = torch.nn.parallel.DistributedDataParallel(GPT(cfg_m))
+        # big enough that the step is device work and gradient all-reduces, not launch overhead
+        cfg_m = GPTConfig(vocab_size=1024, block_size=256, n_layer=2, n_head=8, n_embd=512)
+        model = torch.nn.parallel.DistributedDataParallel(GPT(cfg_m), bucket_cap_mb=1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        x, y = gpt_batch(cfg_m, batch=2, seed=rank)
+        x, y = gpt_batch(cfg_m, batch=8, seed=rank)
 
         def step() -> None:
             opt.zero_grad(set_to_none=True)
-            _, loss = model(x, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                _, loss = model(x, y)
             loss.backward()
             opt.step()
         cfg = NeuronConfig(profile_output_dir=out, run_id="ddp_train", target=TARGET, runtime="simulated")

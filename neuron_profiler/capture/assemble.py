@@ -99,7 +99,7 @@ class _HostSide:
         pid = os.getpid()
         t_proc = _add_host_ops(b, ops, hdr.instance_id or platform.node(), pid, self.rank)
         if w is not None:
-            _add_host_counters(b, _in_window(w.host_samples, w.start_ns, w.end_ns), t_proc, pid, self.rank)
+            _add_host_counters(b, w.host_samples, t_proc, pid, self.rank)
             b.footer_metadata["window_start_ns"] = str(w.start_ns)
             b.footer_metadata["window_end_ns"] = str(w.end_ns)
         steps = [o["name"] for o in ops if o["name"].startswith("ProfilerStep#")]
@@ -127,15 +127,6 @@ def _add_host_ops(b: TraceBuilder, ops: list[dict[str, Any]], instance: str, pid
             cols[c] = np.asarray(cols[c], dtype=np.int64)
         b.add_rows("host_ops", cols)
     return t_proc
-
-
-def _in_window(samples: dict[str, list[tuple[int, float]]], start: int, end: int
-               ) -> dict[str, list[tuple[int, float]]]:
-    """The samples taken during the window (the sampler's last one comes after the window closed, once the
-    profiler has processed its events)."""
-    if end <= start:
-        return samples
-    return {k: [s for s in v if start <= s[0] <= end] for k, v in samples.items()}
 
 
 def _add_host_counters(b: TraceBuilder, samples: dict[str, list[tuple[int, float]]], parent: int, pid: int,
