@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from neuron_profiler.hardware import TARGETS, validate_host_model
-from neuron_profiler.modes import (RUNTIMES, ProfileMode, check_choice, check_output_dir, check_run_id,
-                                   custom_profiler_json, default_run_id, parse_modes, parse_nc_ranges)
+from neuron_profiler.modes import (
+    RUNTIMES,
+    ProfileMode,
+    check_choice,
+    check_output_dir,
+    check_run_id,
+    custom_profiler_json,
+    default_run_id,
+    parse_modes,
+    parse_nc_ranges,
+)
 
 __all__ = ["ProfileMode", "NeuronConfig", "parse_nc_ranges", "VALID_TARGETS", "VALID_RUNTIMES"]
 
@@ -57,13 +67,13 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
     TorchNeuron's ``precache_node_info`` is not implemented and raises ``TypeError`` saying why.
     """
 
-    def __init__(self, modes: "Sequence[ProfileMode | str] | None" = None,
-                 profile_output_dir: "str | os.PathLike[str]" = "./profile_output",
-                 max_events_per_nc: "int | None" = None, capture_enabled_for_nc: "str | Sequence[int] | None" = None,
-                 target: str = "trn2", runtime: str = "auto", run_id: "str | None" = None,
-                 num_cores: "int | None" = None, cpu_sample_interval_s: float = 0.05,
-                 neff_cache_dir: "str | os.PathLike[str] | None" = None, host_model: "dict[str, float] | None" = None,
-                 custom_profiler_config: "dict[str, Any] | str | None" = None, **unsupported: Any) -> None:
+    def __init__(self, modes: Sequence[ProfileMode | str] | None = None,
+                 profile_output_dir: str | os.PathLike[str] = "./profile_output",
+                 max_events_per_nc: int | None = None, capture_enabled_for_nc: str | Sequence[int] | None = None,
+                 target: str = "trn2", runtime: str = "auto", run_id: str | None = None,
+                 num_cores: int | None = None, cpu_sample_interval_s: float = 0.05,
+                 neff_cache_dir: str | os.PathLike[str] | None = None, host_model: dict[str, float] | None = None,
+                 custom_profiler_config: dict[str, Any] | str | None = None, **unsupported: Any) -> None:
         _reject_unsupported(unsupported)
         mode_list = parse_modes(modes)
         check_choice("target", target, TARGETS)
@@ -109,7 +119,8 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
                 "target": self.target, "runtime": self.runtime, "run_id": self.run_id, "num_cores": self.num_cores,
                 "cpu_sample_interval_s": self.cpu_sample_interval_s, "neff_cache_dir": self.neff_cache_dir,
                 "host_model": dict(self.host_model) if self.host_model else None,
-                "custom_profiler_config": json.loads(self.custom_profiler_config_json) if self.custom_profiler_config_json else None}
+                "custom_profiler_config": (json.loads(self.custom_profiler_config_json)
+                                           if self.custom_profiler_config_json else None)}
 
     def __repr__(self) -> str:
         return f"NeuronConfig({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"

@@ -12,8 +12,9 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 __all__ = ["ProfileMode", "RUNTIMES", "parse_modes", "parse_nc_ranges", "check_choice", "check_output_dir",
            "check_run_id", "default_run_id", "custom_profiler_json"]
@@ -31,7 +32,7 @@ class ProfileMode(enum.Enum):
     HOST_MEMORY = "host_memory"  # host memory counter track
 
     @classmethod
-    def parse(cls, value: "ProfileMode | str") -> "ProfileMode":
+    def parse(cls, value: ProfileMode | str) -> ProfileMode:
         """Accept a member, its value or its name (any case); ``ValueError`` names the valid ones."""
         if isinstance(value, cls):
             return value
@@ -44,7 +45,7 @@ class ProfileMode(enum.Enum):
         raise ValueError(f"unknown profile mode {value!r}; valid modes: {valid}")
 
 
-def parse_modes(modes: "Sequence[ProfileMode | str] | None") -> tuple[ProfileMode, ...]:
+def parse_modes(modes: Sequence[ProfileMode | str] | None) -> tuple[ProfileMode, ...]:
     """The distinct modes of ``modes`` in order; ``None`` = the TorchNeuron default ``(DEVICE, RUNTIME)``."""
     if isinstance(modes, (str, ProfileMode)):
         raise ValueError("modes: expected a list of ProfileMode, e.g. [ProfileMode.DEVICE]; found a single value")
@@ -56,7 +57,7 @@ def parse_modes(modes: "Sequence[ProfileMode | str] | None") -> tuple[ProfileMod
 _RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
-def parse_nc_ranges(spec: "str | int | Iterable[int] | None") -> "tuple[int, ...] | None":
+def parse_nc_ranges(spec: str | int | Iterable[int] | None) -> tuple[int, ...] | None:
     """Parse a NeuronCore selection like ``"0,1,2-5"`` into sorted unique indices.
 
     ``None``, ``""`` and ``"all"`` mean every core (returns ``None``). Raises ``ValueError`` describing
@@ -102,7 +103,7 @@ def check_choice(option: str, value: Any, valid: Sequence[str]) -> str:
     return str(value)
 
 
-def check_output_dir(path: "str | os.PathLike[str]") -> Path:
+def check_output_dir(path: str | os.PathLike[str]) -> Path:
     """Create ``path`` if needed and prove it is writable; raise ``ValueError`` with the reason if not."""
     p = Path(path).expanduser()
     try:
@@ -133,7 +134,7 @@ def default_run_id() -> str:
     return time.strftime("run_%Y%m%dT%H%M%SZ", time.gmtime())
 
 
-def custom_profiler_json(value: "dict[str, Any] | str | None") -> str:
+def custom_profiler_json(value: dict[str, Any] | str | None) -> str:
     """The Kineto custom config as a JSON object string ("" for none). Kineto crashes on a custom config
     string holding ``=``, so only a JSON object is let through."""
     if value is None or value == "":

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from neuron_profiler.capture import backend, hooks
 from neuron_profiler.capture.assemble import build_window_trace
@@ -48,7 +49,7 @@ class NeuronProfiler:
         failures: the windows that could not be written: dicts with window, path, error.
     """
 
-    def __init__(self, config: NeuronConfig, *, runtime: "DeviceRuntime | None" = None, skip_empty: bool = False) -> None:
+    def __init__(self, config: NeuronConfig, *, runtime: DeviceRuntime | None = None, skip_empty: bool = False) -> None:
         if not isinstance(config, NeuronConfig):
             raise TypeError(f"NeuronProfiler expects a NeuronConfig, found {type(config).__name__}")
         self.config = config
@@ -67,13 +68,14 @@ class NeuronProfiler:
         self.failures: list[dict[str, Any]] = []
         self.skip_empty = skip_empty
 
-    def export_trace(self, prof: Any) -> "Path | None":
+    def export_trace(self, prof: Any) -> Path | None:
         """``on_trace_ready`` callback: build and write the trace of the window that just ended; returns its path,
         or None when nothing was written (``skip_empty`` and no aten op, e.g. a launcher process of the runner;
         or a failure, reported as one line and in ``failures``)."""
         if getattr(prof, "experimental_config", None) is not self.config:
-            raise ValueError("export_trace: the profiler's experimental_config is not this NeuronProfiler's NeuronConfig; "
-                             "pass experimental_config=cfg and on_trace_ready=NeuronProfiler(cfg).export_trace")
+            raise ValueError("export_trace: the profiler's experimental_config is not this NeuronProfiler's "
+                             "NeuronConfig; pass experimental_config=cfg and "
+                             "on_trace_ready=NeuronProfiler(cfg).export_trace")
         index, window = self.session.take_window(prof)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # many small allocations: cyclic GC passes over a large torch heap dominated export time
@@ -86,7 +88,7 @@ class NeuronProfiler:
             if gc_was_enabled:
                 gc.enable()
 
-    def _export(self, prof: Any, index: int, window: "WindowCapture | None") -> "Path | None":
+    def _export(self, prof: Any, index: int, window: WindowCapture | None) -> Path | None:
         device = self.session.runtime_for if self.config.has(ProfileMode.DEVICE) else None
         builder = build_window_trace(prof, self.config, index, window, device)
         if self.skip_empty and builder.footer_metadata.get("aten_op_count") == "0":
@@ -103,7 +105,7 @@ class NeuronProfiler:
         self.paths.append(path)
         return path
 
-    def _failed(self, index: int, path: "Path | None", error: str) -> None:
+    def _failed(self, index: int, path: Path | None, error: str) -> None:
         entry = {"window": index, "path": str(path) if path is not None else None, "error": error}
         self.failures.append(entry)
         self.session.unwritten.append(entry)
@@ -112,14 +114,15 @@ class NeuronProfiler:
                f"records this")
 
 
-def profile(config: "NeuronConfig | None" = None, *, schedule: "Callable[[int], Any] | None" = None,
+def profile(config: NeuronConfig | None = None, *, schedule: Callable[[int], Any] | None = None,
             record_shapes: bool = True, with_stack: bool = False, with_modules: bool = True, with_flops: bool = False,
-            activities: "Iterable[Any] | None" = None, **config_kwargs: Any) -> Any:
+            activities: Iterable[Any] | None = None, **config_kwargs: Any) -> Any:
     """A ``torch.profiler.profile`` set up for Neuron capture (``config`` or ``NeuronConfig(**config_kwargs)``).
 
     The returned profiler has ``.neuron_profiler`` (its ``NeuronProfiler``; ``.paths`` lists the written traces)::
 
-        with neuron_profiler.profile(profile_output_dir="out", schedule=torch.profiler.schedule(wait=1, warmup=1, active=2)) as p:
+        with neuron_profiler.profile(profile_output_dir="out",
+                                     schedule=torch.profiler.schedule(wait=1, warmup=1, active=2)) as p:
             for batch in data:
                 step(batch)
                 p.step()

@@ -6,7 +6,8 @@ import json
 import os
 import platform
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,8 +35,8 @@ NO_SHAPES = ("no aten op of this window carries input shapes, so the device runt
              "instruction or DMA; profile with record_shapes=True")
 
 
-def build_window_trace(prof: Any, config: "NeuronConfig", index: int, window: "WindowCapture | None",
-                       runtime_for: "Callable[[int], DeviceRuntime] | None") -> TraceBuilder:
+def build_window_trace(prof: Any, config: NeuronConfig, index: int, window: WindowCapture | None,
+                       runtime_for: Callable[[int], DeviceRuntime] | None) -> TraceBuilder:
     """The ``TraceBuilder`` of window ``index`` of ``prof``; the device side from ``runtime_for(rank)`` unless it
     is None. When the device runtime fails, the trace holds the host side alone and the error
     (``device_runtime_error``), and the failure is reported as one line: a device-model failure never loses the
@@ -76,12 +77,12 @@ def build_window_trace(prof: Any, config: "NeuronConfig", index: int, window: "W
 class _HostSide:
     """The host part of one window's trace, buildable twice (again without the device side after a failure)."""
 
-    def __init__(self, config: "NeuronConfig", index: int, window: "WindowCapture | None",
+    def __init__(self, config: NeuronConfig, index: int, window: WindowCapture | None,
                  ops: list[dict[str, Any]], rank: int, world: int, rank_source: str) -> None:
         self.config, self.index, self.window, self.ops = config, index, window, ops
         self.rank, self.world, self.rank_source = rank, world, rank_source
 
-    def builder(self, runtime: "DeviceRuntime | None") -> TraceBuilder:
+    def builder(self, runtime: DeviceRuntime | None) -> TraceBuilder:
         """Header, tracks, host ops, host counters and footer counts (no device events yet)."""
         cfg, w, ops = self.config, self.window, self.ops
         hdr = make_header(PRODUCER, source_format="neuron-capture", rank=self.rank, world_size=self.world,

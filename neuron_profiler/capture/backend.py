@@ -26,7 +26,7 @@ from neuron_profiler.capture.sync import mark_sync
 
 BACKEND_NAME = "neuron"
 _registered_here = False
-_hooks: "torch._C._acc.PrivateUse1Hooks | None" = None  # kept alive for the process (torch holds a raw pointer)
+_hooks: torch._C._acc.PrivateUse1Hooks | None = None  # kept alive for the process (torch holds a raw pointer)
 
 
 class NoDeviceHooks(torch._C._acc.PrivateUse1Hooks):

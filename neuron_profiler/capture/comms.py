@@ -23,13 +23,14 @@ import json
 import math
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: c10d op -> (Collective name, input arg index, output arg index, size relation); index None = no tensor.
 #: Relation of the message sizes when only one side was recorded: "gather" (out = in x group size), "scatter"
 #: (in = out x group size) or "same". Kineto records a ``Tensor[][]`` argument (the output list of a list-form
 #: all_gather / gather, the input list of reduce_scatter / scatter) as nothing at all.
-C10D_OPS: dict[str, tuple[str, "int | None", "int | None", str]] = {
+C10D_OPS: dict[str, tuple[str, int | None, int | None, str]] = {
     "c10d::allreduce_": ("allreduce", 0, 0, "same"),
     "c10d::allreduce_coalesced_": ("allreduce_coalesced", 0, 0, "same"),
     "c10d::allgather_": ("allgather", 1, 0, "gather"),
@@ -53,7 +54,7 @@ C10D_OPS: dict[str, tuple[str, "int | None", "int | None", str]] = {
 }
 
 #: Wrapped ``torch.distributed`` function -> (input argument, output argument) whose sizes the call records.
-SIZE_ARGUMENTS: dict[str, tuple["str | None", "str | None"]] = {
+SIZE_ARGUMENTS: dict[str, tuple[str | None, str | None]] = {
     "all_reduce": ("tensor", "tensor"), "broadcast": ("tensor", "tensor"), "reduce": ("tensor", "tensor"),
     "all_gather": ("tensor", "tensor_list"), "all_gather_into_tensor": ("input_tensor", "output_tensor"),
     "all_gather_single": ("input_tensor", "output_tensor"), "reduce_scatter": ("input_list", "output"),
@@ -89,7 +90,7 @@ def numel(shape: Any) -> int:
     return 0
 
 
-def recorded_numel(shapes: list[Any], dtypes: list[str], idx: "int | None") -> "int | None":
+def recorded_numel(shapes: list[Any], dtypes: list[str], idx: int | None) -> int | None:
     """Elements of argument ``idx`` of a c10d op as Kineto recorded it; None when it was not recorded (Kineto
     leaves both the shape and the dtype of a ``Tensor[][]`` argument empty)."""
     if idx is None or idx >= len(shapes):
@@ -99,7 +100,7 @@ def recorded_numel(shapes: list[Any], dtypes: list[str], idx: "int | None") -> "
     return numel(shapes[idx])
 
 
-def _tensor_numel(value: Any) -> "int | None":
+def _tensor_numel(value: Any) -> int | None:
     """Elements of a tensor or a (nested) list of tensors passed to a collective; None for anything else."""
     if hasattr(value, "numel") and callable(value.numel):
         return int(value.numel())
@@ -109,7 +110,7 @@ def _tensor_numel(value: Any) -> "int | None":
     return None
 
 
-def _first_dtype(value: Any) -> "str | None":
+def _first_dtype(value: Any) -> str | None:
     if hasattr(value, "dtype") and hasattr(value, "numel"):
         return kineto_dtype(value.dtype)
     if isinstance(value, (list, tuple)) and value:
@@ -139,7 +140,7 @@ class Problems:
         return out
 
 
-def group_info(group: Any = None, problems: "Problems | None" = None) -> "dict[str, Any] | None":
+def group_info(group: Any = None, problems: Problems | None = None) -> dict[str, Any] | None:
     """Name, ranks and current sequence number of a process group (``None`` = default group); None when
     torch.distributed is not initialised or the group cannot be read (recorded in ``problems``)."""
     import torch.distributed as dist
@@ -166,10 +167,10 @@ class CommRecorder:
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
-        self.default_start: "dict[str, Any] | None" = None
-        self.rank_world: "tuple[int, int] | None" = None  # seen while the window ran (the group may be gone at export)
+        self.default_start: dict[str, Any] | None = None
+        self.rank_world: tuple[int, int] | None = None  # seen while the window ran (the group may be gone at export)
         self.problems = Problems()
-        self._default_late: "dict[str, Any] | None" = None
+        self._default_late: dict[str, Any] | None = None
         self._saved: list[tuple[Any, str, Callable[..., Any]]] = []
         self._lock = threading.Lock()
         try:  # import now, not inside the first profiled window
@@ -177,7 +178,7 @@ class CommRecorder:
         except ImportError:  # torch built without distributed support: nothing to wrap
             pass
 
-    def _describe(self, fn_name: str, bound: dict[str, Any]) -> "dict[str, Any] | None":
+    def _describe(self, fn_name: str, bound: dict[str, Any]) -> dict[str, Any] | None:
         info = group_info(bound.get("group"), self.problems)
         if info is None:
             return None
@@ -255,7 +256,7 @@ class CommRecorder:
             fn = getattr(mod, "destroy_process_group", None)
             if fn is not None and not getattr(fn, "__neuron_profiler_wrapped__", False):
                 self._saved.append((mod, "destroy_process_group", fn))
-                setattr(mod, "destroy_process_group", self._wrap_destroy(fn))
+                mod.destroy_process_group = self._wrap_destroy(fn)
 
     def stop(self) -> list[dict[str, Any]]:
         """Restore the original functions; returns the recorded calls.
@@ -272,8 +273,8 @@ class CommRecorder:
         return self.calls
 
 
-def annotate_collectives(ops: "list[dict[str, Any]]", calls: list[dict[str, Any]],
-                         default_start: "dict[str, Any] | None", dtype_hints: "list[tuple[int, str]]") -> int:
+def annotate_collectives(ops: list[dict[str, Any]], calls: list[dict[str, Any]],
+                         default_start: dict[str, Any] | None, dtype_hints: list[tuple[int, str]]) -> int:
     """Set ``args`` (record_param_comms keys, as JSON) on the top-level c10d host ops in ``ops``.
 
     ``ops``: host op dicts in start order with keys name, start_ts, duration_ns, shapes, dtypes, args.
@@ -321,8 +322,8 @@ def annotate_collectives(ops: "list[dict[str, Any]]", calls: list[dict[str, Any]
     return n
 
 
-def message_nelems(op: dict[str, Any], spec: tuple[str, "int | None", "int | None", str],
-                   call: "dict[str, Any] | None", group_size: int) -> tuple[int, int]:
+def message_nelems(op: dict[str, Any], spec: tuple[str, int | None, int | None, str],
+                   call: dict[str, Any] | None, group_size: int) -> tuple[int, int]:
     """(input, output) elements of one c10d op: the Python call's tensors, else the recorded shapes, else
     derived from the other side (an all_gather's output is ``group_size`` inputs; a reduce_scatter's input is
     ``group_size`` outputs); 0 when neither side is known."""
@@ -340,7 +341,7 @@ def message_nelems(op: dict[str, Any], spec: tuple[str, "int | None", "int | Non
     return int(in_n or 0), int(out_n or 0)
 
 
-def _tensor_dtype(dtypes: list[str], idx: "int | None") -> "str | None":
+def _tensor_dtype(dtypes: list[str], idx: int | None) -> str | None:
     if idx is None or idx >= len(dtypes):
         return None
     d = dtypes[idx]

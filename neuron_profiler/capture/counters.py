@@ -13,7 +13,7 @@ import threading
 import time
 
 
-def read_cpu_times() -> "tuple[int, int] | None":
+def read_cpu_times() -> tuple[int, int] | None:
     """(busy_jiffies, total_jiffies) summed over all CPUs from /proc/stat, or None when unavailable."""
     try:
         with open("/proc/stat") as f:
@@ -28,7 +28,7 @@ def read_cpu_times() -> "tuple[int, int] | None":
     return total - idle, total
 
 
-def read_host_memory_used() -> "tuple[float, float] | None":
+def read_host_memory_used() -> tuple[float, float] | None:
     """(used_bytes, used_percent) of host memory from /proc/meminfo, or None."""
     info: dict[str, int] = {}
     try:
@@ -67,9 +67,9 @@ class HostSampler:
         self.cpu, self.memory = cpu, memory
         self.samples: dict[str, list[tuple[int, float]]] = {}
         self._stop = threading.Event()
-        self._thread: "threading.Thread | None" = None
-        self._prev: "tuple[int, int] | None" = None
-        self._prev_proc: "tuple[int, int] | None" = None
+        self._thread: threading.Thread | None = None
+        self._prev: tuple[int, int] | None = None
+        self._prev_proc: tuple[int, int] | None = None
         self._ncpu = os.cpu_count() or 1
 
     def _sample(self) -> None:

@@ -7,7 +7,8 @@ are the simulated runtime's op model (``lower_signature``), the single place tha
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from neuron_profiler.opmodel import lower_signature
 

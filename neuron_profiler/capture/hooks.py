@@ -10,7 +10,8 @@ with ``session_for``); anything else is untouched. A failure inside capture is r
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from neuron_profiler.capture.report import notice
 
@@ -18,7 +19,7 @@ __all__ = ["install", "session_for", "session_of"]
 
 S = TypeVar("S")
 _installed = False
-_sessions: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def session_for(config: Any, create: Callable[[], S]) -> S:

@@ -9,7 +9,8 @@ args (JSON; collectives carry record_param_comms keys, see ``capture.comms``).
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from neuron_profiler.capture.comms import annotate_collectives
 from neuron_profiler.capture.flops import op_flops
@@ -86,9 +87,9 @@ def _innermost(intervals: list[tuple[int, int, Any]], points: list[tuple[int, in
 
 
 def extract_host_ops(events: list[Any], *, with_stack: bool = False,
-                     module_intervals: "list[tuple[int, int, str]] | None" = None,
-                     comm_calls: "list[dict[str, Any]] | None" = None,
-                     comm_default_start: "dict[str, Any] | None" = None) -> list[dict[str, Any]]:
+                     module_intervals: list[tuple[int, int, str]] | None = None,
+                     comm_calls: list[dict[str, Any]] | None = None,
+                     comm_default_start: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Host op dicts sorted by start: keys tid, name, category, start_ts, duration_ns, input_shapes, input_dtypes,
     module, stack, sequence_number, correlation_id, external_id, flops, args (and shapes/dtypes as lists; for c10d ops
     ``shapes`` are the structured shapes, where a tensor list is a list of shapes)."""

@@ -15,7 +15,7 @@ __all__ = ["trace_path", "write_window", "TMP_SUFFIX"]
 TMP_SUFFIX = ".tmp"
 
 
-def trace_path(out_dir: "str | os.PathLike[str]", run_id: str, rank: int, window: int) -> Path:
+def trace_path(out_dir: str | os.PathLike[str], run_id: str, rank: int, window: int) -> Path:
     """``<out_dir>/<run_id>/rank{rank:05d}_window{window:03d}.nprof`` (sorts by rank, then window)."""
     return Path(out_dir) / run_id / f"rank{rank:05d}_window{window:03d}.nprof"
 
@@ -26,7 +26,7 @@ def unique_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}_pid{os.getpid()}{path.suffix}") if path.exists() else path
 
 
-def write_window(builder: "TraceBuilder", path: Path) -> Path:
+def write_window(builder: TraceBuilder, path: Path) -> Path:
     """Write ``builder`` to ``path`` atomically: to ``<path>.tmp``, then rename. On any failure (``OSError``
     for a full or read-only disk) the partial temporary file is removed and the error propagates."""
     tmp = path.with_name(path.name + TMP_SUFFIX)

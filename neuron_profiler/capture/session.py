@@ -11,8 +11,9 @@ import collections
 import os
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from neuron_profiler.capture.comms import GROUP_ERRORS, CommRecorder, Problems
 from neuron_profiler.capture.counters import HostSampler
@@ -34,15 +35,15 @@ class WindowCapture:
     start_ns: int
     end_ns: int = 0
     comm_calls: list[dict[str, Any]] = field(default_factory=list)
-    comm_default_start: "dict[str, Any] | None" = None
+    comm_default_start: dict[str, Any] | None = None
     module_intervals: list[tuple[int, int, str]] = field(default_factory=list)
     host_samples: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     profiler_options: dict[str, Any] = field(default_factory=dict)
-    rank_world: "tuple[int, int] | None" = None
+    rank_world: tuple[int, int] | None = None
     problems: list[str] = field(default_factory=list)
 
 
-def dist_rank_and_world(problems: "Problems | None" = None) -> "tuple[int, int] | None":
+def dist_rank_and_world(problems: Problems | None = None) -> tuple[int, int] | None:
     """(rank, world_size) from torch.distributed when it is initialised, else None (a failure to read them is
     recorded in ``problems``)."""
     import torch.distributed as dist
@@ -56,8 +57,8 @@ def dist_rank_and_world(problems: "Problems | None" = None) -> "tuple[int, int] 
         return None
 
 
-def rank_and_world(seen: "tuple[int, int] | None" = None,
-                   problems: "Problems | None" = None) -> tuple[int, int, str]:
+def rank_and_world(seen: tuple[int, int] | None = None,
+                   problems: Problems | None = None) -> tuple[int, int, str]:
     """(rank, world_size, where they came from): torch.distributed when initialised, else ``seen`` (what the
     window observed before the process group was destroyed), else RANK / WORLD_SIZE, else (0, 1)."""
     live = dist_rank_and_world(problems)
@@ -83,21 +84,21 @@ class CaptureSession:
     written window records them.
     """
 
-    def __init__(self, config: "NeuronConfig", runtime_for: "Callable[[int], DeviceRuntime]") -> None:
+    def __init__(self, config: NeuronConfig, runtime_for: Callable[[int], DeviceRuntime]) -> None:
         self.config = config
         self.runtime_for = runtime_for
         self.window_index = 0
         #: finished windows not yet exported, per profiler (a profiler of this config whose windows nobody
         #: exports holds only its own, and drops them when it goes away)
-        self.pending: "weakref.WeakKeyDictionary[Any, collections.deque[WindowCapture]]" = weakref.WeakKeyDictionary()
-        self.current: "WindowCapture | None" = None
+        self.pending: weakref.WeakKeyDictionary[Any, collections.deque[WindowCapture]] = weakref.WeakKeyDictionary()
+        self.current: WindowCapture | None = None
         self.unwritten: list[dict[str, Any]] = []
-        self._started: "DeviceRuntime | None" = None
+        self._started: DeviceRuntime | None = None
         self._comms = CommRecorder()
         self._syncs = SyncRecorder()
-        self._modules: "ModuleRecorder | None" = None
-        self._sampler: "HostSampler | None" = None
-        self._shapes_forced: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._modules: ModuleRecorder | None = None
+        self._sampler: HostSampler | None = None
+        self._shapes_forced: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def on_prepare(self, prof: Any) -> None:
         """The profiler is about to set up Kineto for a window. The device model needs every op's input
@@ -155,7 +156,7 @@ class CaptureSession:
         if started is not None:
             started.stop()
 
-    def take_window(self, prof: Any) -> "tuple[int, WindowCapture | None]":
+    def take_window(self, prof: Any) -> tuple[int, WindowCapture | None]:
         """(window index, the oldest finished window of ``prof``) for export."""
         idx = self.window_index
         self.window_index += 1

@@ -9,7 +9,7 @@ named ``neuron::sync <what>`` (category ``user_annotation`` in the trace).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["SYNC_PREFIX", "SYNC_METHODS", "SyncRecorder", "mark_sync", "sync_range"]
 

@@ -11,7 +11,8 @@ kept in SBUF when they fit, weights resident in HBM.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -28,8 +28,16 @@ import orjson
 import pandas as pd
 from google.protobuf.json_format import MessageToDict
 
-from neuron_profiler.exporters.common import (BATCH_ROWS, EVENT_TABLES, FlowEnds, TrackLayout, gc_paused, opened,
-                                              string_array, strings)
+from neuron_profiler.exporters.common import (
+    BATCH_ROWS,
+    EVENT_TABLES,
+    FlowEnds,
+    TrackLayout,
+    gc_paused,
+    opened,
+    string_array,
+    strings,
+)
 from neuron_profiler.trace import TraceFile
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.files import atomic_output

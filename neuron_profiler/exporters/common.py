@@ -57,7 +57,7 @@ class TrackLayout:
     kinds: np.ndarray
 
     @classmethod
-    def of(cls, tf: TraceFile) -> "TrackLayout":
+    def of(cls, tf: TraceFile) -> TrackLayout:
         tracks = tf.table("tracks")
         parent = tracks["parent"].to_numpy()
         kinds = tracks["kind"].astype(str).to_numpy(dtype=object)

@@ -85,7 +85,7 @@ class Batch:
     def _mask(self, present: np.ndarray | None) -> np.ndarray:
         return np.ones(self.n, dtype=bool) if present is None else np.asarray(present, dtype=bool)
 
-    def varint(self, number: int, values, present: np.ndarray | None = None) -> "Batch":
+    def varint(self, number: int, values, present: np.ndarray | None = None) -> Batch:
         """A varint field (int32/int64/uint32/uint64/enum/bool); ``values`` an array or a scalar."""
         if np.ndim(values) == 0:
             v = np.full(self.n, np.asarray(values, dtype=np.int64).astype(np.uint64), dtype=np.uint64)
@@ -94,18 +94,18 @@ class Batch:
         self._fields.append(("varint", _key(number, _VARINT), (v, varint_size(v)), self._mask(present)))
         return self
 
-    def double(self, number: int, values, present: np.ndarray | None = None) -> "Batch":
+    def double(self, number: int, values, present: np.ndarray | None = None) -> Batch:
         v = np.broadcast_to(np.asarray(values, dtype=np.float64), (self.n,)).astype("<f8")
         self._fields.append(("i64", _key(number, _I64), v, self._mask(present)))
         return self
 
-    def repeated_fixed64(self, number: int, counts: np.ndarray, values: np.ndarray) -> "Batch":
+    def repeated_fixed64(self, number: int, counts: np.ndarray, values: np.ndarray) -> Batch:
         """A repeated (unpacked) fixed64 field: message i holds ``counts[i]`` of the ``values``, in order."""
         counts = np.asarray(counts, dtype=np.int64)
         self._fields.append(("rep64", _key(number, _I64), (counts, np.asarray(values).astype("<u8")), counts > 0))
         return self
 
-    def message(self, number: int, child: "Batch", present: np.ndarray | None = None) -> "Batch":
+    def message(self, number: int, child: Batch, present: np.ndarray | None = None) -> Batch:
         """A submessage field; ``child`` describes the ``n`` submessages (those not present are skipped)."""
         assert child.n == self.n
         self._fields.append(("msg", _key(number, _LEN), child, self._mask(present)))
@@ -175,7 +175,7 @@ class Batch:
         sub = self.take(rows)
         sub.write(out, pos[rows])
 
-    def take(self, rows: np.ndarray) -> "Batch":
+    def take(self, rows: np.ndarray) -> Batch:
         """The messages ``rows`` as a batch of their own."""
         b = Batch(len(rows))
         for kind, key, data, mask in self._fields:

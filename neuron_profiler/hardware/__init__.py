@@ -12,12 +12,12 @@ from neuron_profiler.hardware.table import (
     gpu_variant_name,
     host_model_params,
     model_param,
-    neuron_flag,
     neuron_device,
+    neuron_flag,
     neuron_spec,
     raw_table,
-    validate_host_model,
     target_display_name,
+    validate_host_model,
 )
 
 __all__ = [

@@ -6,13 +6,12 @@ Every value in the JSON carries its public source; ``HardwareSpec.source`` repea
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-from schemas import pb
-
 from neuron_profiler.hardware.dtypes import normalize_dtype
+from schemas import pb
 
 __all__ = [
     "TARGETS", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name", "device_kind_for_gpu",
@@ -80,7 +79,7 @@ def host_model_params() -> dict[str, tuple[float, str, str]]:
             if isinstance(v, dict)}
 
 
-def validate_host_model(overrides: "dict[str, Any] | None") -> dict[str, float]:
+def validate_host_model(overrides: dict[str, Any] | None) -> dict[str, float]:
     """Check host-model overrides: known names, finite values >= 0. Returns them as floats; raises
     ``ValueError`` naming the valid parameters otherwise."""
     if overrides is None:
@@ -102,7 +101,7 @@ def validate_host_model(overrides: "dict[str, Any] | None") -> dict[str, float]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _neuron_spec_cached(key: str) -> bytes:
     t = _target(key)
     sources: list[str] = [f"{t['name']} ({key}) from the project hardware table"]

@@ -11,9 +11,8 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable
 
 from neuron_profiler.trace import files
 

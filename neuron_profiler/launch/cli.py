@@ -14,8 +14,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from neuron_profiler.launch.runner import ENV_OPTIONS
 
@@ -23,14 +23,14 @@ BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _env_flag(env: "dict[str, str]", key: str) -> "bool | None":
+def _env_flag(env: dict[str, str], key: str) -> bool | None:
     v = env.get(key)
     if v is None or v == "":
         return None
     return v.strip().lower() not in ("0", "false", "no", "off")
 
 
-def modes_from_env(env: "dict[str, str]") -> "list[str] | None":
+def modes_from_env(env: dict[str, str]) -> list[str] | None:
     """Modes implied by NEURON_RT_INSPECT_{DEVICE_PROFILE,SYSTEM_PROFILE,CPU_UTIL,HOST_MEMORY}; None if none set."""
     keys = {"DEVICE": "NEURON_RT_INSPECT_DEVICE_PROFILE", "RUNTIME": "NEURON_RT_INSPECT_SYSTEM_PROFILE",
             "CPU_UTIL": "NEURON_RT_INSPECT_CPU_UTIL", "HOST_MEMORY": "NEURON_RT_INSPECT_HOST_MEMORY"}
@@ -69,14 +69,22 @@ def add_capture_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--repeat", type=int, default=1, help="schedule: windows (0 = until the program ends)")
     c.add_argument("--with-stack", action="store_true", help="record Python stacks")
     c.add_argument("--no-modules", action="store_true", help="do not record the nn.Module hierarchy")
-    c.add_argument("--no-shapes", action="store_true", help="do not record input shapes (DEVICE mode records them anyway: the device model needs them)")
+    c.add_argument("--no-shapes", action="store_true",
+                   help="do not record input shapes (DEVICE mode records them anyway: the device model needs them)")
 
 
-def options_from_args(a: argparse.Namespace, env: "dict[str, str]") -> dict[str, object]:
+def options_from_args(a: argparse.Namespace, env: dict[str, str]) -> dict[str, object]:
     """Validated capture options (JSON-serialisable). Raises ``ValueError`` on bad values, and when the device
     runtime asked for (or found by "auto") cannot deliver device events, before anything runs."""
     from neuron_profiler.hardware import TARGETS
-    from neuron_profiler.modes import RUNTIMES, ProfileMode, check_choice, check_output_dir, check_run_id, parse_nc_ranges
+    from neuron_profiler.modes import (
+        RUNTIMES,
+        ProfileMode,
+        check_choice,
+        check_output_dir,
+        check_run_id,
+        parse_nc_ranges,
+    )
     from neuron_profiler.runtime.base import RuntimeUnavailableError
     from neuron_profiler.runtime.factory import resolve_runtime
     modes = [ProfileMode.parse(m).name for m in a.modes.split(",") if m.strip()] if a.modes else modes_from_env(env)
@@ -86,11 +94,14 @@ def options_from_args(a: argparse.Namespace, env: "dict[str, str]") -> dict[str,
     if max_ev is None and env.get("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC"):
         raw = env["NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC"]
         if not raw.strip().isdigit() or int(raw) <= 0:
-            raise ValueError(f"NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC: expected a positive integer, found {raw!r}")
+            raise ValueError("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC: expected a positive integer, "
+                             f"found {raw!r}")
         max_ev = int(raw)
     if max_ev is not None and max_ev <= 0:
         raise ValueError(f"--max-events-per-nc: expected a positive integer, found {max_ev}")
-    cores = a.capture_enabled_for_nc if a.capture_enabled_for_nc is not None else env.get("NEURON_RT_INSPECT_EVENT_FILTER_NC")
+    cores = a.capture_enabled_for_nc
+    if cores is None:
+        cores = env.get("NEURON_RT_INSPECT_EVENT_FILTER_NC")
     parse_nc_ranges(cores)
     for name in ("wait", "warmup", "active", "repeat"):
         if getattr(a, name) < 0:
@@ -109,7 +120,7 @@ def options_from_args(a: argparse.Namespace, env: "dict[str, str]") -> dict[str,
             "record_shapes": not a.no_shapes, "with_stack": a.with_stack, "with_modules": not a.no_modules}
 
 
-def run_command(cmd: Sequence[str], options: "dict[str, object] | None", env: "dict[str, str] | None" = None) -> int:
+def run_command(cmd: Sequence[str], options: dict[str, object] | None, env: dict[str, str] | None = None) -> int:
     """Run ``cmd`` with the bootstrap on PYTHONPATH (``options`` None = unprofiled); returns its exit status."""
     env = dict(os.environ if env is None else env)
     if options is not None:
@@ -128,7 +139,7 @@ def run_command(cmd: Sequence[str], options: "dict[str, object] | None", env: "d
         return 127
 
 
-def main(argv: "Sequence[str] | None" = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``neuron-profile``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ import warnings
 from typing import Any
 
 ENV_OPTIONS = "NEURON_PROFILE_CAPTURE"
-_active: "dict[str, Any] | None" = None
+_active: dict[str, Any] | None = None
 
 CONFIG_KEYS = ("modes", "profile_output_dir", "max_events_per_nc", "capture_enabled_for_nc", "target", "runtime",
                "run_id", "num_cores", "cpu_sample_interval_s")

@@ -46,7 +46,8 @@ _FILL = {"fill", "zero", "zeros_like", "ones_like", "full_like", "normal", "unif
          "random", "dropout", "native_dropout", "rand_like", "randn_like"}
 # ops that never produce device work (views, allocation, metadata, host-only)
 _NONE = {"view", "reshape", "_reshape_alias", "_unsafe_view", "t", "transpose", "permute", "expand", "expand_as",
-         "as_strided", "empty", "empty_strided", "empty_permuted", "empty_like", "new_empty", "new_empty_strided", "detach",
+         "as_strided", "empty", "empty_strided", "empty_permuted", "empty_like", "new_empty", "new_empty_strided",
+         "detach",
          "alias", "slice", "select", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "split_with_sizes",
          "chunk", "unbind", "narrow", "resize", "set", "lift_fresh", "lift_fresh_copy", "item",
          "_local_scalar_dense", "is_nonzero", "size", "stride", "numpy_t", "record_param_comms", "to",

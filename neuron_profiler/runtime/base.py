@@ -38,13 +38,13 @@ class DeviceRuntime(abc.ABC):
     #: True when device events are modelled rather than measured (recorded in the trace header).
     simulated: bool = True
 
-    def start(self) -> None:
+    def start(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Begin device capture. Called when a profiler window becomes active."""
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 - optional hook
         """End device capture. Called when the window ends, before ``emit``."""
 
     @abc.abstractmethod
-    def emit(self, builder: "TraceBuilder", host_ops: "pd.DataFrame") -> None:
+    def emit(self, builder: TraceBuilder, host_ops: pd.DataFrame) -> None:
         """Add this window's devices (header), tracks, instructions, DMA, collectives, counters and
         flows (host op -> device event) to ``builder``."""

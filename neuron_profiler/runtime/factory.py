@@ -8,7 +8,8 @@ never gets host-only traces, or modelled ones, without asking.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from neuron_profiler.runtime.base import DeviceRuntime, RuntimeUnavailableError
 from neuron_profiler.runtime.hardware import HardwareRuntime
@@ -39,7 +40,7 @@ def resolve_runtime(runtime: str) -> str:
     return "hardware"
 
 
-def make_runtime(config: "NeuronConfig", rank: int, kind: "str | None" = None) -> DeviceRuntime:
+def make_runtime(config: NeuronConfig, rank: int, kind: str | None = None) -> DeviceRuntime:
     """The device runtime of ``config`` for the process of ``rank`` (``kind`` = a ``resolve_runtime`` answer)."""
     kind = kind or resolve_runtime(config.runtime)
     if kind == "hardware":
@@ -49,7 +50,7 @@ def make_runtime(config: "NeuronConfig", rank: int, kind: "str | None" = None) -
                             rank=rank, host_model=config.host_model)
 
 
-def runtime_provider(config: "NeuronConfig") -> Callable[[int], DeviceRuntime]:
+def runtime_provider(config: NeuronConfig) -> Callable[[int], DeviceRuntime]:
     """``rank -> runtime`` for capture: resolved now (errors surface before anything is profiled), built on
     first use. A simulated runtime places the process's core by rank (known only once torch.distributed is
     initialised, maybe inside the window), so there is one per rank seen; the hardware runtime is one."""

@@ -30,7 +30,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from neuron_profiler.modes import ProfileMode
 from neuron_profiler.runtime.base import DeviceRuntime, RuntimeUnavailableError
 
@@ -51,7 +50,7 @@ INSPECT_API = ("nrt_inspect_config_allocate", "nrt_inspect_config_set_defaults",
 NEURON_TOOLS_BIN = "/opt/aws/neuron/bin"
 
 
-def inspect_env(config: Any, output_dir: "str | os.PathLike[str]") -> dict[str, str]:
+def inspect_env(config: Any, output_dir: str | os.PathLike[str]) -> dict[str, str]:
     """The ``NEURON_RT_INSPECT_*`` settings equivalent to a ``NeuronConfig`` (for launching a program whose
     runtime must be configured before it starts)."""
     env = {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_OUTPUT_DIR": str(output_dir),
@@ -83,7 +82,7 @@ def load_libnrt() -> Any:
         return None
 
 
-def find_aws_explorer() -> "str | None":
+def find_aws_explorer() -> str | None:
     """Path of AWS's ``neuron-explorer``: ``$NEURON_EXPLORER``, else ``/opt/aws/neuron/bin/neuron-explorer``."""
     for cand in (os.environ.get("NEURON_EXPLORER"), os.path.join(NEURON_TOOLS_BIN, "neuron-explorer")):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
@@ -141,8 +140,8 @@ class HardwareRuntime(DeviceRuntime):
         self._count = 0
         self._lib: Any = None
         self._cfg_handle: Any = None
-        self._capture_dir: "Path | None" = None
-        self._stopped: "collections.deque[Path]" = collections.deque()
+        self._capture_dir: Path | None = None
+        self._stopped: collections.deque[Path] = collections.deque()
 
     def _call(self, name: str, *args: Any) -> None:
         status = getattr(self._lib, name)(*args)
@@ -162,7 +161,8 @@ class HardwareRuntime(DeviceRuntime):
         self._cfg_handle = cfg
         self._call("nrt_inspect_config_set_defaults", cfg)
         self._call("nrt_inspect_config_set_output_dir", cfg, str(self._capture_dir).encode())
-        if self.config.max_events_per_nc is not None and hasattr(self._lib, "nrt_inspect_config_set_sys_trace_max_events_per_nc"):
+        if self.config.max_events_per_nc is not None and hasattr(
+                self._lib, "nrt_inspect_config_set_sys_trace_max_events_per_nc"):
             self._call("nrt_inspect_config_set_sys_trace_max_events_per_nc", cfg,
                        ctypes.c_uint64(self.config.max_events_per_nc))
         self._call("nrt_inspect_begin_with_options", cfg)
@@ -185,7 +185,7 @@ class HardwareRuntime(DeviceRuntime):
             for neff in Path(cache).rglob("*.neff"):
                 shutil.copy2(neff, d / neff.name)
 
-    def emit(self, builder: "TraceBuilder", host_ops: "pd.DataFrame") -> None:
+    def emit(self, builder: TraceBuilder, host_ops: pd.DataFrame) -> None:
         """Process the window's capture with Neuron Explorer and convert its Parquet tables into ``builder``."""
         if not self._stopped:
             raise RuntimeUnavailableError("no hardware capture ran for this window (its start failed)")
@@ -203,7 +203,8 @@ class HardwareRuntime(DeviceRuntime):
     def _process(capture_dir: Path, parquet_dir: Path) -> None:
         explorer = find_aws_explorer()
         if explorer is None:
-            raise RuntimeUnavailableError(f"AWS's neuron-explorer is gone; the raw device profile stays in {capture_dir}")
+            raise RuntimeUnavailableError(
+                f"AWS's neuron-explorer is gone; the raw device profile stays in {capture_dir}")
         cmd = explorer_command(explorer, capture_dir, parquet_dir)
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0 or not list(parquet_dir.rglob("Instruction*.parquet")):

@@ -4,8 +4,13 @@ Everything else in the project reads and writes traces through this package.
 """
 from neuron_profiler.trace.builder import TraceBuilder, write_trace
 from neuron_profiler.trace.columns import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION, TABLES, TIME_COLUMNS
-from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError, TruncatedTraceError,
-                                          UnsupportedVersionError)
+from neuron_profiler.trace.errors import (
+                                          CorruptTraceError,
+                                          NotATraceError,
+                                          TraceFormatError,
+                                          TruncatedTraceError,
+                                          UnsupportedVersionError,
+)
 from neuron_profiler.trace.header import make_header
 from neuron_profiler.trace.reader import TraceFile, read_trace
 from neuron_profiler.trace.writer import TraceWriter

@@ -9,15 +9,22 @@ skips it. ``loss_report()`` says in one line what a file is missing, or None whe
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from neuron_profiler.trace import framing
-from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLES, TIME_COLUMNS,
-                                           columns_of)
+from neuron_profiler.trace.columns import (
+    FORMAT_MAJOR,
+    FORMAT_MINOR,
+    STRINGS_TABLE,
+    TABLE_IDS,
+    TABLES,
+    TIME_COLUMNS,
+    columns_of,
+)
 from neuron_profiler.trace.decode import ChunkError, DecodeBudget, decode_chunk, row_bytes
 from neuron_profiler.trace.encode import column_dtype
 from neuron_profiler.trace.errors import CorruptTraceError, TraceFormatError

@@ -19,11 +19,25 @@ from google.protobuf.message import DecodeError
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TABLE_NAMES, TABLES
 from neuron_profiler.trace.decode import ChunkError, decode_limit, max_chunk_bytes, parse_chunk
-from neuron_profiler.trace.errors import (CorruptTraceError, NotATraceError, TraceFormatError, TruncatedTraceError,
-                                          UnsupportedVersionError)
+from neuron_profiler.trace.errors import (
+    CorruptTraceError,
+    NotATraceError,
+    TraceFormatError,
+    TruncatedTraceError,
+    UnsupportedVersionError,
+)
 from neuron_profiler.trace.files import map_regular_file
-from neuron_profiler.trace.index import (MAX_ROW_ID, ChunkRef, Frame, check_spans, chunks_from_footer, describe_gaps,
-                                         frame_problem, read_frame, table_name)
+from neuron_profiler.trace.index import (
+    MAX_ROW_ID,
+    ChunkRef,
+    Frame,
+    check_spans,
+    chunks_from_footer,
+    describe_gaps,
+    frame_problem,
+    read_frame,
+    table_name,
+)
 from neuron_profiler.trace.wire import chunk_head, leading_head
 from schemas import pb
 

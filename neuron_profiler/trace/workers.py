@@ -5,8 +5,9 @@ when ``ThreadPoolExecutor.submit`` refuses new work; the reader and writer then 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 
 def submit(pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Future:

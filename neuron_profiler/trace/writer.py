@@ -19,8 +19,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from neuron_profiler.trace import framing
-from neuron_profiler.trace.columns import (FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TIME_COLUMNS,
-                                           columns_of)
+from neuron_profiler.trace.columns import FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TIME_COLUMNS, columns_of
 from neuron_profiler.trace.encode import encode_chunk, normalize, time_bounds
 from neuron_profiler.trace.files import create_partial, discard, output_target
 from neuron_profiler.trace.strings import StringTable
@@ -147,7 +146,7 @@ class TraceWriter:
         f, self._f = self._f, None
         f.close()
 
-    def __enter__(self) -> "TraceWriter":
+    def __enter__(self) -> TraceWriter:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:

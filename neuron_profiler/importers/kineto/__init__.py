@@ -4,8 +4,14 @@ Modules: ``read`` (gunzip, whole-document parse), ``exact`` (timestamps exact to
 ``traceEvents``), ``events`` / ``extract`` (columns), ``build`` / ``tracks`` / ``links`` / ``collectives`` /
 ``counters`` / ``stacks`` (the tables), ``roundtrip`` (our own Chrome export's ``neuronProfiler`` key).
 """
-from neuron_profiler.importers.kineto.api import (default_output_path, dir_writable, import_directory, import_kineto,
-                                                  is_kineto_file, load_kineto_builder)
+from neuron_profiler.importers.kineto.api import (
+                                                  default_output_path,
+                                                  dir_writable,
+                                                  import_directory,
+                                                  import_kineto,
+                                                  is_kineto_file,
+                                                  load_kineto_builder,
+)
 
 __all__ = ["import_kineto", "import_directory", "load_kineto_builder", "default_output_path", "is_kineto_file",
            "dir_writable"]

@@ -32,14 +32,15 @@ import gc
 import hashlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from neuron_profiler.importers.kineto import roundtrip
 from neuron_profiler.importers.kineto.build import build_from_columns
+from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 from neuron_profiler.importers.kineto.extract import EventColumns
 from neuron_profiler.importers.kineto.read import decode_text, parse_json, read_bytes
-from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 from neuron_profiler.importers.kineto.split import SliceError, iter_slice_texts, split_document
 from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder

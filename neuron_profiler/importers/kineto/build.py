@@ -12,17 +12,31 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.collectives import collective_rows
-from neuron_profiler.importers.kineto.events import (DEVICE_CATEGORIES, KNOWN_CATEGORIES, RUNTIME_CATEGORIES,
-                                                     int_column, key_codes, map_values)
-from neuron_profiler.importers.kineto.extract import (MISSING_STREAM, ANNOTATION, DEVICE, HOST, TRACE, EventColumns,
-                                                      dumps, safe_dumps)
+from neuron_profiler.importers.kineto.events import (
+    DEVICE_CATEGORIES,
+    KNOWN_CATEGORIES,
+    RUNTIME_CATEGORIES,
+    int_column,
+    key_codes,
+    map_values,
+)
+from neuron_profiler.importers.kineto.extract import (
+    ANNOTATION,
+    DEVICE,
+    HOST,
+    TRACE,
+    EventColumns,
+    dumps,
+    safe_dumps,
+)
 from neuron_profiler.importers.kineto.links import resolve_links
 from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta

@@ -260,11 +260,11 @@ def _int_keys(values: np.ndarray) -> np.ndarray:
     strings (Kineto names a span thread "PyTorch Profiler"): the strings get distinct keys below the
     smallest int. Any other input is returned as is."""
     types = np.fromiter(map(type, values), dtype=object, count=len(values))
-    is_int = types == int
+    is_int = types == int  # noqa: E721 - element-wise over an object array
     try:
         if is_int.all():
             return values.astype(np.int64)
-        is_str = types == str
+        is_str = types == str  # noqa: E721
         strs = values[is_str].tolist()
         uniq = dict.fromkeys(strs)
         if not (is_int | is_str).all() or len(uniq) > 64:

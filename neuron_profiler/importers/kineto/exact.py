@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import operator
 import re
-
-import numpy as np
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
+
+import numpy as np
 
 LIMIT_US = float(2**43)
 _PLAIN = re.compile(rb"^(-?)([0-9]+)(?:\.([0-9]+))?$")

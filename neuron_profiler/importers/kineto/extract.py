@@ -14,12 +14,21 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from neuron_profiler.importers.kineto import counters as kc
-from neuron_profiler.importers.kineto.events import (DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, FLOW_CATEGORIES,
-                                                     MAX_NS, MAX_US, id_column, int_column, ok_ts,
-                                                     split_events, ts_to_ns, us_to_ns)
+from neuron_profiler.importers.kineto.events import (
+    DEVICE_ANNOTATION_CATEGORIES,
+    DEVICE_CATEGORIES,
+    FLOW_CATEGORIES,
+    MAX_NS,
+    MAX_US,
+    id_column,
+    int_column,
+    ok_ts,
+    split_events,
+    ts_to_ns,
+    us_to_ns,
+)
 from neuron_profiler.importers.kineto.exact import apply_exact
 
 try:

@@ -1,7 +1,6 @@
 """Reading a Kineto / Chrome-trace JSON(.gz) file into its top-level dict, with clear format errors."""
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import zlib

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

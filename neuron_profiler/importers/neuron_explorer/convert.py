@@ -65,8 +65,8 @@ def build_profile(tables: dict[str, pd.DataFrame], *, source: str, source_format
     dev, notes = make_device(row, len(builder.header.devices) if builder is not None else 0)
     if builder is None:
         hdr = make_header(PRODUCER, source_format=source_format, simulated=dev.simulated, source_path=source,
-                          run_id=run_id, instance_id="", metadata={"profile_schema_version": str(row.get("profile_schema_version",
-                                                                                         ""))})
+                          run_id=run_id, instance_id="",
+                          metadata={"profile_schema_version": str(row.get("profile_schema_version", ""))})
         builder = TraceBuilder(hdr)
     elif "profile_schema_version" in row:
         builder.header.metadata["profile_schema_version"] = str(row["profile_schema_version"])
@@ -159,7 +159,6 @@ def _collectives(ctx: Context) -> None:
     df = ctx.table("CcOp")
     if df is None:
         return
-    k = len(df)
     stream = text(df, "stream_id", "0")
     sidx = integer(df, "stream_index", 0)
     track = np.asarray([ctx.tracks.child("cc_core", 0, f"CC stream {s}", tid=int(t)) for s, t in zip(stream, sidx)],

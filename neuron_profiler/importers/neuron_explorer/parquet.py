@@ -36,7 +36,7 @@ def profile_dir(path: str | os.PathLike) -> Path:
 
 def _read(pq, pa, files: list[Path]) -> pd.DataFrame:
     """Concatenate the parts; integer columns stay exact int64 (nullable when they have nulls)."""
-    def ints(t: "pa.DataType"):
+    def ints(t: pa.DataType):
         return pd.Int64Dtype() if pa.types.is_integer(t) else None
     frames = []
     for f in files:
@@ -65,6 +65,6 @@ def read_table(path: str | os.PathLike, table: str) -> pd.DataFrame | None:
     """One Explorer table of the profile at ``path``, or None when absent."""
     pa, pq = _pyarrow()
     d = profile_dir(path)
-    files = sorted(((int(f.stem[len(table) + 1:]) if f.stem != table else -1, f) for f in d.iterdir()
-                    if f.is_file() and table_of(f) == table))
+    files = sorted((int(f.stem[len(table) + 1:]) if f.stem != table else -1, f) for f in d.iterdir()
+                    if f.is_file() and table_of(f) == table)
     return _read(pq, pa, [f for _, f in files]) if files else None

@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pandas as pd
 
-_RATE = re.compile(r"^\s*(?P<prefix>[kKMGT]i?)?(?P<base>B|bytes?|b|bits?)\s*(?:/|per\s*)\s*(?P<t>s|sec|second|ns|us|ms)\s*$")
+_RATE = re.compile(r"^\s*(?P<prefix>[kKMGT]i?)?(?P<base>B|bytes?|b|bits?)\s*(?:/|per\s*)\s*"
+                   r"(?P<t>s|sec|second|ns|us|ms)\s*$")
 _PREFIX = {None: 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
            "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "ki": 2.0**10}
 _TIME = {"s": 1.0, "sec": 1.0, "second": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}

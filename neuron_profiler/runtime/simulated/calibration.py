@@ -8,8 +8,8 @@ what the model gives, the relative error and the tolerance. The test suite asser
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd

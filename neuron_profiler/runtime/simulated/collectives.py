@@ -53,7 +53,7 @@ class Topology:
     efa_step_ns: float
 
     @classmethod
-    def for_target(cls, target: str, cores_per_chip: int) -> "Topology":
+    def for_target(cls, target: str, cores_per_chip: int) -> Topology:
         t = raw_table()["neuron"][target]
         inst = t["instance"]
         return cls(target, max(int(cores_per_chip), 1), int(inst["chips"]), inst["name"],

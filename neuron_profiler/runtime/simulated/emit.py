@@ -140,7 +140,7 @@ def _keep(ev: CoreEvents, c_start: np.ndarray, cap: int | None) -> tuple[np.ndar
     return keep[:ni], keep[ni:ni + nd], keep[ni + nd:], total - cap
 
 
-def emit_core(b: "TraceBuilder", prog: Program, proj: Projection, ev: CoreEvents, sigs: list, p: CoreParams,
+def emit_core(b: TraceBuilder, prog: Program, proj: Projection, ev: CoreEvents, sigs: list, p: CoreParams,
               host_rows: np.ndarray, dev: int, dev_track: int, nc: int, rank: int, cap: int | None) -> None:
     """Add one core's tracks, events, flows and counters to ``b``."""
     pid = b.header.process_id
@@ -222,7 +222,7 @@ class _Owners:
         return fo, name
 
 
-def _flows(b: "TraceBuilder", ev: CoreEvents, ins_row: np.ndarray, dma_row: np.ndarray, k_host_row: np.ndarray) -> None:
+def _flows(b: TraceBuilder, ev: CoreEvents, ins_row: np.ndarray, dma_row: np.ndarray, k_host_row: np.ndarray) -> None:
     fi = ev.first_instr
     ok = fi >= 0
     if ok.any():
@@ -240,7 +240,7 @@ def _flows(b: "TraceBuilder", ev: CoreEvents, ins_row: np.ndarray, dma_row: np.n
                 b.add_flows(table, src[good], "instructions", dst[m][good], "dependency")
 
 
-def _collectives(b: "TraceBuilder", prog: Program, proj: Projection, keep: np.ndarray, core: int, dev: int,
+def _collectives(b: TraceBuilder, prog: Program, proj: Projection, keep: np.ndarray, core: int, dev: int,
                  nc: int, rank: int, pid: int) -> None:
     if not len(proj.c_index) or not keep.any():
         return
@@ -263,7 +263,7 @@ def _collectives(b: "TraceBuilder", prog: Program, proj: Projection, keep: np.nd
     b.add_flows("host_ops", c["host_row"].to_numpy(np.int64), "collectives", first + np.arange(len(c)), "launch")
 
 
-def _counters(b: "TraceBuilder", ev: CoreEvents, p: CoreParams, core: int, dev: int, nc: int, rank: int, pid: int,
+def _counters(b: TraceBuilder, ev: CoreEvents, p: CoreParams, core: int, dev: int, nc: int, rank: int, pid: int,
               dtypes: np.ndarray, proj: Projection) -> None:
     i, d = ev.ins, ev.dma
     if not len(i["k"]) and not len(d["k"]):

@@ -67,7 +67,7 @@ class CoreParams:
     host_overrides: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def for_target(cls, target: str, *, active_cores: int = 1, host_overrides: dict | None = None) -> "CoreParams":
+    def for_target(cls, target: str, *, active_cores: int = 1, host_overrides: dict | None = None) -> CoreParams:
         """Constants of one core of ``target`` when ``active_cores`` cores of its chip run at once."""
         spec = neuron_spec(target)
         t = raw_table()["neuron"][target]

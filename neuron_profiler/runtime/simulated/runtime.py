@@ -50,7 +50,7 @@ def _process_graphs(host_ops: pd.DataFrame) -> dict[str, dict]:
     return {g: registry.program(g) for g in ids if g and registry.program(g) is not None}
 
 
-def _work_key(name: str, w: "OpWork") -> tuple:
+def _work_key(name: str, w: OpWork) -> tuple:
     return (name, w.cls, w.dtype, int(w.flops), tuple(w.gemm), int(w.elems), int(w.out_elems), int(w.out_bytes),
             bool(w.backward), tuple((t.shape, t.dtype, t.numel) for t in w.inputs))
 
@@ -139,7 +139,7 @@ class SimulatedRuntime(DeviceRuntime):
         return prog, temps, project(prog, temps, p, topo, world_size, self.collective_constraints, anchor_ns), p
 
     # ------------------------------------------------------------------ emit
-    def emit(self, builder: "TraceBuilder", host_ops: pd.DataFrame) -> None:
+    def emit(self, builder: TraceBuilder, host_ops: pd.DataFrame) -> None:
         """Project the host timeline, add devices (header), tracks, instructions, DMA, collectives, counters
         and flows, and describe the model in ``Header.simulation``."""
         hdr = builder.header
@@ -179,7 +179,7 @@ class SimulatedRuntime(DeviceRuntime):
             {"synchronisation": round(proj.sync_wait_ns), "device_queue_full": round(proj.queue_wait_ns)})
 
     @staticmethod
-    def _project_host(builder: "TraceBuilder", host_ops: pd.DataFrame, proj: Projection) -> None:
+    def _project_host(builder: TraceBuilder, host_ops: pd.DataFrame, proj: Projection) -> None:
         if not len(host_ops) or builder.rows("host_ops") != len(host_ops):
             return
         m_start = host_ops["start_ts"].to_numpy(np.int64)
@@ -191,7 +191,7 @@ class SimulatedRuntime(DeviceRuntime):
             ts = builder.table("counters")["ts"].to_numpy(np.int64)
             builder.set_columns("counters", {"ts": measured_to_projected(ts, m_start, m_end, proj)})
 
-    def _describe(self, builder: "TraceBuilder", prog: Program, p: CoreParams) -> None:
+    def _describe(self, builder: TraceBuilder, prog: Program, p: CoreParams) -> None:
         sim = builder.header.simulation
         sim.model = MODEL_NAME
         sim.target = self.target
@@ -208,7 +208,7 @@ class SimulatedRuntime(DeviceRuntime):
         sim.unpriced_ops.extend(prog.unpriced)
 
     @staticmethod
-    def _instance_track(builder: "TraceBuilder") -> int:
+    def _instance_track(builder: TraceBuilder) -> int:
         tracks = builder.table("tracks")
         inst = np.flatnonzero(np.asarray(tracks["kind"], dtype=object) == "instance") if len(tracks) else []
         if len(inst):
