@@ -21,8 +21,10 @@ CLI: ``python -m neuron_profiler.synthetic_run OUT --ranks 64 --events 500000 --
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +181,38 @@ def write_synthetic_run(out_dir: str | os.PathLike, ranks: int = 8, events_per_r
              "slow_groups": sorted(pg for pg, f in factors.items() if f > 1.0), "paths": [str(p) for p in paths]}
     (out / "truth.json").write_text(json.dumps(truth, indent=2))
     return truth
+
+
+def _rank_factor(text: str) -> tuple[int, float]:
+    rank, _, factor = text.partition(":")
+    try:
+        return int(rank), float(factor or "2")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected RANK:FACTOR such as 17:1.5, got {text!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m neuron_profiler.synthetic_run OUT``: write a synthetic run (see the module docstring)."""
+    p = argparse.ArgumentParser(prog="python -m neuron_profiler.synthetic_run", description=__doc__.splitlines()[0])
+    p.add_argument("out", help="folder to write <run-id>/rankRRRRR_window000.nprof and truth.json into")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--events", type=int, default=50_000, help="device events per rank (about)")
+    p.add_argument("--tp-size", type=int, default=4, help="ranks per tensor-parallel group")
+    p.add_argument("--straggler", type=_rank_factor, action="append", default=[], metavar="RANK:FACTOR")
+    p.add_argument("--slow-link", type=_rank_factor, action="append", default=[], metavar="RANK:FACTOR")
+    p.add_argument("--run-id", default="synthetic_run")
+    p.add_argument("--target", default="trn2")
+    a = p.parse_args(argv)
+    try:
+        truth = write_synthetic_run(a.out, a.ranks, a.events, target=a.target, tp_size=a.tp_size,
+                                    stragglers=dict(a.straggler), slow_links=dict(a.slow_link), run_id=a.run_id,
+                                    progress=True)
+    except (ValueError, OSError) as e:
+        print(f"synthetic_run: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {truth['ranks']} ranks x {truth['steps']} steps to {Path(truth['paths'][0]).parent}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
