@@ -4,7 +4,7 @@ Dask is optional (``pip install 'neuron-profiler[dask]'``) and imported only her
 ``scheduler`` is where the tasks run:
 
 - ``None``: a ``distributed.LocalCluster`` on this machine, ``workers`` processes (default 2) of one thread
-  each, bound to 127.0.0.1, closed when the call returns;
+  each, bound to 127.0.0.1 (its status page on a free port), closed when the call returns;
 - ``"tcp://host:8786"``: the scheduler of a running cluster (``dask scheduler`` / ``dask worker``); the trace
   files must be readable by the workers at the same paths (a shared filesystem) and the workers need this
   package installed;
@@ -49,7 +49,7 @@ def client(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
         if n < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                             dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                             dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as cluster, \
                 dd.Client(cluster) as c:
             yield c
         return
