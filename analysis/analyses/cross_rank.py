@@ -18,6 +18,7 @@ The parts (all small: one row per rank, per collective of the rank, per step, pe
 """
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -121,7 +122,13 @@ def file_parts(path: str, window: tuple[int, int] | None, run: str, want: Sequen
 
     with read_trace(path) as tf:
         t = Trace(tf, path=path)
-        return rank_parts(t if window is None else t.window(*window), run, want, resolution)
+        out = rank_parts(t if window is None else t.window(*window), run, want, resolution)
+    # a Trace and its windows reference each other (shared tables): collect them now, so a worker never holds
+    # the tables of more than the rank it is reducing (few Python objects are allocated between tasks, so
+    # the cyclic collector would run late)
+    del t
+    gc.collect()
+    return out
 
 
 def _task(t, run: str) -> tuple[str, tuple[int, int] | None, str]:
