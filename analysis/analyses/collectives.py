@@ -232,8 +232,8 @@ def slow_link_groups(matched: pd.DataFrame) -> pd.DataFrame:
     out["peer_transfer_median_ns"] = peer_med
     ratio = out["transfer_median_ns"] / out["peer_transfer_median_ns"].where(out["peer_transfer_median_ns"] > 0)
     out["slowdown_vs_peers"] = ratio
-    out["excess_transfer_ns"] = np.maximum(0.0, out["transfer_sum"] - out["collectives"] * out["peer_transfer_median_ns"]
-                                           ).where(out["peer_groups"] > 0, np.nan)
+    excess = out["transfer_sum"] - out["collectives"] * out["peer_transfer_median_ns"]
+    out["excess_transfer_ns"] = np.maximum(0.0, excess).where(out["peer_groups"] > 0, np.nan)
     out["slow_link"] = (ratio >= SLOW_LINK_RATIO).fillna(False).astype(bool)
     return out[cols].sort_values(["slowdown_vs_peers", "process_group"], ascending=[False, True],
                                  na_position="last", kind="stable").reset_index(drop=True)

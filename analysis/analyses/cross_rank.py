@@ -140,10 +140,13 @@ def _task(t, run: str) -> tuple[str, tuple[int, int] | None, str]:
 
 
 def gather(runs: list[tuple[str, list]], want: Sequence[str], *, engine: str = "pandas", scheduler: Any = None,
-           workers: int | None = None, resolution: float | None = None, progress: bool = False) -> list[dict]:
+           workers: int | None = None, resolution: float | None = None, progress: bool = False,
+           keep_loaded: bool = True) -> list[dict]:
     """:func:`rank_parts` of every trace of ``runs`` (:func:`labelled_runs`), in order, on ``engine``.
     ``scheduler`` / ``workers``: see :func:`analysis.distributed.map_files` (dask only). ``progress`` prints
-    "k/n ranks reduced" lines to stderr."""
+    "k/n ranks reduced" lines to stderr. ``keep_loaded=False`` (pandas): reduce each trace that has a
+    ``.nprof`` file from a fresh read of it (:func:`file_parts`, as a Dask task does), one rank in memory at
+    a time, so the given traces load nothing (a viewer holding hundreds of ranks)."""
     bad = [w for w in want if w not in PARTS]
     if bad:
         raise ValueError(f"unknown part {bad[0]!r}; valid: {', '.join(PARTS)}")
@@ -159,7 +162,8 @@ def gather(runs: list[tuple[str, list]], want: Sequence[str], *, engine: str = "
                                      resolution=resolution, scheduler=scheduler, workers=workers, progress=progress)
     out = []
     for i, (label, t) in enumerate(flat, 1):
-        out.append(rank_parts(t, label, want, resolution))
+        fresh = not keep_loaded and str(getattr(t, "path", "") or "").endswith(".nprof")
+        out.append(file_parts(*_task(t, label), want, resolution) if fresh else rank_parts(t, label, want, resolution))
         if progress and (i % max(1, len(flat) // 10) == 0 or i == len(flat)):
             print(f"cross-rank: {i}/{len(flat)} ranks reduced", file=sys.stderr)
     return out

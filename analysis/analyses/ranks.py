@@ -10,7 +10,6 @@ from ..registry import Column, register
 from .collectives import SLOW_LINK_COLUMNS, SLOW_LINK_SPEC, match_collectives, slow_link_groups, straggler_ranks
 from .cross_rank import RANK_LANES, gather, labelled_runs
 
-
 RANK_BALANCE_SPEC = (
     Column("rank", "count", "Rank"), Column("window", "count", "Window"), Column("trace", "", "Trace"),
     Column("run", "", "Run", "The run the trace belongs to (analysis.core.runs)"),
@@ -338,18 +337,20 @@ def _step_waits(m: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
 
 
 def cross_rank_report(traces: Iterable, *, engine: str = "pandas", scheduler=None, workers: int | None = None,
-                      max_intervals: int = 1000, timeline: bool = True, progress: bool = False
-                      ) -> dict[str, pd.DataFrame]:
+                      max_intervals: int = 1000, timeline: bool = True, progress: bool = False,
+                      keep_loaded: bool = True) -> dict[str, pd.DataFrame]:
     """Every cross-rank analysis of ``traces`` from one pass over the ranks (each trace reduced once, on
     ``engine``): a dict of frames ``rank_balance``, ``rank_timeline`` (when ``timeline``),
     ``collectives_across_ranks`` (of the run when there is one run), ``stragglers``, ``slow_links``,
     ``slowest_ranks_per_step``, ``run_recommendations``; each equal to the function of that name.
-    ``progress`` prints "k/n ranks reduced" to stderr."""
+    ``progress`` prints "k/n ranks reduced" to stderr; ``keep_loaded=False`` reduces each rank from a fresh
+    read of its file, one at a time (:func:`analysis.analyses.cross_rank.gather`)."""
     traces = list(traces)
     runs = labelled_runs(traces)
     want = ("balance", "collectives", "steps") + (("timeline",) if timeline else ())
     parts = gather(runs, want, engine=engine, scheduler=scheduler, workers=workers,
-                   resolution=_resolution(traces, max_intervals) if timeline else None, progress=progress)
+                   resolution=_resolution(traces, max_intervals) if timeline else None, progress=progress,
+                   keep_loaded=keep_loaded)
     matched = _matched(runs, parts)
     strag, slow = _stragglers(runs, matched), _slow_links(matched)
     out = {"rank_balance": _balance(runs, parts, matched), "stragglers": strag, "slow_links": slow,
