@@ -18,7 +18,6 @@ The parts (all small: one row per rank, per collective of the rank, per step, pe
 """
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -123,11 +122,10 @@ def file_parts(path: str, window: tuple[int, int] | None, run: str, want: Sequen
     with read_trace(path) as tf:
         t = Trace(tf, path=path)
         out = rank_parts(t if window is None else t.window(*window), run, want, resolution)
-    # a Trace and its windows reference each other (shared tables): collect them now, so a worker never holds
-    # the tables of more than the rank it is reducing (few Python objects are allocated between tasks, so
-    # the cyclic collector would run late)
-    del t
-    gc.collect()
+        # a Trace and its windows reference each other: free the rank's tables now, so a worker never holds
+        # more than the rank it is reducing (few Python objects are allocated between tasks, so the cyclic
+        # garbage collector would run late; collecting explicitly costs ~0.1 s in a big process)
+        t.release()
     return out
 
 

@@ -133,3 +133,14 @@ def test_cli_runs_the_run_report_on_dask(run, capsys, monkeypatch):
     assert err.count("\n") == 1 and "cannot connect to the Dask scheduler" in err
     assert main([folder, "--engine", "pandas", "--workers", "2"]) == 2
     assert "need --engine dask" in capsys.readouterr().err
+
+
+def test_release_frees_a_rank_and_it_loads_again(run):
+    truth, _ = run
+    t = analysis.load(truth["paths"][2])
+    w = t.window(*t.time_range)
+    before = analysis.rank_balance([w])
+    assert t._shared["tables"]  # loaded by the analysis
+    w.release()
+    assert not t._shared["tables"] and not t._shared["memo"] and "whole" not in t._shared
+    pd.testing.assert_frame_equal(analysis.rank_balance([w]), before)  # loads again on demand
