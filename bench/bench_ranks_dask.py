@@ -105,10 +105,11 @@ def child(config: str, run: str, result: str) -> None:
     else:
         import distributed
 
+        from analysis.distributed import local_cluster
+
         n = int(config.split("_")[1])
         t0 = time.perf_counter()
-        with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                      dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as c:
+        with local_cluster(n) as cluster, distributed.Client(cluster) as c:  # the LocalCluster of engine="dask"
             worker_base = c.run(_warm)
             t1 = time.perf_counter()
             out["frames"] = cross_rank_report(analysis.load(run), engine="dask", scheduler=c)
