@@ -29,6 +29,7 @@ for _module in ("steps", "work", "activity", "breakdown", "collectives", "summar
 
 # __all__ is built below from the registry, which static checkers cannot follow: hence the F401s
 from .analyses.breakdown import classify_kernels, hta_kernel_selection, merge_intervals  # noqa: E402, F401
+from .analyses.ranks import cross_rank_report  # noqa: E402, F401
 from .analyses.work import op_flops_and_bytes  # noqa: E402, F401
 from .invariants import CheckReport, check  # noqa: E402, F401
 from .registry import REGISTRY  # noqa: E402
@@ -41,7 +42,7 @@ registry.install(TraceSet, subjects=("traces",))
 # analysis.analyses.summary), plus the helpers below.
 globals().update({name: spec.wrapper for name, spec in REGISTRY.items()})
 _HELPERS = ["load", "Trace", "TraceSet", "check", "CheckReport", "registry", "classify_kernels",
-            "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes"]
+            "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes", "cross_rank_report"]
 __all__ = _HELPERS + sorted(REGISTRY)
 
 

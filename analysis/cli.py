@@ -3,6 +3,8 @@ without a browser (e.g. over SSH on a Trainium instance).
 
     neuron-analyze profiles/my_run/            # load balance across ranks, then each rank
     neuron-analyze rank0.pt.trace.json.gz      # a Kineto trace works too (imported on the fly)
+    neuron-analyze profiles/big_run/ --engine dask --workers 4         # the cross-rank part on a LocalCluster
+    neuron-analyze profiles/big_run/ --scheduler tcp://head:8786       # ... on a running Dask cluster
 """
 from __future__ import annotations
 
@@ -19,6 +21,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="hot ops and recommendations shown (default 10)")
     p.add_argument("--rank", type=int, help="only this rank of a run directory")
     p.add_argument("--all-metrics", action="store_true", help="every summary metric, not only the key ones")
+    p.add_argument("--engine", choices=("pandas", "dask"), default=None,
+                   help="where the cross-rank analysis of a run runs: pandas in this process (default) or dask, "
+                        "one task per rank's file; with dask only the run report is printed (add --rank N for "
+                        "one rank's report)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="a Dask scheduler such as tcp://host:8786 (implies --engine dask; the workers must read "
+                        "the trace files at the same paths)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes of the local Dask cluster (implies --engine dask; default 2)")
     p.add_argument("--no-cache", action="store_true",
                    help="do not write the .nprof conversion of a Kineto trace next to it")
     return p
@@ -32,7 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     from .report import text_report
 
     path = Path(args.path)
+    engine = args.engine or ("dask" if args.scheduler or args.workers is not None else "pandas")
     try:
+        if engine == "pandas" and (args.scheduler or args.workers is not None):
+            raise ValueError("--scheduler and --workers need --engine dask")
         if not path.exists():
             raise FileNotFoundError(f"no such file or directory: {path}")
         obj = analysis.load(path, cache=not args.no_cache)
@@ -44,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         for t in getattr(obj, "traces", [obj]):  # a partial file is analysed as far as it reads, and says so
             if t.loss_report():
                 print(f"neuron-analyze: warning: {t.path or t.name}: {t.loss_report()}", file=sys.stderr)
-        sys.stdout.write(text_report(obj, top=args.top, all_metrics=args.all_metrics))
+        sys.stdout.write(text_report(obj, top=args.top, all_metrics=args.all_metrics, engine=engine,
+                                     scheduler=args.scheduler, workers=args.workers, per_trace=engine == "pandas",
+                                     progress=sys.stderr.isatty()))
+    except ImportError as e:  # engine dask without Dask installed
+        print(f"neuron-analyze: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         print(f"neuron-analyze: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .analyses.hot_ops import hot_ops
-from .analyses.ranks import rank_balance, run_recommendations
+from .analyses.ranks import cross_rank_report
 from .analyses.recommend import recommendations
 from .analyses.summary import summary
 from .units import format_value
@@ -62,32 +62,59 @@ def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
     return "\n".join(lines)
 
 
-def run_report(traces: list) -> str:
-    """Load balance and cross-rank findings of the traces of one run."""
-    rb = rank_balance(traces)
+def run_report(traces: list, *, engine: str = "pandas", scheduler=None, workers: int | None = None,
+               progress: bool = False) -> str:
+    """Load balance and cross-rank findings of the traces of one run (:func:`analysis.cross_rank_report`,
+    computed on ``engine``: "pandas" in this process, "dask" one task per trace file)."""
+    x = cross_rank_report(traces, engine=engine, scheduler=scheduler, workers=workers, timeline=False,
+                          progress=progress)
+    rb = x["rank_balance"]
     table = pd.DataFrame({"rank": rb["rank"], "window": rb["window"], "step ms": rb["step_time_mean_ns"].map(_ms),
                           "vs median": rb["step_time_vs_median"].map(lambda v: f"{v:.2f}"),
                           "compute ms": rb["compute_time_ns"].map(_ms), "idle ms": rb["idle_time_ns"].map(_ms),
                           "times last": rb["times_last"], "wait caused ms": rb["total_wait_caused_ns"].map(_ms)})
-    lines = [f"Run {rb['run'].iloc[0]}: {len(traces)} traces (ranks {sorted(set(rb['rank']))})",
+    lines = [f"Run {rb['run'].iloc[0]}: {len(traces)} traces (ranks {_ranks(rb['rank'])})",
              *_section("Load balance across ranks"), *("  " + ln for ln in table.to_string(index=False).splitlines())]
-    rr = run_recommendations(traces)
+    rr = x["run_recommendations"]
     lines += _section(f"Across ranks ({len(rr)})")
     for i, r in enumerate(rr.itertuples(index=False), 1):
         lines += [f"  {i}. [{r.severity}] {r.title}  (time lost {_ms(r.est_time_saved_ns)} ms)",
                   f"     {r.evidence}", f"     Action: {r.action}"]
     if not len(rr):
-        lines.append("  no straggler: no rank makes the others wait more than 1% of the run")
+        lines.append("  no straggler (no rank makes the others wait more than 1% of the run) and no slow link")
+    steps = x["slowest_ranks_per_step"]
+    if len(steps):
+        st = pd.DataFrame({"step": steps["step"], "median ms": steps["step_time_median_ns"].map(_ms),
+                           "max ms": steps["step_time_max_ns"].map(_ms), "slowest rank": steps["slowest_rank"],
+                           "made others wait": steps["last_arrival_rank"].map(lambda r: "-" if r < 0 else str(r)),
+                           "wait caused ms": steps["wait_caused_ns"].map(_ms)})
+        lines += [*_section("Slowest ranks per step"), *("  " + ln for ln in st.to_string(index=False).splitlines())]
     return "\n".join(lines)
 
 
-def text_report(obj, *, top: int = 10, all_metrics: bool = False) -> str:
+def _ranks(ranks: pd.Series) -> str:
+    """Sorted ranks, runs of consecutive ranks shortened ("0-63")."""
+    rs, out = sorted(set(int(r) for r in ranks)), []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if j == i else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def text_report(obj, *, top: int = 10, all_metrics: bool = False, engine: str = "pandas", scheduler=None,
+                workers: int | None = None, per_trace: bool = True, progress: bool = False) -> str:
     """The report of a ``Trace``, or of a ``TraceSet``: for each run of several ranks its load balance and
-    cross-rank findings, then each trace (traces that belong to no common run stand alone)."""
+    cross-rank findings (on ``engine``, see :func:`run_report`), then each trace unless ``per_trace`` is
+    False (traces that belong to no common run stand alone and are always reported)."""
     groups = [g.traces for g in obj.groups()] if hasattr(obj, "groups") else [[obj]]
     parts = []
     for traces in groups:
         if len(traces) > 1:
-            parts.append(run_report(traces))
-        parts += [trace_report(t, top=top, all_metrics=all_metrics) for t in traces]
+            parts.append(run_report(traces, engine=engine, scheduler=scheduler, workers=workers, progress=progress))
+        if per_trace or len(traces) == 1:
+            parts += [trace_report(t, top=top, all_metrics=all_metrics) for t in traces]
     return ("\n\n" + "=" * 100 + "\n").join(parts) + "\n"

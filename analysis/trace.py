@@ -176,6 +176,18 @@ class Trace:
             if whole is not None and whole is not self:
                 whole._memo.clear()
 
+    def release(self) -> None:
+        """Forget every loaded table and derived result of this trace, of its whole trace and shared by its
+        windows (they load again on demand): frees a rank's memory at once after it has been reduced (a Trace
+        and its windows reference each other, so without this only the cyclic garbage collector frees them)."""
+        whole = self._shared.pop("whole", None)
+        for t in {id(x): x for x in (self, whole) if x is not None}.values():
+            t._tables.clear()
+            t._memo.clear()
+        for k in ("tables", "memo"):
+            self._shared[k].clear()
+        self._shared["complete"].clear()
+
     # ------------------------------------------------------------------ tables
     def _load_table(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The unrestricted table (shared by all windows) with at least ``columns`` (None: all). Columns load

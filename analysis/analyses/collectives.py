@@ -8,7 +8,6 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.intervals import union_ns
-from ..core.runs import group_runs, run_key, run_label
 from ..registry import Column, register
 from .activity import analysis_span
 
@@ -82,7 +81,8 @@ def collectives(trace) -> pd.DataFrame:
 
 
 @register("collectives_across_ranks", columns=ACROSS_SPEC, figure="skew_heatmap", subject="traces")
-def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
+def collectives_across_ranks(traces: Iterable, *, engine: str = "pandas", scheduler=None,
+                             workers: int | None = None) -> pd.DataFrame:
     """Match each collective across ranks by (process_group, sequence_number).
 
     ``traces``: a ``TraceSet`` or an iterable of ``Trace``. When sequence numbers are missing (-1), the
@@ -95,22 +95,39 @@ def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
     transfer_ns (end − latest arrival, ≥ 0), busbw_bytes_per_s (size / transfer_ns × bus factor: bandwidth
     once all ranks arrived), last_arrival_rank (the straggler of this collective).
     Assumes the ranks share one clock (same host, or synchronised hosts).
+    ``engine="dask"`` reads each rank's collectives in a Dask task (:mod:`analysis.distributed`; ``scheduler``
+    an address or a ``distributed.Client``, default a LocalCluster of ``workers`` processes); same result.
     """
-    parts: list[pd.DataFrame] = []
-    runs: set[str] = set()
-    for group in group_runs(list(traces)):
-        label = run_label(run_key(group[0]))
-        label = label if label not in runs else f"{label} #{len(runs) + 1}"
-        runs.add(label)
-        for t in group:
-            c = collectives(t)
-            if len(c):
-                parts.append(c.assign(rank=t.rank, run_id=label))
+    from .cross_rank import gather, labelled_runs
+
+    runs = labelled_runs(traces)
+    parts = gather(runs, ("collectives",), engine=engine, scheduler=scheduler, workers=workers)
+    return match_collectives([p["collectives"] for p in parts], multi_run=len(runs) > 1)
+
+
+#: columns of a rank's part of :func:`match_collectives` (:func:`rank_collectives`)
+RANK_COLLECTIVE_COLUMNS = ["operation", "process_group", "sequence_number", "group_size", "start_ts", "end_ts",
+                           "duration_ns", "size_bytes", "rank", "run_id"]
+
+
+def rank_collectives(trace, run: str) -> pd.DataFrame:
+    """One rank's part of :func:`collectives_across_ranks`: its collectives (:func:`collectives`) with the
+    columns the matching reads, ``rank`` and ``run_id`` (the run's label)."""
+    c = collectives(trace)
+    if not len(c):
+        return pd.DataFrame({k: pd.Series(dtype=object if k in ("operation", "process_group", "run_id")
+                                          else "int64") for k in RANK_COLLECTIVE_COLUMNS})
+    return c.assign(rank=trace.rank, run_id=run, operation=c["operation"].astype(str),
+                    process_group=c["process_group"].astype(str))[RANK_COLLECTIVE_COLUMNS].reset_index(drop=True)
+
+
+def match_collectives(parts: list[pd.DataFrame], *, multi_run: bool = False) -> pd.DataFrame:
+    """:func:`collectives_across_ranks` from the ranks' parts (:func:`rank_collectives`, in trace order);
+    ``multi_run``: several runs are matched, so ``collective`` is prefixed with the run."""
+    parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in ACROSS_COLUMNS})
     df = pd.concat(parts, ignore_index=True)
-    df["process_group"] = df["process_group"].astype(str)
-    df["operation"] = df["operation"].astype(str)
     seq = df["sequence_number"].to_numpy().copy()
     missing = seq < 0
     if missing.any():
@@ -118,7 +135,7 @@ def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
         seq[nth.index.to_numpy()] = nth.to_numpy()
     df["sequence_number"] = seq
     df["collective"] = df["process_group"] + "#" + df["sequence_number"].astype(str) + np.where(missing, "?", "")
-    if len(runs) > 1:  # several runs in one folder: never match across runs
+    if multi_run:  # several runs in one folder: never match across runs
         df["collective"] = df["run_id"].astype(str) + ":" + df["collective"]
     g = df.groupby("collective", sort=False)
     first = g["start_ts"].transform("min")
@@ -139,13 +156,14 @@ def collectives_across_ranks(traces: Iterable) -> pd.DataFrame:
 @register("straggler_ranks", columns=STRAGGLER_SPEC, subject="frame", method=None, memo=False)
 def straggler_ranks(matched: pd.DataFrame) -> pd.DataFrame:
     """Per rank, from :func:`collectives_across_ranks`: times_last (collectives where the rank arrived
-    last, among those seen by ≥ 2 ranks), mean_arrival_delay_ns, total_wait_caused_ns (Σ skew of the
+    last, among those seen by ≥ 2 ranks with a skew above 0), mean_arrival_delay_ns, total_wait_caused_ns (Σ skew of the
     collectives it arrived last at), sorted with the worst straggler first."""
     m = matched[matched["ranks_seen"] >= 2]
     if not len(m):
         return pd.DataFrame(columns=["rank", "times_last", "mean_arrival_delay_ns", "total_wait_caused_ns"])
     per = m.groupby("rank").agg(mean_arrival_delay_ns=("arrival_delay_ns", "mean")).reset_index()
-    lastrows = m[m["rank"] == m["last_arrival_rank"]].drop_duplicates("collective")
+    # a collective every member reached at once (skew 0) has no straggler: it counts for nobody
+    lastrows = m[(m["rank"] == m["last_arrival_rank"]) & (m["arrival_skew_ns"] > 0)].drop_duplicates("collective")
     agg = lastrows.groupby("rank").agg(times_last=("collective", "size"),
                                        total_wait_caused_ns=("arrival_skew_ns", "sum"))
     per = per.merge(agg, on="rank", how="left").fillna({"times_last": 0, "total_wait_caused_ns": 0})
@@ -164,3 +182,58 @@ def collective_skew_matrix(matched: pd.DataFrame, value: str = "arrival_delay_ns
         return pd.DataFrame()
     order = matched.groupby("collective", sort=False)["start_ts"].min().sort_values().index
     return matched.pivot_table(index="collective", columns="rank", values=value, aggfunc="first").reindex(order)
+
+
+SLOW_LINK_SPEC = (
+    Column("run", "", "Run"), Column("process_group", "", "Process group"),
+    Column("ranks", "", "Ranks", "Member ranks seen, comma-separated"),
+    Column("operation", "", "Operation"), Column("group_size", "count", "Group size"),
+    Column("size_bytes", "bytes", "Message size"), Column("collectives", "count", "Collectives"),
+    Column("transfer_median_ns", "ns", "Transfer (median)", "End − latest arrival, median over its collectives"),
+    Column("busbw_median_bytes_per_s", "bytes/s", "Bus bandwidth (median)"),
+    Column("peer_groups", "count", "Comparable groups",
+           "Other groups of the run with the same operation, group size and message size"),
+    Column("peer_transfer_median_ns", "ns", "Comparable transfer (median)",
+           "Median of the comparable groups' medians (NaN without any)"),
+    Column("slowdown_vs_peers", "", "Slowdown vs comparable", "transfer_median_ns / peer_transfer_median_ns"),
+    Column("excess_transfer_ns", "ns", "Excess transfer", "Σ over its collectives of transfer − comparable median"),
+    Column("slow_link", "", "Slow link", "slowdown_vs_peers ≥ SLOW_LINK_RATIO"))
+SLOW_LINK_COLUMNS = [c.name for c in SLOW_LINK_SPEC]
+#: a process group is a slow link when its transfers take this many times those of comparable groups
+SLOW_LINK_RATIO = 1.5
+
+
+def slow_link_groups(matched: pd.DataFrame) -> pd.DataFrame:
+    """Per (process group, operation, group size, message size) of one run's :func:`collectives_across_ranks`:
+    the median transfer time once all members arrived, against the other groups doing the same collective
+    (a slow link slows every collective of the groups that use it). Columns: those of ``SLOW_LINK_SPEC``
+    but ``run``; sorted slowest first. A group without comparable groups has NaN ratios and is not flagged."""
+    cols = [c for c in SLOW_LINK_COLUMNS if c != "run"]
+    if not len(matched):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("process_group", "ranks", "operation") else
+                                          bool if c == "slow_link" else float) for c in cols})
+    per_coll = matched.groupby("collective", sort=False).agg(
+        process_group=("process_group", "first"), operation=("operation", "first"),
+        group_size=("ranks_seen", "max"), size_bytes=("size_bytes", "max"), transfer_ns=("transfer_ns", "max"),
+        busbw=("busbw_bytes_per_s", "min"))
+    key = ["process_group", "operation", "group_size", "size_bytes"]
+    g = per_coll.groupby(key, sort=True)
+    out = g.agg(collectives=("transfer_ns", "size"), transfer_median_ns=("transfer_ns", "median"),
+                busbw_median_bytes_per_s=("busbw", "median"), transfer_sum=("transfer_ns", "sum")).reset_index()
+    members = matched.groupby("process_group")["rank"].agg(lambda r: ",".join(map(str, sorted(set(map(int, r))))))
+    out["ranks"] = out["process_group"].map(members)
+    peer_n, peer_med = [], []
+    for row in out.itertuples(index=False):
+        same = out[(out["operation"] == row.operation) & (out["group_size"] == row.group_size)
+                   & (out["size_bytes"] == row.size_bytes) & (out["process_group"] != row.process_group)]
+        peer_n.append(len(same))
+        peer_med.append(float(same["transfer_median_ns"].median()) if len(same) else np.nan)
+    out["peer_groups"] = peer_n
+    out["peer_transfer_median_ns"] = peer_med
+    ratio = out["transfer_median_ns"] / out["peer_transfer_median_ns"].where(out["peer_transfer_median_ns"] > 0)
+    out["slowdown_vs_peers"] = ratio
+    excess = out["transfer_sum"] - out["collectives"] * out["peer_transfer_median_ns"]
+    out["excess_transfer_ns"] = np.maximum(0.0, excess).where(out["peer_groups"] > 0, np.nan)
+    out["slow_link"] = (ratio >= SLOW_LINK_RATIO).fillna(False).astype(bool)
+    return out[cols].sort_values(["slowdown_vs_peers", "process_group"], ascending=[False, True],
+                                 na_position="last", kind="stable").reset_index(drop=True)

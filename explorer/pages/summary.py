@@ -120,13 +120,19 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
 
 
 def _ranks(ctx: Ctx, state: ViewState):
-    """The group's ranks on one time axis (analysis.rank_timeline) and their load balance
-    (analysis.rank_balance), each table row linking to that rank's summary."""
-    df = frames.group(ctx, state, "rank_balance", analysis.rank_balance).copy()
+    """The group's ranks on one time axis (analysis.rank_timeline), their load balance (analysis.rank_balance),
+    each table row linking to that rank's summary, and the cross-rank findings (stragglers, slow links): one
+    pass of analysis.cross_rank_report that reads each rank's file once, one rank in memory at a time, so a
+    run of hundreds of ranks is not held in this process."""
+    x = frames.group(ctx, state, "cross_rank", lambda ts: analysis.cross_rank_report(ts, keep_loaded=False))
+    df = x["rank_balance"].copy()
     df.insert(0, "open", [f"[rank {r}]({state.href(page='summary', rank=int(r))})" for r in df["rank"]])
-    tl = frames.group(ctx, state, "rank_timeline", analysis.rank_timeline)
-    return html.Div([graph(figures.rank_timeline_figure(tl), id="rank-timeline-fig"),
-                     graph(figures.rank_balance_figure(df), id="rank-balance-fig"),
+    rr = x["run_recommendations"]
+    found = html.Ol([html.Li([html.B(f"[{r.severity}] {r.title}"), html.Div(str(r.evidence), style={"fontSize": 13})])
+                     for r in rr.itertuples(index=False)], id="run-findings") if len(rr) else \
+        note("no straggler (no rank makes the others wait more than 1% of the run) and no slow link")
+    return html.Div([graph(figures.rank_timeline_figure(x["rank_timeline"]), id="rank-timeline-fig"),
+                     graph(figures.rank_balance_figure(df), id="rank-balance-fig"), found,
                      data_table(df, id="rank-balance-table", page_size=16, link_col="open")])
 
 
