@@ -36,11 +36,10 @@ COMPARISON_SPEC = (
     Column("explorer_field", "", "Neuron Explorer field", "Field of Explorer's Summary table ('' when it has none)"),
 )
 
-_TIME = ("time base: each side's own total_time (Explorer: on-device wall time from the TPB start/stop "
-         "notifications; ours: first to last device activity, or the window)")
-_PEAK = ("Explorer divides by the TensorE peak from the profile's Metadata (rows × cols × 2 × clock) × its "
-         "total_time; ours by the hardware table's BF16 matrix peak per core × active cores × our total_time")
-_ENGINE = "Explorer: the engine's ActiveTime; ours: union of the engine's instructions; " + _TIME
+_TIME = "each side over its own total_time (see Total time)"
+_PEAK = ("Explorer: over the TensorE peak from the profile's Metadata (rows × cols × 2 × clock) × its "
+         "total_time; ours: over the hardware table's BF16 peak per core × active cores × our total_time")
+_ENGINE = "Explorer: the engine's ActiveTime; ours: union of its instructions; " + _TIME
 
 #: (our metric, Explorer field, label, unit, note on the definitions), in display order
 PAIRS: tuple[tuple[str, str, str, str, str], ...] = (

@@ -117,14 +117,15 @@ def table_frame(df: pd.DataFrame, origin: int | None = None, analysis: str | Non
 def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int = 5000,
                link_col: str | None = None, origin: int | None = None, height: int | None = None,
                analysis: str | None = None, unit_col: str | None = None, hidden: tuple[str, ...] = (),
-               labels: dict[str, str] | None = None, wrap: tuple[str, ...] = ()):
+               labels: dict[str, str] | None = None, wrap: tuple[str, ...] = (), widths: dict[str, int] | None = None):
     """A dash-ag-grid of ``df`` (sortable, filterable, resizable): headers and units from the analysis
     registry (the columns of ``analysis`` first), values formatted by unit (durations, timestamps from the
     trace start, exact byte counts, GB/s, TFLOP/s) while the raw numbers stay in the grid for sorting and
     copying. ``link_col`` holds markdown links; ``unit_col`` names a column holding each row's unit (rows of
     mixed units: numbers without a unit of their own are formatted in it); ``hidden`` columns stay in the
     data (for copying) but are not shown; ``labels`` overrides headers; ``wrap`` columns (long text such as
-    notes) wrap inside a wider cell instead of being cut."""
+    notes) wrap inside a wider cell instead of being cut; ``widths`` sets minimum widths (px) so that headers
+    and labels are not cut."""
     df = table_frame(df, origin, analysis)
     cols = []
     for c in df.columns:
@@ -133,6 +134,8 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
         unit = column_unit(c, analysis)
         if c in hidden:
             spec["hide"] = True
+        if widths and c in widths:
+            spec["minWidth"] = widths[c]
         if c in wrap:
             spec.update(wrapText=True, autoHeight=True, flex=3, minWidth=320,
                         cellStyle={"lineHeight": "1.35", "paddingTop": "4px", "paddingBottom": "4px"})
@@ -153,7 +156,8 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
     if height is None:
         opts["domLayout"] = "autoHeight"
     wide = sum(not c.get("hide") for c in cols) > 8  # many columns: size each to its content (scroll sideways) instead of squeezing
-    col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90}
+    col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90, "wrapHeaderText": True,
+               "autoHeaderHeight": True}
     if not wide:
         col_def["flex"] = 1
     return dag.AgGrid(id=id, columnDefs=cols, rowData=df_records(df, limit), dashGridOptions=opts,

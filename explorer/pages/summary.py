@@ -116,7 +116,8 @@ def _explorer_numbers(ctx: Ctx, state: ViewState):
                           "(the notes say how the definitions differ). Metrics only one tool reports follow, "
                           "the other side unknown."),
                      data_table(df, id="ne-compare-table", page_size=25, analysis="neuron_explorer_comparison",
-                                unit_col="unit", hidden=("unit", "metric"), wrap=("note",))])
+                                unit_col="unit", hidden=("unit", "metric"), wrap=("note",),
+                                widths={"label": 270, "difference": 150, "explorer_field": 250})])
 
 
 def _steps(ctx: Ctx, state: ViewState, origin: int):
@@ -165,7 +166,7 @@ def _recommendations(ctx: Ctx, state: ViewState, origin: int):
         if cited is not None:
             link = html.Span([link, cited]) if link is not None else cited
         saved = d.get("est_time_saved_ns")
-        saved_txt = f" · est. saving {float(saved) / 1e6:.3g} ms" if saved is not None and not pd.isna(saved) else ""
+        saved_txt = f" · est. saving {format_value(float(saved), 'ns')}" if saved is not None and not pd.isna(saved) else ""
         items.append(html.Li([html.B(f"[{d.get('severity', '')}] {d.get('title', d.get('rule', ''))}"), link,
                               html.Div(str(d.get("evidence", "")), style={"fontSize": 13}),
                               html.Div(f"Action: {d.get('action', '')}{saved_txt}",
