@@ -101,7 +101,8 @@ def warm(ctx, key: str) -> threading.Thread:
     ctx = type(ctx)(store=ctx.store, width_px=ctx.width_px, wait_s=None)  # the warm-up itself waits
 
     def run():
-        for fn in (lambda: summary(ctx, state), lambda: explorer_comparison(ctx, state), lambda: steps(ctx, state), lambda: recommendations(ctx, state),
+        for fn in (lambda: summary(ctx, state), lambda: explorer_comparison(ctx, state), lambda: steps(ctx, state),
+                   lambda: recommendations(ctx, state),
                    lambda: hot_ops(ctx, state, "op"), lambda: roofline(ctx, state), lambda: collectives(ctx, state),
                    lambda: dma(ctx, state, "queues"), lambda: dma(ctx, state, "sizes")):
             try:

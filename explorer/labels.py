@@ -72,9 +72,11 @@ def metric_label(metric: str, label: str | None = None) -> str:
 @functools.lru_cache(maxsize=4096)
 def _documented(col: str, analysis: str | None):
     """The registry's :class:`analysis.registry.Column` for ``col``: of ``analysis`` first, else of the first
-    analysis documenting it; None when no analysis documents it."""
+    analysis documenting it; None when no analysis documents it or ``analysis`` is "" (not an analysis' frame)."""
     from analysis import registry
 
+    if analysis == "":  # a frame no analysis made (SQL results): the name alone
+        return None
     if analysis and analysis in registry.REGISTRY:
         for c in registry.columns_of(analysis):
             if c.name == col:

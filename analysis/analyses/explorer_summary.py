@@ -111,7 +111,7 @@ def _explorer_unit(field: str) -> tuple[str, str]:
             return unit, ""
     if field.endswith("_time") or field == "total_time":
         return "ns", "unit taken as ns, like total_time; "
-    if field.endswith("_cycle_count") or field.endswith("_cycles"):
+    if field.endswith(("_cycle_count", "_cycles")):
         return "count", ""
     return "", "unit not stated by the schema; "
 

@@ -51,5 +51,8 @@ def _across(ctx, state):
     skew = figures.skew_heatmap(matched)
     if skew.data:
         skew.update_layout(height=max(280, 18 * len(skew.data[0].y) + 100))
+    group = ctx.store.open(state.trace)
+    origin = min(int(t.time_range[0]) for t in group.traces)  # times from the start of the group's first trace
     return html.Div([graph(skew, id="cc-skew"),
-                     data_table(matched, id="cc-ranks-table", page_size=10, analysis="collectives_across_ranks")])
+                     data_table(matched, id="cc-ranks-table", page_size=10, analysis="collectives_across_ranks",
+                                origin=origin)])

@@ -155,7 +155,8 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
             "ensureDomOrder": True, "tooltipShowDelay": 300}
     if height is None:
         opts["domLayout"] = "autoHeight"
-    wide = sum(not c.get("hide") for c in cols) > 8  # many columns: size each to its content (scroll sideways) instead of squeezing
+    # many columns: size each to its content (scroll sideways) instead of squeezing
+    wide = sum(not c.get("hide") for c in cols) > 8
     col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90, "wrapHeaderText": True,
                "autoHeaderHeight": True}
     if not wide:

@@ -166,7 +166,8 @@ def _recommendations(ctx: Ctx, state: ViewState, origin: int):
         if cited is not None:
             link = html.Span([link, cited]) if link is not None else cited
         saved = d.get("est_time_saved_ns")
-        saved_txt = f" · est. saving {format_value(float(saved), 'ns')}" if saved is not None and not pd.isna(saved) else ""
+        known = saved is not None and not pd.isna(saved)
+        saved_txt = f" · est. saving {format_value(float(saved), 'ns')}" if known else ""
         items.append(html.Li([html.B(f"[{d.get('severity', '')}] {d.get('title', d.get('rule', ''))}"), link,
                               html.Div(str(d.get("evidence", "")), style={"fontSize": 13}),
                               html.Div(f"Action: {d.get('action', '')}{saved_txt}",
