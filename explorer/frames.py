@@ -29,6 +29,13 @@ def summary(ctx, state, region: tuple[int, int] | None = None):
                  lambda: analysis.summary(t if region is None else t.window(*region)))
 
 
+def explorer_comparison(ctx, state):
+    """``analysis.neuron_explorer_comparison``: Neuron Explorer's Summary beside ours (empty when the trace
+    was not imported from Neuron Explorer)."""
+    t = _trace(ctx, state)
+    return _memo(ctx, state, "neuron_explorer_comparison", lambda: analysis.neuron_explorer_comparison(t))
+
+
 def steps(ctx, state):
     t = _trace(ctx, state)
     return _memo(ctx, state, "steps", lambda: analysis.steps(t))
@@ -94,7 +101,8 @@ def warm(ctx, key: str) -> threading.Thread:
     ctx = type(ctx)(store=ctx.store, width_px=ctx.width_px, wait_s=None)  # the warm-up itself waits
 
     def run():
-        for fn in (lambda: summary(ctx, state), lambda: steps(ctx, state), lambda: recommendations(ctx, state),
+        for fn in (lambda: summary(ctx, state), lambda: explorer_comparison(ctx, state), lambda: steps(ctx, state),
+                   lambda: recommendations(ctx, state),
                    lambda: hot_ops(ctx, state, "op"), lambda: roofline(ctx, state), lambda: collectives(ctx, state),
                    lambda: dma(ctx, state, "queues"), lambda: dma(ctx, state, "sizes")):
             try:

@@ -1,12 +1,14 @@
 """Human labels and units of analysis columns and summary metrics, in one place.
 
-The analysis-core work gives every summary metric a ``label`` and a ``unit`` and documents every column;
-until then (and for any column it does not name) the explorer falls back to a humanised name and a unit
+Every summary metric carries its ``label`` and ``unit``, and every analysis documents its columns in
+:mod:`analysis.registry` (label, unit): the headers and units come from there. For a column no analysis
+documents (SQL results, area-selection aggregates) the explorer falls back to a humanised name and a unit
 read from the column's suffix. Pages call only :func:`metric_label`, :func:`column_label` and
-:func:`column_unit`, so switching to the analysis registry is an edit here.
+:func:`column_unit`.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 #: Display units understood by the grid formatters (assets/dashAgGridFunctions.js) and the cards.
@@ -67,15 +69,55 @@ def metric_label(metric: str, label: str | None = None) -> str:
     return humanize(metric)
 
 
-def column_label(col: str) -> str:
-    """A column header: the humanised name (the unit shows in the formatted values)."""
+@functools.lru_cache(maxsize=4096)
+def _documented(col: str, analysis: str | None):
+    """The registry's :class:`analysis.registry.Column` for ``col``: of ``analysis`` first, else of the first
+    analysis documenting it; None when no analysis documents it or ``analysis`` is "" (not an analysis' frame)."""
+    from analysis import registry
+
+    if analysis == "":  # a frame no analysis made (SQL results): the name alone
+        return None
+    if analysis and analysis in registry.REGISTRY:
+        for c in registry.columns_of(analysis):
+            if c.name == col:
+                return c
+    for name in registry.REGISTRY:
+        for c in registry.columns_of(name):
+            if c.name == col:
+                return c
+    return None
+
+
+def _base(col: str) -> str:
+    """A diff column's base name: ``per_call_a_ns`` -> ``per_call_ns``, ``bound_b`` -> ``bound``."""
+    col = re.sub(r"_(a|b)$", "", str(col))
+    return re.sub(r"_(a|b)(_[a-z]+)$", r"\2", col)
+
+
+def column_label(col: str, analysis: str | None = None) -> str:
+    """A column header: the analysis registry's label (``analysis.registry.column_label``; of ``analysis``
+    first), with " (A)" / " (B)" for the sides of a diff; the humanised name when no analysis documents it."""
+    c = _documented(str(col), analysis)
+    if c is not None and c.label:
+        return c.label
+    m = re.match(r"^(.*?)_(a|b)(_[a-z]+)?$", str(col))
+    if m and m.group(1):
+        c = _documented(_base(col), analysis)
+        if c is not None and c.label:
+            return f"{c.label} ({m.group(2).upper()})"
     return humanize(col)
 
 
-def column_unit(col: str) -> str:
-    """The display unit of a column from its name (see :data:`UNITS`); '' for plain values."""
-    col = re.sub(r"_(a|b)$", "", str(col))
-    col = re.sub(r"_(a|b)(_[a-z]+)$", r"\2", col)
+def column_unit(col: str, analysis: str | None = None) -> str:
+    """The display unit of a column (see :data:`UNITS`): "ts" for absolute timestamps (shown from the trace
+    start), else the registry's unit (``analysis.registry.column_unit``), else one read from the name's
+    suffix; '' for plain values."""
+    col = _base(col)
+    if col in ("ts", "start_ts", "end_ts") or col.endswith("_ts"):
+        return "ts"
+    c = _documented(col, analysis)
+    if c is not None and c.unit:
+        return c.unit
     if col in _UNIT_NAMES:
         return _UNIT_NAMES[col]
     for suf, unit in _UNIT_SUFFIXES:

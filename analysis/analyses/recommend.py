@@ -209,7 +209,8 @@ def _host_gap_rule(trace, ctx):
     return [_rec("host_bound_gaps", f"Device idle in {int(big.sum())} gaps ≥ 10 µs "
                  f"({100 * total_gap / (hi - lo):.1f}% of the time)",
                  f"idle gaps total {total_gap / 1e3:.1f} µs; longest {int(ge[top] - gs[top]) / 1e3:.1f} µs at "
-                 f"{int(gs[top])} ns; see analysis.idle_time_breakdown for host vs device wait",
+                 f"{(int(gs[top]) - int(trace.time_range[0])) / 1e6:.3f} ms from the trace start; see "
+                 "analysis.idle_time_breakdown for host vs device wait",
                  "Reduce host overhead between launches: capture larger graphs (torch.compile / XLA), "
                  "overlap data loading, avoid host syncs (.item(), prints) inside the step.",
                  total_gap, [], "", int(gs[top]), int(ge[top]), pool="idle")]

@@ -2,6 +2,12 @@
  * grid for sorting, filtering and copying; only the display is formatted. */
 var dagfuncs = window.dashAgGridFunctions = window.dashAgGridFunctions || {};
 function nxNum(v) { return v === null || v === undefined || v === "" || (typeof v === "number" && !isFinite(v)); }
+/* v in the largest of scales ([divisor, unit], largest first) that keeps it >= 1, up to 3 decimals */
+function nxScaled(v, scales) {
+  const a = Math.abs(v);
+  const s = scales.find(([d]) => a >= d) || scales[scales.length - 1];
+  return (v / s[0]).toLocaleString("en-US", {maximumFractionDigits: s[0] === 1 ? 0 : 3}) + " " + s[1];
+}
 dagfuncs.fmtUnit = function (v, unit) {
   if (nxNum(v)) return "";
   if (typeof v !== "number") return String(v);
@@ -13,9 +19,9 @@ dagfuncs.fmtUnit = function (v, unit) {
       if (a < 1e9) return (v / 1e6).toFixed(3) + " ms";
       return (v / 1e9).toFixed(4) + " s";
     case "bytes": return Math.round(v).toLocaleString("en-US") + " B";
-    case "bytes/s": return (v / 1e9).toLocaleString("en-US", {maximumFractionDigits: 3}) + " GB/s";
-    case "FLOP/s": return (v / 1e12).toLocaleString("en-US", {maximumFractionDigits: 3}) + " TFLOP/s";
-    case "FLOP": return (v / 1e9).toLocaleString("en-US", {maximumFractionDigits: 3}) + " GFLOP";
+    case "bytes/s": return nxScaled(v, [[1e9, "GB/s"], [1e6, "MB/s"], [1, "B/s"]]);
+    case "FLOP/s": return nxScaled(v, [[1e12, "TFLOP/s"], [1e9, "GFLOP/s"], [1e6, "MFLOP/s"], [1, "FLOP/s"]]);
+    case "FLOP": return nxScaled(v, [[1e12, "TFLOP"], [1e9, "GFLOP"], [1e6, "MFLOP"], [1, "FLOP"]]);
     case "percent": return v.toFixed(a >= 10 ? 1 : 2) + " %";
     case "FLOP/byte": return v.toPrecision(4) + " FLOP/B";
     case "count": return Number.isInteger(v) ? v.toLocaleString("en-US") : v.toLocaleString("en-US", {maximumFractionDigits: 2});

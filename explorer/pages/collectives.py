@@ -40,7 +40,8 @@ def _per_op(ctx, state):
         parts.append(note("Bus bandwidth is unknown for every collective here: the trace records no message "
                           "sizes (input/output size 0), so algbw and busbw cannot be computed."))
     return html.Div(parts + [graph(figures.collectives_figure(df), id="cc-bw", height=320),
-                             data_table(df, id="cc-table", page_size=10, origin=origin)])
+                             data_table(df, id="cc-table", page_size=10, origin=origin, analysis="collectives",
+                                        hidden=("row", "framework_op"))])
 
 
 def _across(ctx, state):
@@ -50,5 +51,8 @@ def _across(ctx, state):
     skew = figures.skew_heatmap(matched)
     if skew.data:
         skew.update_layout(height=max(280, 18 * len(skew.data[0].y) + 100))
+    group = ctx.store.open(state.trace)
+    origin = min(int(t.time_range[0]) for t in group.traces)  # times from the start of the group's first trace
     return html.Div([graph(skew, id="cc-skew"),
-                     data_table(matched, id="cc-ranks-table", page_size=10)])
+                     data_table(matched, id="cc-ranks-table", page_size=10, analysis="collectives_across_ranks",
+                                origin=origin)])

@@ -102,34 +102,51 @@ def df_records(df: pd.DataFrame, limit: int = 5000) -> list[dict]:
     return [{c: _cell(v) for c, v in zip(cols, row)} for row in df.itertuples(index=False, name=None)]
 
 
-def table_frame(df: pd.DataFrame, origin: int | None = None) -> pd.DataFrame:
+def table_frame(df: pd.DataFrame, origin: int | None = None, analysis: str | None = None) -> pd.DataFrame:
     """The frame as a grid shows it: a named index becomes a column, an unnamed one is dropped (no pandas
     ``index`` column); absolute timestamps become ns from the trace start when ``origin`` is given."""
     named = [n for n in (df.index.names or []) if n is not None]
     out = df.reset_index() if named else df.reset_index(drop=True)
     if origin is not None:
         for c in out.columns:
-            if column_unit(str(c)) == "ts" and pd.api.types.is_numeric_dtype(out[c]):
+            if column_unit(str(c), analysis) == "ts" and pd.api.types.is_numeric_dtype(out[c]):
                 out[c] = out[c] - origin
     return out
 
 
 def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int = 5000,
-               link_col: str | None = None, origin: int | None = None, height: int | None = None):
-    """A dash-ag-grid of ``df`` (sortable, filterable, resizable): human headers, values formatted by unit
-    (durations, timestamps from the trace start, exact byte counts, GB/s, TFLOP/s) while the raw numbers stay
-    in the grid for sorting and copying. ``link_col`` holds markdown links."""
-    df = table_frame(df, origin)
+               link_col: str | None = None, origin: int | None = None, height: int | None = None,
+               analysis: str | None = None, unit_col: str | None = None, hidden: tuple[str, ...] = (),
+               labels: dict[str, str] | None = None, wrap: tuple[str, ...] = (), widths: dict[str, int] | None = None):
+    """A dash-ag-grid of ``df`` (sortable, filterable, resizable): headers and units from the analysis
+    registry (the columns of ``analysis`` first), values formatted by unit (durations, timestamps from the
+    trace start, exact byte counts, GB/s, TFLOP/s) while the raw numbers stay in the grid for sorting and
+    copying. ``link_col`` holds markdown links; ``unit_col`` names a column holding each row's unit (rows of
+    mixed units: numbers without a unit of their own are formatted in it); ``hidden`` columns stay in the
+    data (for copying) but are not shown; ``labels`` overrides headers; ``wrap`` columns (long text such as
+    notes) wrap inside a wider cell instead of being cut; ``widths`` sets minimum widths (px) so that headers
+    and labels are not cut."""
+    df = table_frame(df, origin, analysis)
     cols = []
     for c in df.columns:
         c = str(c)
-        spec = {"field": c, "headerName": column_label(c), "headerTooltip": c}
-        unit = column_unit(c)
+        spec = {"field": c, "headerName": (labels or {}).get(c) or column_label(c, analysis), "headerTooltip": c}
+        unit = column_unit(c, analysis)
+        if c in hidden:
+            spec["hide"] = True
+        if widths and c in widths:
+            spec["minWidth"] = widths[c]
+        if c in wrap:
+            spec.update(wrapText=True, autoHeight=True, flex=3, minWidth=320,
+                        cellStyle={"lineHeight": "1.35", "paddingTop": "4px", "paddingBottom": "4px"})
         if c == link_col:
             spec.update(cellRenderer="markdown", sortable=False, filter=False, cellRendererParams={"linkTarget": "_self"})
-        elif pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]):
+        elif pd.api.types.is_bool_dtype(df[c]):
+            spec["valueFormatter"] = {"function": "params.value === true ? 'yes' : params.value === false ? 'no' : ''"}
+        elif pd.api.types.is_numeric_dtype(df[c]):
+            fmt = f"params.data.{unit_col}" if unit_col and not unit else repr(unit)
             spec.update(type="rightAligned", filter="agNumberColumnFilter",
-                        valueFormatter={"function": f"fmtUnit(params.value, {unit!r})"})
+                        valueFormatter={"function": f"fmtUnit(params.value, {fmt})"})
             if unit == "ts":
                 spec["headerName"] += " (from trace start)"
         cols.append(spec)
@@ -138,8 +155,10 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
             "ensureDomOrder": True, "tooltipShowDelay": 300}
     if height is None:
         opts["domLayout"] = "autoHeight"
-    wide = len(cols) > 8  # many columns: size each to its content (scroll sideways) instead of squeezing
-    col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90}
+    # many columns: size each to its content (scroll sideways) instead of squeezing
+    wide = sum(not c.get("hide") for c in cols) > 8
+    col_def = {"sortable": True, "filter": True, "resizable": True, "minWidth": 90, "wrapHeaderText": True,
+               "autoHeaderHeight": True}
     if not wide:
         col_def["flex"] = 1
     return dag.AgGrid(id=id, columnDefs=cols, rowData=df_records(df, limit), dashGridOptions=opts,

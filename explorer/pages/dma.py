@@ -37,4 +37,4 @@ def _with_table(ctx, state, what: str, figure_fn, id_: str):
     """The figure of one DMA analysis and its table."""
     df = frames.dma(ctx, state, what)
     return html.Div([graph(figure_fn(df), id=id_, height=300),
-                     data_table(df, id=f"{id_}-table", page_size=10)])
+                     data_table(df, id=f"{id_}-table", page_size=10, analysis=f"dma_{what}")])

@@ -53,7 +53,8 @@ def body(ctx: Ctx, state: ViewState, by: str):
     shown = display_frame(df, by)
     fig_df = shown.set_index("stack_label") if by == "stack" else shown
     return html.Div([graph(figures.hot_ops_figure(fig_df), id="ho-bar"),
-                     data_table(shown, id="ho-table", page_size=15)])
+                     data_table(shown, id="ho-table", page_size=15, analysis="hot_ops",
+                                labels={by: by.capitalize(), "stack_label": "Stack (innermost frames)"})])
 
 
 def _treemap(ctx: Ctx, state: ViewState):

@@ -6,6 +6,7 @@ import pandas as pd
 from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
+from ..labels import column_unit
 from ..sql import QueryError, TraceDB, event_table_of
 from ..state import ViewState
 from .common import Ctx, data_table, error_box, graph, guarded, note, search_of, section, window_href
@@ -73,15 +74,16 @@ def _result(ctx: Ctx, state: ViewState, sql: str, column: str | None):
     origin = int(trace.time_range[0])
     df = _with_links(df, state, origin, event_table_of(sql))
     numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and c not in ("row_id", "rank")]
-    col = column if column in numeric else (numeric[-1] if numeric else None)
+    plain = [c for c in numeric if column_unit(str(c), "") != "ts"]  # absolute timestamps chart poorly
+    col = column if column in numeric else ((plain or numeric)[-1] if numeric else None)
     what = f"{len(df):,} rows{' (first 10,000 shown)' if res.truncated else ''} in {res.seconds * 1000:.0f} ms"
     chart = None
     if col is not None and len(df):
         chart = html.Div([dmc.Select(id="q-col", data=numeric, value=col, size="xs", w=260, label="Chart column"),
-                          html.Div(graph(_chart(df, col), id="q-chart", height=300), id="q-chart-box")])
+                          html.Div(graph(_chart(df, col, origin), id="q-chart", height=300), id="q-chart-box")])
     return html.Div([html.Div(what, className="nx-strong", id="q-count"), chart,
                      section("Result", data_table(df, id="q-table", page_size=20, link_col="timeline",
-                                                  origin=origin))])
+                                                  origin=origin, analysis=""))])
 
 
 def _with_links(df: pd.DataFrame, state: ViewState, origin: int, table: str | None) -> pd.DataFrame:
@@ -106,7 +108,8 @@ def _with_links(df: pd.DataFrame, state: ViewState, origin: int, table: str | No
     return out
 
 
-def _chart(df: pd.DataFrame, col: str):
+def _chart(df: pd.DataFrame, col: str, origin: int):
+    """Bars of ``col`` per row, labelled by the first text column; absolute timestamps from the trace start."""
     import plotly.graph_objects as go
 
     from ..labels import column_label
@@ -117,9 +120,13 @@ def _chart(df: pd.DataFrame, col: str):
             labels = df[c].astype(str)
             break
     x = labels if labels is not None else list(range(len(df)))
-    fig = go.Figure(go.Bar(x=x, y=df[col], marker_color="#4C78A8"))
-    fig.update_layout(margin={"t": 20, "l": 60, "r": 10, "b": 80}, yaxis_title=column_label(col),
-                      plot_bgcolor="white")
+    y, title = df[col], column_label(col, "")
+    if column_unit(str(col), "") == "ts":
+        y, title = (df[col] - origin) / 1e6, title + " (ms from trace start)"
+    elif column_unit(str(col), "") == "ns":
+        y, title = df[col] / 1e6, title + " (ms)"
+    fig = go.Figure(go.Bar(x=x, y=y, marker_color="#4C78A8"))
+    fig.update_layout(margin={"t": 20, "l": 60, "r": 10, "b": 80}, yaxis_title=title, plot_bgcolor="white")
     return fig
 
 
@@ -145,4 +152,5 @@ def register(app, ctx: Ctx) -> None:
             return error_box(str(exc))
         if col not in df.columns:
             raise PreventUpdate
-        return graph(_chart(df, col), id="q-chart", height=300)
+        origin = int(ctx.store.trace(state.trace, state.rank).time_range[0])
+        return graph(_chart(df, col, origin), id="q-chart", height=300)

@@ -42,8 +42,19 @@ def _layout(ctx: Ctx, state: ViewState):
                          "roofs."))
     body += [controls, html.Div(id="rf-graph-box", children=graph(figure(trace, pts, state), id="rf-graph")),
              html.Div(id="rf-selected", children=note("click a point to select its events on the timeline")),
-             section("Ops on the roofline", data_table(pts, id="rf-table", page_size=15))]
+             section("Ops on the roofline", data_table(_named_devices(trace, pts), id="rf-table", page_size=15,
+                                                     analysis="roofline"))]
     return html.Div(body, id="roofline-page")
+
+
+def _named_devices(trace, pts: pd.DataFrame) -> pd.DataFrame:
+    """The rows with the device's name from the header instead of its position in ``header.devices``."""
+    if "device" not in pts.columns:
+        return pts
+    names = {i: d.name or d.kind or f"device {i}" for i, d in enumerate(trace.header.devices)}
+    out = pts.copy()
+    out["device"] = [names.get(int(d), "unknown") for d in out["device"]]
+    return out
 
 
 def figure(trace, pts: pd.DataFrame, state: ViewState):

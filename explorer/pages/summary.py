@@ -11,6 +11,7 @@ from dash import Input, Output, State, dcc, html
 
 import analysis
 from analysis import figures
+from analysis.analyses.explorer_summary import SUMMARY_KEY as EXPLORER_SUMMARY
 from analysis.units import format_value
 
 from .. import frames
@@ -68,6 +69,8 @@ def _layout(ctx: Ctx, state: ViewState):
     parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
     parts.append(section("Key figures", _region_picker(ctx, state),
                          html.Div(guarded(_figures, ctx, state), id="sum-figures")))
+    if EXPLORER_SUMMARY in trace.header.metadata:
+        parts.append(section("Neuron Explorer's numbers beside ours", guarded(_explorer_numbers, ctx, state)))
     notes = notes_for(ctx, state)
     if notes:
         parts.append(section("Notes", note_list(notes, state, with_delete=False)))
@@ -102,6 +105,21 @@ def _figures(ctx: Ctx, state: ViewState):
     return kpi_cards(frames.summary(ctx, state))
 
 
+def _explorer_numbers(ctx: Ctx, state: ViewState):
+    """analysis.neuron_explorer_comparison: Explorer's Summary (kept by the importer) beside analysis.summary,
+    each value in its row's unit, with how the definitions differ."""
+    df = frames.explorer_comparison(ctx, state)
+    if not len(df):
+        return note("this profile's Neuron Explorer Summary holds no numbers")
+    both = int((df["ours"].notna() & df["neuron_explorer"].notna()).sum())
+    return html.Div([note(f"{both} metrics measured by both tools; each side uses its own time base and peaks "
+                          "(the notes say how the definitions differ). Metrics only one tool reports follow, "
+                          "the other side unknown."),
+                     data_table(df, id="ne-compare-table", page_size=25, analysis="neuron_explorer_comparison",
+                                unit_col="unit", hidden=("unit", "metric"), wrap=("note",),
+                                widths={"label": 270, "difference": 150, "explorer_field": 250})])
+
+
 def _steps(ctx: Ctx, state: ViewState, origin: int):
     st = frames.steps(ctx, state)
     out = []
@@ -109,7 +127,8 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
         st = st.copy()
         st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
                           for a, b in zip(st["start_ts"], st["end_ts"])]
-        out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin))
+        out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin,
+                              analysis="steps"))
         out.append(graph(figures.steps_figure(st), id="steps-fig", height=300))
     else:
         out.append(note("no profiler steps in this trace (a capture without prof.step() calls): the whole trace "
@@ -153,7 +172,8 @@ def _recommendations(ctx: Ctx, state: ViewState, origin: int):
         if cited is not None:
             link = html.Span([link, cited]) if link is not None else cited
         saved = d.get("est_time_saved_ns")
-        saved_txt = f" · est. saving {float(saved) / 1e6:.3g} ms" if saved is not None and not pd.isna(saved) else ""
+        known = saved is not None and not pd.isna(saved)
+        saved_txt = f" · est. saving {format_value(float(saved), 'ns')}" if known else ""
         items.append(html.Li([html.B(f"[{d.get('severity', '')}] {d.get('title', d.get('rule', ''))}"), link,
                               html.Div(str(d.get("evidence", "")), style={"fontSize": 13}),
                               html.Div(f"Action: {d.get('action', '')}{saved_txt}",

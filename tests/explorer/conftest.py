@@ -38,3 +38,39 @@ def gpu_dir(tmp_path_factory, realtraces_dir) -> Path:
     d = tmp_path_factory.mktemp("gpu")
     shutil.copy(src, d / src.name)
     return d
+
+
+def explorer_fixture():
+    """The Neuron Explorer profile fixture of the importer tests (written from the published schema 7.4.0)."""
+    import importlib.util
+    import sys
+
+    if "explorer_fixture" in sys.modules:
+        return sys.modules["explorer_fixture"]
+    path = Path(__file__).resolve().parents[1] / "neuron_profiler" / "explorer_fixture.py"
+    spec = importlib.util.spec_from_file_location("explorer_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["explorer_fixture"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def explorer_imports(tmp_path_factory) -> Path:
+    """A folder with ``ne_parquet.nprof`` and ``ne_json.nprof``: the Neuron Explorer Parquet profile and its
+    JSON export, each imported through ``neuron-trace import`` (the CLI's main)."""
+    import warnings
+
+    pytest.importorskip("pyarrow")
+    from neuron_profiler.cli import main
+
+    fx = explorer_fixture()
+    src = tmp_path_factory.mktemp("ne-src")
+    out = tmp_path_factory.mktemp("ne-served")
+    profile = fx.write_parquet_profile(src / "parquet")
+    export = fx.write_json_export(src / "export.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixture lacks optional fields: the importer warns about them
+        for name, path in (("ne_parquet", profile), ("ne_json", export)):
+            assert main(["import", str(path), "-o", str(out / f"{name}.nprof")]) == 0
+    return out

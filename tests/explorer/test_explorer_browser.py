@@ -249,3 +249,27 @@ def test_sample_traces_in_browser_and_doc_screenshots(samples):
     assert set(bars) == {"steps", "compute", "communication", "memory"}
     page.close()
     assert errors == []
+
+
+def test_neuron_explorer_profiles_show_both_summaries(explorer_imports, chromium):
+    """The Neuron Explorer Parquet profile and its JSON export, imported through the CLI, open on every page
+    without console errors; the Summary shows Explorer's numbers beside ours, formatted in each row's unit
+    (fixture: our MFU 4·2·128·128·512 FLOP / (bf16 peak × 2 cores × 1400 ns), Explorer's 21.3 %)."""
+    app = create_app(explorer_imports, wait_s=None)
+    with serve(app) as url:
+        page = chromium.new_page()
+        errors = collect_errors(page)
+        for key in ("ne_parquet.nprof", "ne_json.nprof"):
+            _every_page(page, url, key, key.split(".")[0])
+            _open(page, f"{url}/summary?trace={key}", "#summary-page")
+            page.wait_for_selector("#ne-compare-table .ag-row", timeout=60000)
+            peak = app._explorer_ctx.store.trace(key).header.devices[0].spec.peak_flops_per_s["bfloat16"]
+            ours = 100 * 4 * 2 * 128 * 128 * 512 / (peak * 2 * 1400e-9)
+            row = page.locator("#ne-compare-table .ag-row", has_text="MFU (estimated)").first.inner_text()
+            assert f"{ours:.1f} %" in row and "21.3 %" in row, row
+            row = page.locator("#ne-compare-table .ag-row", has_text="Total time").first.inner_text()
+            assert "1.400 µs" in row and "2.000 µs" in row, row
+            _shot(page, f"summary_{key.split('.')[0]}", "summary_neuron_explorer.png" if key.startswith("ne_parquet")
+                  else None)
+        page.close()
+    assert errors == []

@@ -298,3 +298,35 @@ def test_group_summary_shows_rank_balance_with_links_to_each_rank(ctx):
     assert [r["compute_time_ns"] for r in data] == expect["compute_time_ns"].tolist()
     assert data[1]["open"].startswith("[rank 1](/summary?") and data[1]["open"].endswith("&rank=1)")
     assert "rank-balance-fig" not in _dump(summary.layout(ctx, ViewState(trace="single.nprof")))
+
+
+@pytest.mark.parametrize("key", ["ne_parquet.nprof", "ne_json.nprof"])
+def test_summary_shows_neuron_explorers_numbers_beside_ours(explorer_imports, key):
+    """Both Explorer formats, imported through the CLI, open with Explorer's Summary beside ours: values
+    computed by hand from the fixture (4 bf16 matmuls of 2·128·128·512 FLOP on 2 physical cores; our span
+    T0 .. T0 + 1400 ns, the all-reduce's end; Explorer's MFU 21.3 %, total_time 2000 ns)."""
+    from conftest import explorer_fixture
+
+    fx = explorer_fixture()
+    ctx = Ctx(TraceStore(explorer_imports))
+    page = summary.layout(ctx, ViewState(trace=key))
+    grid = _find(page, "ne-compare-table")
+    assert grid is not None, "no Neuron Explorer comparison on the Summary"
+    assert "Neuron Explorer's numbers beside ours" in _dump(page)
+    rows = {r["label"]: r for r in grid.rowData}
+    peak = ctx.store.trace(key).header.devices[0].spec.peak_flops_per_s["bfloat16"]
+    mfu = rows["MFU (estimated)"]
+    assert mfu["ours"] == pytest.approx(100 * 4 * fx.MATMUL_FLOPS / (peak * 2 * 1400e-9), rel=1e-9)
+    assert mfu["neuron_explorer"] == 21.3 and mfu["difference"] == pytest.approx(mfu["ours"] - 21.3)
+    assert (rows["Total time"]["ours"], rows["Total time"]["neuron_explorer"]) == (1400, 2000)
+    assert rows["NeuronCore cycle count"]["ours"] is None and rows["NeuronCore cycle count"]["neuron_explorer"] == 4800
+    heads = {c["field"]: c for c in grid.columnDefs}
+    assert heads["ours"]["headerName"] == "Ours" and heads["neuron_explorer"]["headerName"] == "Neuron Explorer"
+    assert heads["ours"]["valueFormatter"]["function"] == "fmtUnit(params.value, params.data.unit)"
+    assert heads["metric"].get("hide") and heads["unit"].get("hide") and not heads["note"].get("hide")
+    assert _find(page, "kpi-cards") is not None                       # our cards stay above it
+
+
+def test_no_explorer_table_without_explorer_summary(ctx):
+    s = _dump(summary.layout(ctx, ViewState(trace="single.nprof")))
+    assert "ne-compare-table" not in s and "Neuron Explorer's numbers" not in s
