@@ -7,6 +7,10 @@ import numpy as np
 import pandas as pd
 
 
+#: up to this many values, a column of str is interned value by value (same ids as through ``pd.factorize``)
+_SMALL = 256
+
+
 class StringTable:
     """Global string -> id map of one trace file. Id 0 is always ""."""
 
@@ -32,6 +36,8 @@ class StringTable:
         if isinstance(values, pd.Categorical):
             codes = np.asarray(values.codes, dtype=np.int64)
             cats = values.categories
+        elif len(values) <= _SMALL and set(map(type, values)) <= {str}:  # pandas' call overhead dominates
+            return np.fromiter(map(self.intern, values), dtype=np.uint32, count=len(values))
         else:
             codes, cats = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
         lookup = np.fromiter((self.intern(_as_str(c)) for c in cats), dtype=np.uint32, count=len(cats))
