@@ -7,6 +7,10 @@ import numpy as np
 import pandas as pd
 
 
+#: up to this many values, a column of str is interned value by value (same ids as through ``pd.factorize``)
+_SMALL = 256
+
+
 class StringTable:
     """Global string -> id map of one trace file. Id 0 is always ""."""
 
@@ -32,11 +36,26 @@ class StringTable:
         if isinstance(values, pd.Categorical):
             codes = np.asarray(values.codes, dtype=np.int64)
             cats = values.categories
+        elif len(values) <= _SMALL and set(map(type, values)) <= {str}:  # pandas' call overhead dominates
+            return self._intern_strs(values)
         else:
             codes, cats = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
-        lookup = np.fromiter((self.intern(_as_str(c)) for c in cats), dtype=np.uint32, count=len(cats))
+        if set(map(type, cats)) <= {str}:
+            lookup = self._intern_strs(cats)
+        else:
+            lookup = np.fromiter((self.intern(_as_str(c)) for c in cats), dtype=np.uint32, count=len(cats))
         lookup = np.append(lookup, np.uint32(0))  # code -1 (missing) -> ""
         return lookup[codes]
+
+    def _intern_strs(self, values: Any) -> np.ndarray:
+        """Ids (uint32) of a sequence of str, new strings numbered in order of first appearance (as
+        ``intern`` one by one would) in C-level passes."""
+        ids = self.ids
+        new = [v for v in dict.fromkeys(values) if v not in ids]
+        if new:
+            ids.update(zip(new, range(len(self.values), len(self.values) + len(new))))
+            self.values.extend(new)
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.uint32, count=len(values))
 
     def pending(self) -> list[str]:
         """Strings added since the last flush, marking them flushed."""

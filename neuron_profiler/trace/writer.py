@@ -92,14 +92,15 @@ class TraceWriter:
             return first
         self._pending.setdefault(table, []).append(cols)
         self._pending_rows[table] = self._pending_rows.get(table, 0) + n
-        with self._pipeline(self._pending_rows[table] // self.chunk_rows):
+        with self._pipeline(self._pending_rows[table] // self.chunk_rows, self._pending_rows[table]):
             while self._pending_rows[table] >= self.chunk_rows:
                 self._flush_table(table, self.chunk_rows)
         return first
 
     def flush(self) -> None:
         """Write every buffered row (possibly as short chunks)."""
-        with self._pipeline(sum(-(-r // self.chunk_rows) for r in self._pending_rows.values())):
+        with self._pipeline(sum(-(-r // self.chunk_rows) for r in self._pending_rows.values()),
+                            sum(self._pending_rows.values())):
             for table in list(self._pending):
                 while self._pending_rows.get(table, 0):
                     self._flush_table(table, min(self.chunk_rows, self._pending_rows[table]))
@@ -196,11 +197,13 @@ class TraceWriter:
             self._max_ts = hi if self._max_ts is None else max(self._max_ts, hi)
 
     @contextlib.contextmanager
-    def _pipeline(self, chunks: int) -> Iterator[None]:
-        """Around a batch of ``chunks`` chunk writes: with 2 or more, compress them on worker threads. Every
-        chunk is on disk, in order, when the batch ends (also when it raises), so the crash-safety promise
-        (complete chunks survive a killed process) holds at each return to the caller."""
-        if chunks < 2 or self._pool is not None:
+    def _pipeline(self, chunks: int, rows: int) -> Iterator[None]:
+        """Around a batch of ``chunks`` chunk writes holding ``rows`` rows: with 2 or more chunks and at least
+        one full chunk's worth of rows, compress them on worker threads (fewer rows compress in about the time
+        it takes to start the threads and hand the work over: on a loaded box that wait was ~20 ms, most of a
+        small import). Every chunk is on disk, in order, when the batch ends (also when it raises), so the
+        crash-safety promise (complete chunks survive a killed process) holds at each return to the caller."""
+        if chunks < 2 or rows < self.chunk_rows or self._pool is not None:
             yield
             return
         self._pool = ThreadPoolExecutor(max_workers=_COMPRESS_THREADS)

@@ -31,19 +31,31 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
         if type(pid_) is int:
             by_id[pid_] = r
             parent_of[r] = par if type(par) is int else -1
-    cache: dict[int, str] = {}
+    cache: dict[int, tuple[str, int]] = {}  # frame row -> (its stack, its depth)
 
     def stack_of(r: int) -> str:
-        s = cache.get(r)
-        if s is not None:
-            return s
-        chain, cur, depth = [], r, 0
-        while cur >= 0 and depth < MAX_DEPTH:
-            chain.append(str(names[cur]))
+        """The chain of frames from ``r`` up (innermost ``MAX_DEPTH`` frames), built on the cached stack of
+        the nearest ancestor already seen, so shared parents are walked once."""
+        hit = cache.get(r)
+        if hit is not None:
+            return hit[0]
+        chain, cur = [], r
+        while cur >= 0 and cur not in cache and len(chain) < MAX_DEPTH:
+            chain.append(cur)
             cur = by_id.get(parent_of.get(cur, -1), -1)
+        base, depth = cache[cur] if cur >= 0 and cur in cache else ("", 0)
+        if cur >= 0 and (cur not in cache or depth + len(chain) > MAX_DEPTH):  # deep (or cyclic): walk it
+            walk, cur, n = [], r, 0
+            while cur >= 0 and n < MAX_DEPTH:
+                walk.append(str(names[cur]))
+                cur = by_id.get(parent_of.get(cur, -1), -1)
+                n += 1
+            return "\n".join(reversed(walk))
+        for f in reversed(chain):
+            base = f"{base}\n{names[f]}" if depth else str(names[f])
             depth += 1
-        s = cache[r] = "\n".join(reversed(chain))
-        return s
+            cache[f] = (base, depth)
+        return base
 
     out = np.full(len(is_py), "", dtype=object)
     py_threads = np.unique(thread[py_rows])

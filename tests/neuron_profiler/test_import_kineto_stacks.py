@@ -1,0 +1,45 @@
+"""Python stacks of imported operators (``importers.kineto.stacks``): the innermost ``MAX_DEPTH`` frames,
+also when an ancestor's stack is already known (cached) and when parent ids form a cycle."""
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_profiler.importers.kineto.stacks import MAX_DEPTH, operator_stacks
+
+
+def _frames_then_ops(frame_spans: list[tuple[int, int]], op_starts: list[int]):
+    """Host rows: python_function frames (start, end) on thread 0, then zero-length cpu_ops at ``op_starts``."""
+    n_f, n = len(frame_spans), len(frame_spans) + len(op_starts)
+    is_py = np.arange(n) < n_f
+    start = np.asarray([s for s, _ in frame_spans] + op_starts, dtype=np.int64)
+    end = np.asarray([e for _, e in frame_spans] + op_starts, dtype=np.int64)
+    names = np.asarray([f"f{i}" for i in range(n_f)] + ["op"] * len(op_starts), dtype=object)
+    return is_py, ~is_py, np.zeros(n, dtype=np.int64), start, end, names
+
+
+def test_deep_nesting_keeps_the_innermost_frames_after_a_shallower_stack_was_built() -> None:
+    depth = MAX_DEPTH + 22  # 150 nested frames: frame i opens at 2i and encloses every later one
+    spans = [(2 * i, 100_000 - i) for i in range(depth)]
+    # op A is inside frame 99 only (frame 100 opens at 200), op B inside the innermost frame 149
+    is_py, is_op, thread, start, end, names = _frames_then_ops(spans, [2 * 99 + 1, 2 * (depth - 1) + 1])
+    frames = {i: (i + 1, i) for i in range(depth)}  # Python id i+1, parent id i (id 0: no parent)
+    out = operator_stacks(is_py, is_op, thread, start, end, names, frames)
+    assert out[depth] == "\n".join(f"f{i}" for i in range(100))  # whole chain, outermost first
+    assert out[depth + 1] == "\n".join(f"f{i}" for i in range(depth - MAX_DEPTH, depth))  # innermost 128
+    assert list(out[:depth]) == [""] * depth  # frames themselves get no stack
+
+
+def test_cyclic_parent_ids_stop_at_the_depth_limit() -> None:
+    # two frames naming each other as parent (corrupt ids): the walk alternates until MAX_DEPTH frames
+    is_py, is_op, thread, start, end, names = _frames_then_ops([(0, 100), (10, 90)], [20])
+    out = operator_stacks(is_py, is_op, thread, start, end, names, {0: (1, 2), 1: (2, 1)})
+    chain = ["f1" if k % 2 == 0 else "f0" for k in range(MAX_DEPTH)]  # innermost (f1) first
+    assert out[2] == "\n".join(reversed(chain))
+
+
+def test_siblings_share_their_parents_stack() -> None:
+    # root f0 [0, 100] holds f1 [10, 20] and f2 [30, 40]; one op inside each, one in the root only
+    spans = [(0, 100), (10, 20), (30, 40)]
+    is_py, is_op, thread, start, end, names = _frames_then_ops(spans, [15, 35, 50])
+    out = operator_stacks(is_py, is_op, thread, start, end, names, {0: (1, None), 1: (2, 1), 2: (3, 1)})
+    assert list(out[3:]) == ["f0\nf1", "f0\nf2", "f0"]
