@@ -9,8 +9,9 @@ known) into the user cache directory unless ``--run`` names one, then runs each 
 process: ``analysis.cross_rank_report`` with ``engine="pandas"``, then ``engine="dask"`` on a LocalCluster of
 N single-thread worker processes. Prints wall time (and, for Dask, the cluster start), peak RSS of the
 process running the report and of each worker (``resource.getrusage`` in the workers via ``client.run``),
-each worker's peak above its baseline (RSS once the analysis is imported) and that growth over one rank's
-trace in memory (every table of rank 0 decoded: ``DataFrame.memory_usage(deep=True)``). Checks every
+each worker's peak above its baseline (its RSS once the analysis, the trace reader and its codecs are
+imported, before any task) and that growth over one rank's trace in memory (every table of the largest rank
+file decoded: ``DataFrame.memory_usage(deep=True)``; rank 0's is printed beside it). Checks every
 configuration found the injected stragglers and slow links and that all frames are identical.
 """
 from __future__ import annotations
@@ -41,8 +42,10 @@ def _rss_now_mb() -> float:
 
 
 def _warm() -> float:
-    """In a worker: import what the tasks use, return the RSS then (the worker's baseline)."""
+    """In a worker: import what the tasks use (the analysis, the trace reader and its codecs), return the RSS
+    then (the worker's baseline)."""
     import analysis  # noqa: F401
+    import neuron_profiler.trace  # noqa: F401
     from analysis.analyses import cross_rank  # noqa: F401
 
     return _rss_now_mb()
@@ -94,10 +97,13 @@ def child(config: str, run: str, result: str) -> None:
         from neuron_profiler.trace import read_trace
 
         truth = json.loads((Path(run) / "truth.json").read_text())
-        with read_trace(truth["paths"][0]) as tf:
-            tables = tf.tables()
-        out["rank_bytes"] = int(sum(df.memory_usage(deep=True).sum() for df in tables.values()))
-        out["rank_events"] = int(sum(len(df) for df in tables.values()))
+        for key, path in (("first", truth["paths"][0]), ("largest", max(truth["paths"], key=os.path.getsize))):
+            with read_trace(path) as tf:
+                tables = tf.tables()
+            out[key] = {"rank": int(tf.header.rank), "bytes": int(sum(df.memory_usage(deep=True).sum()
+                                                                      for df in tables.values())),
+                        "events": int(sum(len(df) for df in tables.values()))}
+            del tables
     elif config == "pandas":
         t = time.perf_counter()
         out["frames"] = cross_rank_report(analysis.load(run))
@@ -152,10 +158,12 @@ def main() -> int:
     run = ensure_run(a)
     truth = json.loads((run / "truth.json").read_text())
     one = run_child("one_rank", run)
-    rank_mb = one["rank_bytes"] / 2**20
-    print(f"\n{truth['ranks']} ranks x {one['rank_events']:,} rows per rank (rank 0); one rank in memory "
-          f"(all tables decoded): {rank_mb:.1f} MiB; injected stragglers {truth['stragglers']}, slow groups "
-          f"{truth['slow_groups']}")
+    big, first = one["largest"], one["first"]
+    rank_mb = big["bytes"] / 2**20  # a worker's peak is that of the biggest rank it reduced
+    print(f"\n{truth['ranks']} ranks; one rank in memory (all its tables decoded, deep memory_usage): the "
+          f"largest file (rank {big['rank']}) {big['events']:,} rows = {rank_mb:.1f} MiB (rank {first['rank']}: "
+          f"{first['events']:,} rows = {first['bytes'] / 2**20:.1f} MiB); injected stragglers "
+          f"{truth['stragglers']}, slow groups {truth['slow_groups']}")
     configs = ([] if a.skip_pandas else ["pandas"]) + [f"dask_{n}" for n in a.workers]
     results = {}
     for cfg in configs:
