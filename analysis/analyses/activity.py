@@ -160,7 +160,8 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
         return out
 
     name, opcode = concat_categoricals(names), concat_categoricals(opcodes)
-    names.clear(), opcodes.clear()
+    names.clear()
+    opcodes.clear()
     cols = {"start_ts": cat(starts), "end_ts": cat(ends), "name": np.asarray(name.codes), "kernel_type": cat(ktypes),
             "track": cat(tracks), "opcode": np.asarray(opcode.codes), "framework_op": cat(fops), "table": cat(tables),
             "row": cat(rows), "index": cat(index)}

@@ -20,15 +20,15 @@ from ..core.devices import DevicePeaks, device_peaks
 from ..core.devicetime import RATE_TOLERANCE
 from ..core.intervals import union_by_key, union_ns
 from ..core.tables import NON_COMPUTE_ENGINES
-from ..registry import Column, register
+from ..registry import REGISTRY, Column, register
 from .activity import analysis_span, merged_activity, trace_activity
 from .breakdown import comm_comp_overlap, idle_time_breakdown
 from .collectives import collective_time_ns
 from .steps import steps
 from .work import instruction_work, work_source
 
-__all__ = ["summary", "summary_dict", "balance_metrics", "BALANCE_METRICS", "analysis_span", "primary_device", "union_ns", "SUMMARY_COLUMNS",
-           "METRIC_LABELS"]
+__all__ = ["summary", "summary_dict", "balance_metrics", "BALANCE_METRICS", "analysis_span", "primary_device",
+           "union_ns", "SUMMARY_COLUMNS", "METRIC_LABELS"]
 
 SUMMARY_SPEC = (Column("metric", "", "Metric", "Identifier of the metric (stable, for code)"),
                 Column("value", "", "Value", "In the row's unit; NaN = not available (the description says why)"),
@@ -126,7 +126,7 @@ def balance_metrics(trace, *, lean: bool = False) -> dict[str, float]:
     builders) without computing the other metrics (the idle categories, engines, memory and DMA rows): the
     per-rank reduction of the cross-rank analyses. ``lean``: the instruction work is not memoised (freed once
     reduced to its FLOP totals, before the device activity is built), for a trace reduced once and released."""
-    w = instruction_work.analysis.func(trace) if lean else instruction_work(trace)
+    w = REGISTRY["instruction_work"].func(trace) if lean else instruction_work(trace)
     _, peaks, cores = primary_device(trace, w)
     flops = _flop_totals(w, work_source(trace))
     del w
