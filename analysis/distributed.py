@@ -82,14 +82,22 @@ def local_cluster(workers: int | None = None) -> Any:
 def map_files(fn: Callable[..., Any], items: Sequence[tuple], *, scheduler: Any = None, workers: int | None = None,
               progress: bool = False, **kw: Any) -> list[Any]:
     """``[fn(*item, **kw) for item in items]``, one Dask task per item (each item names a trace file), results
-    in order. Only the results travel back; a task's exception is raised here."""
+    in order. Only the results travel back, each as soon as its task is done: its future is then dropped, so
+    the worker frees the result instead of holding every rank's until the last one (memory that grows with the
+    number of ranks). A task's exception is raised here."""
     if not items:
         return []
     with client(scheduler, workers) as c:
         dd = _distributed()
         futures = c.map(fn, *zip(*items), pure=False, **kw)
-        if progress:
-            for i, _ in enumerate(dd.as_completed(futures), 1):
-                if i % max(1, len(futures) // 10) == 0 or i == len(futures):
-                    print(f"cross-rank (dask): {i}/{len(futures)} ranks reduced", file=sys.stderr)
-        return c.gather(futures)
+        n = len(futures)
+        position = {f.key: i for i, f in enumerate(futures)}
+        done = dd.as_completed(futures, with_results=True)
+        del futures
+        out: list[Any] = [None] * n
+        for i, (future, result) in enumerate(done, 1):
+            out[position[future.key]] = result
+            del future, result
+            if progress and (i % max(1, n // 10) == 0 or i == n):
+                print(f"cross-rank (dask): {i}/{n} ranks reduced", file=sys.stderr)
+        return out

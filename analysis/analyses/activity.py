@@ -91,16 +91,14 @@ def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
 WAIT_OPCODES = ("SemaphoreWait",)
 
 
-def _busy_instructions(ins: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """(the instructions that are work, their positions in ``ins``): waits are idle time of their engine."""
+def _busy_positions(ins: pd.DataFrame) -> np.ndarray | None:
+    """Positions in ``ins`` of the instructions that are work (waits are idle time of their engine); None when
+    every row is."""
     if not len(ins) or "opcode" not in ins.columns:
-        return ins, np.arange(len(ins), dtype=np.int64)
+        return None
     op = categorical(ins, "opcode")
     wait = per_category(op, np.isin(category_names(op), list(WAIT_OPCODES)), False)
-    if not wait.any():
-        return ins, np.arange(len(ins), dtype=np.int64)
-    keep = np.flatnonzero(~wait)
-    return ins.iloc[keep], keep
+    return np.flatnonzero(~wait) if wait.any() else None
 
 
 def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = None,
@@ -117,15 +115,21 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
     does on load (ts = ceil, end = floor; may give zero or negative durations, like HTA). ``window`` clips the
     intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every later interval union
     cheap (``Trace.device_activity``)."""
-    ins, pos = _busy_instructions(instructions)
-    n = len(ins)
-    starts = [ins["start_ts"].to_numpy(np.int64)]
-    ends = [starts[0] + ins["duration_ns"].to_numpy(np.int64)]
-    names, opcodes = [categorical(ins, "name")], [categorical(ins, "opcode")]
-    ktypes = [kernel_type_codes(ins) if n else np.zeros(0, np.int8)]
-    tracks, fops = [_int_col(ins, "track")], [_int_col(ins, "framework_op")]
+    ins = instructions
+    busy = _busy_positions(ins)
+    pos = np.arange(len(ins), dtype=np.int64) if busy is None else busy
+
+    def take(a):  # the busy rows of one column (no copy of the whole table)
+        return a if busy is None else a[busy]
+
+    n = len(pos)
+    starts = [take(ins["start_ts"].to_numpy(np.int64))]
+    ends = [starts[0] + take(ins["duration_ns"].to_numpy(np.int64))]
+    names, opcodes = [take(categorical(ins, "name"))], [take(categorical(ins, "opcode"))]
+    ktypes = [take(kernel_type_codes(ins)) if n else np.zeros(0, np.int8)]
+    tracks, fops = [take(_int_col(ins, "track"))], [take(_int_col(ins, "framework_op"))]
     tables, rows = [np.zeros(n, np.int8)], [pos]
-    index = [ins.index.to_numpy()]
+    index = [take(ins.index.to_numpy())]
 
     def add(df: pd.DataFrame, name: str, opcode: str, ktype: str, code: int, pos: np.ndarray) -> None:
         s = df["start_ts"].to_numpy(np.int64)
@@ -151,26 +155,30 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
             add(collectives[keep], "operation", "collective", COMMUNICATION, COLLECTIVES, np.flatnonzero(keep))
 
     def cat(parts: list) -> np.ndarray:
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        parts.clear()  # one copy of each column alive at a time
+        return out
 
-    start, end, kt, track, fop, table, row, idx = (cat(p) for p in (starts, ends, ktypes, tracks, fops, tables,
-                                                                        rows, index))
     name, opcode = concat_categoricals(names), concat_categoricals(opcodes)
-    ncodes, ocodes = np.asarray(name.codes), np.asarray(opcode.codes)
+    names.clear()
+    opcodes.clear()
+    cols = {"start_ts": cat(starts), "end_ts": cat(ends), "name": np.asarray(name.codes), "kernel_type": cat(ktypes),
+            "track": cat(tracks), "opcode": np.asarray(opcode.codes), "framework_op": cat(fops), "table": cat(tables),
+            "row": cat(rows), "index": cat(index)}
     if hta_rounding:
-        start, end = -((-start) // 1000) * 1000, (end // 1000) * 1000
+        cols["start_ts"], cols["end_ts"] = -((-cols["start_ts"]) // 1000) * 1000, (cols["end_ts"] // 1000) * 1000
     if window is not None:
-        start, end = clip(start, end, *window)
-    if sort and len(start) and not is_sorted(start):
-        o = np.argsort(start, kind="stable")
-        start, end, kt, track, fop, idx, ncodes, ocodes, table, row = (
-            np.take(x, o) for x in (start, end, kt, track, fop, idx, ncodes, ocodes, table, row))
-    return pd.DataFrame({"start_ts": start, "end_ts": end,
-                         "name": pd.Categorical.from_codes(ncodes, name.categories, validate=False),
-                         "kernel_type": pd.Categorical.from_codes(kt, list(KERNEL_TYPES), validate=False),
-                         "track": track, "opcode": pd.Categorical.from_codes(ocodes, opcode.categories, validate=False),
-                         "framework_op": fop, "table": table, "row": row},
-                        index=pd.Index(idx, name=ins.index.name), copy=False)
+        cols["start_ts"], cols["end_ts"] = clip(cols["start_ts"], cols["end_ts"], *window)
+    if sort and len(cols["start_ts"]) and not is_sorted(cols["start_ts"]):
+        o = np.argsort(cols["start_ts"], kind="stable")
+        for k in cols:  # column by column, each unsorted copy freed as its sorted one is made
+            cols[k] = np.take(cols[k], o)
+        del o
+    for k, c in (("name", name), ("kernel_type", None), ("opcode", opcode)):
+        cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if c is None else c.categories,
+                                            validate=False)
+    idx = pd.Index(cols.pop("index"), name=ins.index.name)
+    return pd.DataFrame(cols, index=idx, copy=False)
 
 
 def trace_activity(trace, hta_compatible: bool = False) -> pd.DataFrame:

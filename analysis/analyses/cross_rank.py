@@ -31,7 +31,7 @@ from .activity import COMMUNICATION, COMPUTATION, MEMORY, OTHER, kernel_type_mas
 from .breakdown import comm_comp_overlap, temporal_breakdown
 from .collectives import collective_time_ns, rank_collectives
 from .steps import steps
-from .summary import summary_dict
+from .summary import balance_metrics
 
 __all__ = ["ENGINES", "PARTS", "RANK_LANES", "labelled_runs", "rank_parts", "gather"]
 
@@ -54,9 +54,10 @@ def labelled_runs(traces: Iterable) -> list[tuple[str, list]]:
     return out
 
 
-def balance_row(t, run: str) -> dict:
-    """The per-rank columns of :func:`analysis.rank_balance` (all but the cross-rank ones)."""
-    s = summary_dict(t)
+def balance_row(t, run: str, lean: bool = False) -> dict:
+    """The per-rank columns of :func:`analysis.rank_balance` (all but the cross-rank ones). ``lean``: see
+    :func:`analysis.analyses.summary.balance_metrics`."""
+    s = balance_metrics(t, lean=lean)
     tb = temporal_breakdown(t).iloc[0]
     ov = comm_comp_overlap(t).iloc[0]
     return {"rank": int(t.rank), "window": int(t.header.window_index), "trace": t.name, "run": run,
@@ -97,12 +98,14 @@ def timeline_rows(t, resolution: float) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[TIMELINE_COLUMNS]
 
 
-def rank_parts(t, run: str, want: Sequence[str], resolution: float | None = None) -> dict[str, Any]:
+def rank_parts(t, run: str, want: Sequence[str], resolution: float | None = None, lean: bool = False
+               ) -> dict[str, Any]:
     """The reduction of one trace: the parts named in ``want`` (see the module docstring); ``run`` is the
-    label of its run, ``resolution`` (ns) that of the timeline part."""
+    label of its run, ``resolution`` (ns) that of the timeline part; ``lean`` for a trace reduced once and
+    released (memoises less, :func:`balance_row`)."""
     out: dict[str, Any] = {}
     if "balance" in want:
-        out["balance"] = balance_row(t, run)
+        out["balance"] = balance_row(t, run, lean)
     if "collectives" in want:
         out["collectives"] = rank_collectives(t, run)
     if "steps" in want:
@@ -121,7 +124,7 @@ def file_parts(path: str, window: tuple[int, int] | None, run: str, want: Sequen
 
     with read_trace(path) as tf:
         t = Trace(tf, path=path)
-        out = rank_parts(t if window is None else t.window(*window), run, want, resolution)
+        out = rank_parts(t if window is None else t.window(*window), run, want, resolution, lean=True)
         # a Trace and its windows reference each other: free the rank's tables now, so a worker never holds
         # more than the rank it is reducing (few Python objects are allocated between tasks, so the cyclic
         # garbage collector would run late; collecting explicitly costs ~0.1 s in a big process)

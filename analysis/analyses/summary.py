@@ -20,15 +20,15 @@ from ..core.devices import DevicePeaks, device_peaks
 from ..core.devicetime import RATE_TOLERANCE
 from ..core.intervals import union_by_key, union_ns
 from ..core.tables import NON_COMPUTE_ENGINES
-from ..registry import Column, register
+from ..registry import REGISTRY, Column, register
 from .activity import analysis_span, merged_activity, trace_activity
 from .breakdown import comm_comp_overlap, idle_time_breakdown
 from .collectives import collective_time_ns
 from .steps import steps
 from .work import instruction_work, work_source
 
-__all__ = ["summary", "summary_dict", "analysis_span", "primary_device", "union_ns", "SUMMARY_COLUMNS",
-           "METRIC_LABELS"]
+__all__ = ["summary", "summary_dict", "balance_metrics", "BALANCE_METRICS", "analysis_span", "primary_device",
+           "union_ns", "SUMMARY_COLUMNS", "METRIC_LABELS"]
 
 SUMMARY_SPEC = (Column("metric", "", "Metric", "Identifier of the metric (stable, for code)"),
                 Column("value", "", "Value", "In the row's unit; NaN = not available (the description says why)"),
@@ -98,20 +98,13 @@ def summary(trace) -> pd.DataFrame:
     unknown (no peak for the device, no recorded shapes) it is NaN and the description says why.
     """
     R = _Rows()
-    lo, hi = analysis_span(trace)
-    total = hi - lo
-    R.add("total_time", total, "ns", "Analysed span: the window, else first to last device activity")
-    _step_rows(trace, R)
+    lo, hi, total, dev_active = _headline_rows(trace, R)
     w = instruction_work(trace)
     act = trace_activity(trace)
-    ms, me = merged_activity(trace)
-    dev_active = int((me - ms).sum())
-    R.add("device_active_percent", M._div(100.0 * dev_active, total), "percent",
-          "Union of all device activity (instructions, DMA, collectives) over total_time")
     _engine_rows(trace, act, total, R)
     dev, peaks, cores = primary_device(trace, w)
     src = work_source(trace)
-    model_flops = _compute_rows(w, src, peaks, cores, total, R)
+    model_flops = _compute_rows(_flop_totals(w, src), peaks, cores, total, R)
     _memory_rows(trace, w, src, peaks, cores, total, model_flops, R)
     _dma_rows(trace, lo, hi, total, R)
     cc = trace.table("collectives", ["start_ts", "duration_ns"])
@@ -121,6 +114,39 @@ def summary(trace) -> pd.DataFrame:
           + ("" if len(cc) else " (no collectives in the trace)"))
     _overlap_and_idle(trace, R, dev_active, total)
     return pd.DataFrame(R.rows, columns=["metric", "value", "unit", "description", "label"])
+
+
+#: the summary metrics a row of :func:`analysis.rank_balance` shows (:func:`balance_metrics`)
+BALANCE_METRICS = ("total_time", "step_count", "step_time_mean_ns", "step_time_max_ns", "device_active_percent",
+                   "mfu_estimated_percent")
+
+
+def balance_metrics(trace, *, lean: bool = False) -> dict[str, float]:
+    """``{metric: value}`` of :data:`BALANCE_METRICS`, equal to those of :func:`summary_dict` (the same row
+    builders) without computing the other metrics (the idle categories, engines, memory and DMA rows): the
+    per-rank reduction of the cross-rank analyses. ``lean``: the instruction work is not memoised (freed once
+    reduced to its FLOP totals, before the device activity is built), for a trace reduced once and released."""
+    w = REGISTRY["instruction_work"].func(trace) if lean else instruction_work(trace)
+    _, peaks, cores = primary_device(trace, w)
+    flops = _flop_totals(w, work_source(trace))
+    del w
+    R = _Rows()
+    total = _headline_rows(trace, R)[2]
+    _compute_rows(flops, peaks, cores, total, R)
+    return {m: v for m, v, *_ in R.rows if m in BALANCE_METRICS}
+
+
+def _headline_rows(trace, R: _Rows) -> tuple[int, int, int, int]:
+    """The first rows of the summary (span, steps, device busy); returns (lo, hi, total, device active ns)."""
+    lo, hi = analysis_span(trace)
+    total = hi - lo
+    R.add("total_time", total, "ns", "Analysed span: the window, else first to last device activity")
+    _step_rows(trace, R)
+    ms, me = merged_activity(trace)
+    dev_active = int((me - ms).sum())
+    R.add("device_active_percent", M._div(100.0 * dev_active, total), "percent",
+          "Union of all device activity (instructions, DMA, collectives) over total_time")
+    return lo, hi, total, dev_active
 
 
 def _step_rows(trace, R: _Rows) -> None:
@@ -167,14 +193,13 @@ def _is_communication(name: str) -> bool:
         or "allreduce" in n or "all_gather" in n or "reduce_scatter" in n
 
 
-def _compute_rows(w: pd.DataFrame, src: str, peaks: DevicePeaks | None, cores: int, total: int, R: _Rows) -> float:
-    """The FLOP rows; returns the model FLOPs (NaN when unknown)."""
+def _flop_totals(w: pd.DataFrame, src: str) -> tuple[float, float, float, str]:
+    """(model FLOPs, hardware FLOPs, transpose FLOPs, where they come from) of the instruction work ``w``; the
+    first two NaN when unknown."""
     mm = w["is_matmul"].to_numpy()
     model_flops = float(w["flops"].to_numpy()[mm].sum())
     hw_flops = float(w["hardware_flops"].to_numpy()[mm].sum())
     tr_flops = float(w["transpose_flops"].to_numpy()[mm].sum())
-    peak = (peaks.matrix_peak() if peaks is not None else math.nan) * cores
-    why = "" if np.isfinite(peak) else " (NaN: the trace header has no matrix peak for this device)"
     fsrc = ("raw_flops of Tensor-engine instructions" if src == "instructions"
             else "FLOPs derived from the launching ops' input shapes")
     unknown, busy = _unknown_work(w, "flops_known")
@@ -184,6 +209,15 @@ def _compute_rows(w: pd.DataFrame, src: str, peaks: DevicePeaks | None, cores: i
                  "input shapes, or kernels without a launching op)")
     elif unknown > 0:
         fsrc += f"; a lower bound: the FLOPs of {100 * unknown / busy:.0f}% of the device time are unknown"
+    return model_flops, hw_flops, tr_flops, fsrc
+
+
+def _compute_rows(flop_totals: tuple[float, float, float, str], peaks: DevicePeaks | None, cores: int, total: int,
+                  R: _Rows) -> float:
+    """The FLOP rows from :func:`_flop_totals`; returns the model FLOPs (NaN when unknown)."""
+    model_flops, hw_flops, tr_flops, fsrc = flop_totals
+    peak = (peaks.matrix_peak() if peaks is not None else math.nan) * cores
+    why = "" if np.isfinite(peak) else " (NaN: the trace header has no matrix peak for this device)"
     over = "; NaN: above 100 %, so the FLOP count overstates the work (estimated from shapes)"
     mfu, mwhy = _physical_pct(M.mfu_pct(model_flops, total, peak), over)
     hfu, hwhy = _physical_pct(M.hfu_pct(hw_flops, total, peak), over)

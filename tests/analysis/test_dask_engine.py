@@ -144,3 +144,10 @@ def test_release_frees_a_rank_and_it_loads_again(run):
     w.release()
     assert not t._shared["tables"] and not t._shared["memo"] and "whole" not in t._shared
     pd.testing.assert_frame_equal(analysis.rank_balance([w]), before)  # loads again on demand
+
+
+def test_map_files_keeps_the_order_and_raises_a_task_error(client):
+    items = [(str(i),) for i in range(12)]
+    assert D.map_files(int, items, scheduler=client) == list(range(12))
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        D.map_files(int, [("1",), ("not a number",)], scheduler=client)

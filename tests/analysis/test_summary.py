@@ -78,3 +78,29 @@ def test_summary_unknown_peaks_are_nan_with_reason():
     assert math.isnan(df.loc["mfu_estimated_percent", "value"])
     assert "no matrix peak" in df.loc["mfu_estimated_percent", "description"]
     assert "no HBM bandwidth" in df.loc["mbu_estimated_percent", "description"]
+
+
+BALANCE_CASES = [("sample", "gpt_train_step.nprof"), ("sample", "ddp_train_rank0.nprof"),
+                 ("real", "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"),
+                 ("real", "HolisticTraceAnalysis/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")]
+
+
+@pytest.mark.parametrize("kind,name", BALANCE_CASES)
+@pytest.mark.parametrize("lean", [False, True])
+def test_balance_metrics_are_the_summary_values(kind, name, lean):
+    """The cross-rank reduction's slim path gives exactly the summary's values (Neuron, GPU with shape-derived
+    FLOPs, host-only), on the whole trace and on a window, memoised or lean."""
+    from realdata import real_trace, sample_trace
+
+    from analysis.analyses.summary import BALANCE_METRICS, balance_metrics, summary_dict
+
+    path = sample_trace(name) if kind == "sample" else real_trace(name)
+    t = analysis.load(path)
+    lo, hi = t.time_range
+    for tr in (t, t.window(lo + (hi - lo) // 3, hi - (hi - lo) // 4)):
+        got = balance_metrics(tr, lean=lean)
+        want = {m: summary_dict(tr)[m] for m in BALANCE_METRICS}
+        assert list(got) == list(BALANCE_METRICS)
+        for m in BALANCE_METRICS:
+            assert got[m] == want[m] or (math.isnan(got[m]) and math.isnan(want[m])), (name, m)
+    assert math.isfinite(balance_metrics(t)["total_time"]) and balance_metrics(t)["total_time"] > 0
