@@ -33,11 +33,11 @@ from neuron_profiler.exporters.common import (
     EVENT_TABLES,
     FlowEnds,
     TrackLayout,
-    gc_paused,
     opened,
     string_array,
     strings,
 )
+from neuron_profiler.gcpause import gc_paused
 from neuron_profiler.trace import TraceFile
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.files import atomic_output

@@ -6,7 +6,6 @@ by the batch size, the tracks table and the flows, whatever the number of events
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,19 +21,6 @@ EVENT_TABLES = {"host_ops": "name", "instructions": "name", "dma": "variable", "
 BATCH_ROWS = 1 << 18
 #: Track kinds that head a process in timeline viewers (the others become its threads / child tracks).
 PROCESS_KINDS = ("process", "device")
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Cyclic garbage collection off while an export builds millions of short-lived containers (no cycles among
-    them): the collector's passes over them took half of the Chrome export's time."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @contextlib.contextmanager

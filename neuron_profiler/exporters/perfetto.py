@@ -25,8 +25,9 @@ from typing import IO
 
 import numpy as np
 
-from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, TrackLayout, gc_paused, opened
+from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, TrackLayout, opened
 from neuron_profiler.exporters.protowire import Batch
+from neuron_profiler.gcpause import gc_paused
 from neuron_profiler.trace import TIME_COLUMNS, TraceFile
 from neuron_profiler.trace.files import atomic_output
 

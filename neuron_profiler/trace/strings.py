@@ -6,7 +6,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 #: up to this many values, a column of str is interned value by value (same ids as through ``pd.factorize``)
 _SMALL = 256
 
