@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.core.intervals import union_sorted_ns
+
 from .rows import TimelineIndex
 
 TRACK_COLUMNS = ["track", "events", "busy_ns", "busy_percent"]
@@ -25,8 +27,8 @@ def _row_label(index: TimelineIndex, i: int) -> str:
 def area_stats(index: TimelineIndex, t0: int, t1: int, rows: list[int]
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(per track, per name, counters) of the events of ``rows`` (row indexes of the index) overlapping
-    [t0, t1) ns from the trace start. Per track: events, busy_ns (sum of durations clipped to the range;
-    overlapping events count twice), busy_percent of the range. Per name: events, total_ns, mean_ns,
+    [t0, t1) ns from the trace start. Per track: events, busy_ns (the union of the events clipped to the
+    range: time with at least one event, the analyses' definition of busy), busy_percent of the range. Per name: events, total_ns, mean_ns,
     max_ns (clipped), largest total first. Counters: min, mean (of the samples), max, samples."""
     a, b = index.origin + int(t0), index.origin + max(int(t1), int(t0) + 1)
     span = b - a
@@ -52,8 +54,10 @@ def area_stats(index: TimelineIndex, t0: int, t1: int, rows: list[int]
         pos = pos[lvl.end[lo:hi] > a] if hi > lo else pos
         if not len(pos):
             continue
-        clip = np.minimum(lvl.end[pos], b) - np.maximum(lvl.start[pos], a)
-        per_track.append((_row_label(index, i), len(pos), int(clip.sum()), 100.0 * clip.sum() / span))
+        s0, e0 = np.maximum(lvl.start[pos], a), np.minimum(lvl.end[pos], b)
+        clip = e0 - s0
+        busy = union_sorted_ns(s0, e0)  # starts are sorted; clipping keeps that order
+        per_track.append((_row_label(index, i), len(pos), busy, 100.0 * busy / span))
         codes, labels = index.color_codes(info.table, "op")
         c = codes[index.ids[i][pos]]
         c = np.where(c < 0, len(labels), c)

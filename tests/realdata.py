@@ -55,3 +55,20 @@ def chromium_path() -> str:
             pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
         pytest.skip("chromium is not installed (apt-get install -y chromium) - browser tests skipped")
     return exe
+
+
+def explorer_fixture():
+    """The Neuron Explorer profile fixture module of the importer tests (``tests/neuron_profiler/
+    explorer_fixture.py``, written from the published schema 7.4.0), loaded once by path: that folder is
+    not on every test directory's import path."""
+    import importlib.util
+    import sys
+
+    if "explorer_fixture" in sys.modules:
+        return sys.modules["explorer_fixture"]
+    path = Path(__file__).resolve().parent / "neuron_profiler" / "explorer_fixture.py"
+    spec = importlib.util.spec_from_file_location("explorer_fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["explorer_fixture"] = mod
+    spec.loader.exec_module(mod)
+    return mod

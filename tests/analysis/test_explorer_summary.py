@@ -3,32 +3,18 @@
 fixture's rows and its Summary table."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("pyarrow")
 
+from realdata import explorer_fixture  # noqa: E402
+
 import analysis  # noqa: E402
 from neuron_profiler.trace import TraceBuilder, make_header  # noqa: E402
-
-
-def explorer_fixture():
-    """The importer tests' fixture module (tests/neuron_profiler is not on this directory's path)."""
-    if "explorer_fixture" in sys.modules:
-        return sys.modules["explorer_fixture"]
-    path = Path(__file__).resolve().parents[1] / "neuron_profiler" / "explorer_fixture.py"
-    spec = importlib.util.spec_from_file_location("explorer_fixture", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["explorer_fixture"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
 
 fx = explorer_fixture()
 

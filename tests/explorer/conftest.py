@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from realdata import explorer_fixture
 
 from neuron_profiler.synthetic_trace import write_synthetic_trace
 
@@ -38,21 +39,6 @@ def gpu_dir(tmp_path_factory, realtraces_dir) -> Path:
     d = tmp_path_factory.mktemp("gpu")
     shutil.copy(src, d / src.name)
     return d
-
-
-def explorer_fixture():
-    """The Neuron Explorer profile fixture of the importer tests (written from the published schema 7.4.0)."""
-    import importlib.util
-    import sys
-
-    if "explorer_fixture" in sys.modules:
-        return sys.modules["explorer_fixture"]
-    path = Path(__file__).resolve().parents[1] / "neuron_profiler" / "explorer_fixture.py"
-    spec = importlib.util.spec_from_file_location("explorer_fixture", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["explorer_fixture"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="session")

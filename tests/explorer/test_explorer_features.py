@@ -178,6 +178,24 @@ def test_a_bad_notes_file_is_ignored(ctx, data_dir):
     assert notes_mod.load_notes(path) == []
 
 
+def test_area_stats_busy_is_the_union_of_overlapping_events(tmp_path):
+    """Two DMA transfers on one queue overlapping: busy time counts the overlap once, never above 100 %."""
+    from neuron_profiler.trace import TraceBuilder, make_header
+
+    b = TraceBuilder(make_header("tests.explorer"))
+    q = b.add_track("dma_queue", "qSyncIO0")
+    b.add_rows("dma", {"track": q, "start_ts": [1000, 1500, 3000], "duration_ns": [1000, 1000, 500],
+                       "transfer_bytes": [64, 64, 64]})
+    b.write(tmp_path / "dma.nprof")
+    idx = TraceStore(tmp_path).timeline("dma.nprof")
+    row = next(i for i, info in enumerate(idx.infos) if info.table == "dma")
+    tracks, names, _ = area_stats(idx, 1000 - idx.origin, 3000 - idx.origin, [row])  # [1000, 3000)
+    assert tracks["events"].tolist() == [2]
+    assert tracks["busy_ns"].tolist() == [1500]  # [1000, 2500): the 500 ns overlap once
+    assert tracks["busy_percent"].tolist() == [75.0]
+    assert names["total_ns"].sum() == 2000  # per name: the sum of the clipped durations, as Perfetto's panel
+
+
 # ------------------------------------------------------------------ projected vs measured host timeline
 def test_projected_host_timeline_gets_two_track_groups(tmp_path):
     from neuron_profiler.trace import TraceBuilder, make_header

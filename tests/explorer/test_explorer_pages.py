@@ -305,7 +305,7 @@ def test_summary_shows_neuron_explorers_numbers_beside_ours(explorer_imports, ke
     """Both Explorer formats, imported through the CLI, open with Explorer's Summary beside ours: values
     computed by hand from the fixture (4 bf16 matmuls of 2·128·128·512 FLOP on 2 physical cores; our span
     T0 .. T0 + 1400 ns, the all-reduce's end; Explorer's MFU 21.3 %, total_time 2000 ns)."""
-    from conftest import explorer_fixture
+    from realdata import explorer_fixture
 
     fx = explorer_fixture()
     ctx = Ctx(TraceStore(explorer_imports))

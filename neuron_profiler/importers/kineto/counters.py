@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_profiler.importers.kineto.events import MAX_NS, MAX_US, ok_ts, ts_to_ns
+from neuron_profiler.importers.kineto.events import ok_ts, ts_to_ns, usable_ts_array
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
 MAX_DEVICE_ID = 2**31  # device ids at or above are not ids (the trace format stores them as uint32)
@@ -83,11 +83,7 @@ def _fast_memory(mem: list[dict[str, Any]], ns: bool = False) -> tuple[np.ndarra
     if not (set(map(type, dtype)) <= {int} and set(map(type, did)) <= {int}
             and set(map(type, alloc)) <= {int, float} and set(map(type, res)) <= {int, float}):
         return None
-    try:
-        t = np.asarray(ts, dtype=np.float64)
-    except OverflowError:  # an integer beyond float range: the per-event checks skip it
-        return None
-    if not ((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all():
+    if usable_ts_array(ts, ns) is None:
         return None
     n = len(mem)
     vals = np.empty(2 * n, dtype=np.float64)

@@ -87,11 +87,7 @@ def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any]
     ts_types = set(map(type, ts))
     if not (ts_types <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
-    try:
-        t, d = np.asarray(ts, dtype=np.float64), np.asarray(dur, dtype=np.float64)
-    except OverflowError:  # an integer beyond float range: the per-event checks skip it
-        return None
-    if not (((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all() and ((d >= 0) & (d <= MAX_US)).all()):
+    if usable_ts_array(ts, ns) is None or usable_ts_array(dur, limit=MAX_US) is None:
         return None
     return (cat, name, pid, tid, ts, dur, list(map(_GET_ARGS, xs))), False
 
@@ -190,6 +186,17 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
         else:
             skipped[f"unsupported ph {ph!r}"] += 1
     return out
+
+
+def usable_ts_array(ts: list[Any], ns: bool = False, limit: float | None = None) -> np.ndarray | None:
+    """``ts`` (numbers) as float64 when every value is usable (``ok_ts``; ``limit``: another upper bound,
+    e.g. for durations), else None: the caller takes the per-event path, which skips the bad ones."""
+    try:
+        t = np.asarray(ts, dtype=np.float64)
+    except OverflowError:  # an integer beyond float range
+        return None
+    hi = (MAX_NS if ns else MAX_US) if limit is None else limit
+    return t if ((t >= 0) & (t <= hi)).all() else None  # NaN fails both comparisons
 
 
 def ok_ts(v: Any, ns: bool = False) -> bool:

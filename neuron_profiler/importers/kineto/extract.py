@@ -21,14 +21,13 @@ from neuron_profiler.importers.kineto.events import (
     DEVICE_ANNOTATION_CATEGORIES,
     DEVICE_CATEGORIES,
     FLOW_CATEGORIES,
-    MAX_NS,
-    MAX_US,
     id_column,
     int_column,
     ok_ts,
     split_events,
     ts_to_ns,
     us_to_ns,
+    usable_ts_array,
 )
 from neuron_profiler.importers.kineto.exact import apply_exact
 
@@ -212,13 +211,7 @@ def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any
     except (KeyError, TypeError):
         return None
     ph, cat, fid, pid, tid, ts = cols
-    if None in fid or not set(map(type, ts)) <= {int, float}:
-        return None
-    try:
-        t = np.asarray(ts, dtype=np.float64)
-    except OverflowError:  # an integer beyond float range: the per-event checks skip it
-        return None
-    if not ((t >= 0) & (t <= (MAX_NS if ns else MAX_US))).all():
+    if None in fid or not set(map(type, ts)) <= {int, float} or usable_ts_array(ts, ns) is None:
         return None
     return cols
 
