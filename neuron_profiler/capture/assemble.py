@@ -103,6 +103,8 @@ class _HostSide:
             _add_host_counters(b, w.host_samples, t_proc, pid, self.rank)
             b.footer_metadata["window_start_ns"] = str(w.start_ns)
             b.footer_metadata["window_end_ns"] = str(w.end_ns)
+            if w.run_start_ns is not None:  # rank 0's start of this window: the run's common origin
+                b.footer_metadata["run_window_start_ns"] = str(w.run_start_ns)
         steps = [o["name"] for o in ops if o["name"].startswith("ProfilerStep#")]
         if steps:
             b.footer_metadata["profiler_steps"] = json.dumps(steps)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from neuron_profiler.capture import run_clock
 from neuron_profiler.capture.comms import GROUP_ERRORS, CommRecorder, Problems
 from neuron_profiler.capture.counters import HostSampler
 from neuron_profiler.capture.modules import ModuleRecorder
@@ -40,6 +41,8 @@ class WindowCapture:
     host_samples: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     profiler_options: dict[str, Any] = field(default_factory=dict)
     rank_world: tuple[int, int] | None = None
+    ordinal: int = 0             # windows opened before this one (the same count on every rank)
+    run_start_ns: int | None = None  # rank 0's start of the same window (run_clock), when known
     problems: list[str] = field(default_factory=list)
 
 
@@ -88,6 +91,7 @@ class CaptureSession:
         self.config = config
         self.runtime_for = runtime_for
         self.window_index = 0
+        self._opened = 0
         #: finished windows not yet exported, per profiler (a profiler of this config whose windows nobody
         #: exports holds only its own, and drops them when it goes away)
         self.pending: weakref.WeakKeyDictionary[Any, collections.deque[WindowCapture]] = weakref.WeakKeyDictionary()
@@ -118,6 +122,9 @@ class CaptureSession:
             w.profiler_options["record_shapes_requested"] = False
         self.current = w
         w.rank_world = dist_rank_and_world(self._comms.problems)
+        w.ordinal, self._opened = self._opened, self._opened + 1
+        if w.rank_world is not None and w.rank_world[0] == 0 and w.rank_world[1] > 1:
+            run_clock.publish_start(cfg.run_id or "", w.ordinal, w.start_ns, self._comms.problems)
         self._comms.start()
         self._syncs.start()
         w.comm_default_start = self._comms.default_start
@@ -145,6 +152,9 @@ class CaptureSession:
         w.comm_calls = self._comms.stop()
         w.comm_default_start = self._comms.default_start
         w.rank_world = dist_rank_and_world(self._comms.problems) or self._comms.rank_world or w.rank_world
+        if w.rank_world is not None and w.rank_world[1] > 1:
+            w.run_start_ns = w.start_ns if w.rank_world[0] == 0 else \
+                run_clock.shared_start(self.config.run_id or "", w.ordinal, self._comms.problems)
         if self._modules is not None:
             w.module_intervals = self._modules.stop()
             self._modules = None

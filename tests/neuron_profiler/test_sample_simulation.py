@@ -103,3 +103,29 @@ def test_host_samples_lie_on_the_projected_host_timeline(name):
     # samples keep their order (the mapping is monotone)
     for _, g in host.groupby("track"):
         assert np.all(np.diff(g["ts"].to_numpy()) >= 0)
+
+
+def test_ranks_of_a_captured_run_share_rank_0s_origin():
+    """Each rank's projected timeline starts at rank 0's window start (shared through the c10d store), not at
+    its own measured start (rank 1 reached the window 124 ms later on this CPU, which made it a 'straggler'
+    keeping rank 0 waiting 132 ms at every collective); the same program gives the same arrival times."""
+    import analysis
+
+    r0, r1 = (read_trace(sample_trace(f"ddp_train_rank{r}.nprof")) for r in (0, 1))
+    origin = r0.footer_metadata["window_start_ns"]
+    assert r0.footer_metadata["run_window_start_ns"] == r1.footer_metadata["run_window_start_ns"] == origin
+    assert r1.footer_metadata["window_start_ns"] != origin  # its own start differs
+    assert r0.time_range[0] == r1.time_range[0]
+    assert "rank 0's window start" in r1.header.simulation.assumptions["cross_rank_origin"]
+    m = analysis.collectives_across_ranks([analysis.load(sample_trace(f"ddp_train_rank{r}.nprof")) for r in (0, 1)])
+    assert len(m) == 2 * len(r0.table("collectives")) and (m["ranks_seen"] == 2).all()
+    assert m["arrival_delay_ns"].abs().max() < 1_000  # the same program on both ranks: the same arrivals
+
+
+def test_run_clock_without_a_process_group_keeps_the_rank_s_own_origin():
+    from neuron_profiler.capture import run_clock
+    from neuron_profiler.capture.comms import Problems
+
+    problems = Problems()
+    run_clock.publish_start("r", 0, 123, problems)  # no default group: nothing to publish to, nothing raised
+    assert run_clock.shared_start("r", 0, problems) is None

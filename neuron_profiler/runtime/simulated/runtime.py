@@ -145,13 +145,21 @@ class SimulatedRuntime(DeviceRuntime):
         hdr = builder.header
         world = hdr.world_size or 1
         graphs = registry.parse_programs(builder.footer_metadata.get(registry.GRAPHS_KEY)) or None
-        anchor = builder.footer_metadata.get("window_start_ns")
+        fm = builder.footer_metadata
+        anchor = fm.get("run_window_start_ns") or fm.get("window_start_ns")  # ranks of a run share one origin
         prog, temps, proj, p = self.simulate(host_ops, world, graphs, int(anchor) if str(anchor).isdigit() else None)
         if prog.graphs_used and graphs is None:
             builder.footer_metadata[registry.GRAPHS_KEY] = registry.programs_json(prog.graphs_used)
         self._project_host(builder, host_ops, proj)
         hdr.simulated = True
         self._describe(builder, prog, p)
+        if world > 1 and not self.collective_constraints:
+            builder.header.simulation.assumptions["cross_rank_origin"] = (
+                "ranks simulated independently, each projected from rank 0's window start (shared through the "
+                "process group's store): arrival skew across ranks comes from each rank's own work only"
+                if fm.get("run_window_start_ns") else
+                "ranks simulated independently, this one from its own window start (rank 0's was not available): "
+                "times across ranks are not aligned")
         ev = expand(proj, temps)
         host_rows = host_ops.index.to_numpy(np.int64)
         instance = self._instance_track(builder)
