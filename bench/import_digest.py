@@ -19,7 +19,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_import  # noqa: E402
-
 from google.protobuf.json_format import MessageToDict  # noqa: E402
 
 from neuron_profiler.importers.kineto import import_kineto  # noqa: E402

@@ -175,11 +175,12 @@ def _from_document(doc: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], Eve
         return doc, col
     ev = EventColumns()
     ns = False
-    if needs_exact(events):  # exact ns from the text (see ``exact``)
+    exact = needs_exact(events)
+    if exact:  # exact ns from the text (see ``exact``)
         ns = apply_exact(events, raw)
     del raw
     while events:  # extract and free the parsed events a slice at a time
-        ev.add(events[:_LIST_SLICE], ns=ns)
+        ev.add(events[:_LIST_SLICE], ns=ns, float_ts_checked=not exact)
         del events[:_LIST_SLICE]
     return doc, ev
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.collectives import collective_rows
@@ -24,6 +23,7 @@ from neuron_profiler.importers.kineto.events import (
     DEVICE_CATEGORIES,
     KNOWN_CATEGORIES,
     RUNTIME_CATEGORIES,
+    factorize,
     int_column,
     key_codes,
     map_values,
@@ -171,15 +171,13 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     dev_of[dev_rows, 0], dev_of[dev_rows, 1] = dev_id, stream
     h_track = _host_tracks(tracks, h_rows, is_anno, dev_of, pid, tid, pid_k, tid_k)
     h_cat = cat[h_rows]
-    h_codes, h_uniq = pd.factorize(h_cat)
-    h_uniq = np.asarray(h_uniq, dtype=object)
+    h_codes, h_uniq = factorize(h_cat)
 
     def cat_mask(members: Any) -> np.ndarray:
         return np.asarray([c in members for c in h_uniq] + [False], dtype=bool)[h_codes]
 
     unknown_mask = ~cat_mask(KNOWN_CATEGORIES)
-    unknown = Counter({c: n for c, n in pd.Series(h_cat[unknown_mask]).value_counts().items()}) \
-        if unknown_mask.any() else Counter()
+    unknown = Counter(h_cat[unknown_mask].tolist())
     h_start, h_dur = start[h_rows], dur[h_rows]
     host = {"pid": pid_k[h_rows], "tid": tid_k[h_rows], "start_ts": h_start, "duration_ns": h_dur,
             "correlation_id": x["corr"][h_rows], "external_id": x["ext"][h_rows],
@@ -246,8 +244,8 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
         "args": x["args"][i_rows],
     }
     main_rows = h_rows[~is_py]
-    main_keys = pd.Series(pid_k[main_rows]).value_counts()  # the process with most host ops
-    main_pid = pid[main_rows[np.argmax(pid_k[main_rows] == main_keys.index[0])]] if len(main_keys) else None
+    main_codes, _ = factorize(pid_k[main_rows])  # the process with most host ops (the first of equals)
+    main_pid = pid[main_rows[np.argmax(main_codes == np.argmax(np.bincount(main_codes)))]] if len(main_rows) else None
     del x, instr
     b.add_rows("host_ops", host_cols)
     del host_cols
@@ -269,7 +267,7 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
         warnings.warn(f"{source}: skipped {sum(skipped.values())} unreadable events: " +
                       ", ".join(f"{n} {r}" for r, n in skipped.most_common()), stacklevel=3)
     if unknown:
-        b.footer_metadata["unknown_categories"] = dumps(dict(unknown))
+        b.footer_metadata["unknown_categories"] = dumps(dict(unknown.most_common()))  # most frequent first
         warnings.warn(f"{source}: {sum(unknown.values())} events with unknown categories imported as host ops: "
                       + ", ".join(f"{c!r}: {n}" for c, n in unknown.most_common()), stacklevel=3)
     if type(main_pid) is int:
@@ -303,7 +301,7 @@ def _stream_tracks(tracks: TrackTable, rows: np.ndarray, dev_id: np.ndarray, str
     if len(rows) == 0:
         return np.zeros(0, dtype=np.int64)
     (tc,) = key_codes(tid_k[rows])
-    dc, ds = pd.factorize(dev_id)[0], pd.factorize(stream)[0]
+    dc, ds = factorize(dev_id)[0], factorize(stream)[0]
     codes, first = _first_codes((dc * (int(ds.max()) + 1) + ds) * (int(tc.max()) + 1) + tc)
     ids = np.asarray([tracks.stream_track(int(dev_id[j]), int(stream[j]), tid[rows[j]], names[rows[j]])
                       for j in first.tolist()], dtype=np.int64)
@@ -312,7 +310,7 @@ def _stream_tracks(tracks: TrackTable, rows: np.ndarray, dev_id: np.ndarray, str
 
 def _first_codes(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes of ``key`` in order of first appearance, and the position of each code's first row."""
-    codes, uniq = pd.factorize(key)
+    codes, uniq = factorize(key)
     first = np.full(len(uniq), len(key), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(key)))
     return codes, first
@@ -323,7 +321,7 @@ def _add_counters(b: TraceBuilder, tracks: TrackTable, mem: tuple, ctr: list[tup
     pids, devs, names, ts, values = mem
     track_ids = np.empty(len(ts), dtype=np.int64)
     if len(ts):
-        pc, dc, nc = pd.factorize(pids)[0], pd.factorize(devs)[0], pd.factorize(names)[0]
+        pc, dc, nc = factorize(pids)[0], factorize(devs)[0], factorize(names)[0]
         grp, first = _first_codes((pc * (int(dc.max()) + 1) + dc) * (int(nc.max()) + 1) + nc)
         ids = np.empty(len(first), dtype=np.int64)
         for g, i in enumerate(first.tolist()):

@@ -13,10 +13,10 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from neuron_profiler.collectives import bus_factor, normalize_collective
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
+from neuron_profiler.importers.kineto.events import factorize
 
 _NCCL_KERNEL_OP = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
 _ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_", re.I)
@@ -105,7 +105,7 @@ def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any
     (row -> Kineto args)."""
     rows: list[dict[str, Any]] = []
     used_host: set[int] = set()
-    codes, uniq = pd.factorize(np.asarray(instr_names, dtype=object))
+    codes, uniq = factorize(np.asarray(instr_names, dtype=object))
     nccl = np.asarray([bool(_NCCL_KERNEL_OP.match(str(n))) for n in uniq] + [False], dtype=bool)[codes]
     for i in sorted(set(np.flatnonzero(nccl).tolist()) | set(instr_args)):  # NCCL kernels, rows with metadata
         name, a = instr_names[i], instr_args.get(i, _NO_ARGS)

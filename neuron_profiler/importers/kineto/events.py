@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -52,10 +53,10 @@ FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async", "fwdbwd"})
 class SplitEvents:
     """Events of one trace grouped by phase; ``skipped`` counts dropped events by reason.
 
-    Complete events are kept as parallel column lists (``x_cols``: cat, name, pid, tid, ts, dur, args)
-    built in the same pass, so no second loop over the events is needed."""
+    Complete events are kept as parallel columns (``x_cols``: cat, name, pid, tid, ts, dur, args; lists,
+    ts / dur possibly float64 arrays) built in the same pass, so no second loop over the events is needed."""
 
-    x_cols: tuple[list[Any], ...] = field(default_factory=lambda: ([], [], [], [], [], [], []))
+    x_cols: tuple[Any, ...] = field(default_factory=lambda: ([], [], [], [], [], [], []))
     flows: list[dict[str, Any]] = field(default_factory=list)    # s / f / t
     meta: list[dict[str, Any]] = field(default_factory=list)     # M
     instants: list[dict[str, Any]] = field(default_factory=list)  # i / I
@@ -70,7 +71,7 @@ class SplitEvents:
         return len(self.x_cols[0])
 
 
-_X_FIELDS = operator.itemgetter("cat", "name", "pid", "tid", "ts", "dur")
+_X_GETTERS = tuple(map(operator.itemgetter, ("cat", "name", "pid", "tid", "ts", "dur")))
 _GET_PH = operator.methodcaller("get", "ph")
 _GET_TS = operator.methodcaller("get", "ts")
 _GET_ARGS = operator.methodcaller("get", "args")
@@ -80,16 +81,19 @@ def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any]
     """(columns, some float ts >= ``LIMIT_US``) of well-formed complete events in C-speed passes, or None when
     any event needs the per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or
     dur). ``ns``: the events' ``ts`` are int ns (``exact``), not microseconds."""
-    try:
-        cat, name, pid, tid, ts, dur = (list(c) for c in zip(*map(_X_FIELDS, xs)))
+    try:  # one C-level pass per field: cheaper than transposing a tuple per event
+        cat, name, pid, tid, ts, dur = (list(map(g, xs)) for g in _X_GETTERS)
     except KeyError:
         return None
     ts_types = set(map(type, ts))
     if not (ts_types <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
-    if usable_ts_array(ts, ns) is None or usable_ts_array(dur, limit=MAX_US) is None:
+    t_arr, d_arr = usable_ts_array(ts, ns), usable_ts_array(dur, limit=MAX_US)
+    if t_arr is None or d_arr is None:
         return None
-    return (cat, name, pid, tid, ts, dur, list(map(_GET_ARGS, xs))), False
+    # the float64 arrays convert to ns exactly as the lists would (every value is below 2**53 us), except
+    # ``ns`` ts (int ns up to MAX_NS): those stay ints
+    return (cat, name, pid, tid, ts if ns else t_arr, d_arr, list(map(_GET_ARGS, xs))), False
 
 
 _FLOW_PH = frozenset({"s", "f", "t"})
@@ -98,13 +102,14 @@ _META_PH, _COUNTER_PH = frozenset({"M"}), frozenset({"C"})
 _KNOWN_PH = frozenset({"X"}) | _META_PH | _COUNTER_PH | _FLOW_PH | _INSTANT_PH
 
 
-def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
+def split_events(events: list[Any], ns: bool = False, float_ts_checked: bool = False) -> SplitEvents:
     """Group events by ``ph`` and drop those that cannot be read (counted in ``skipped`` by reason).
 
-    Fast path: one pass reads every ``ph``, one count finds the phases present, and each is picked by a list
-    comprehension (none when the slice holds one phase); any oddity (an event that is not an object, an
+    Fast path: one pass reads every ``ph``, one count finds the phases present, and each is picked by a
+    C-level ``compress`` (none when the slice holds one phase); any oddity (an event that is not an object, an
     unknown or unhashable ``ph``, a complete event needing checks) takes the per-event path, which gives the
-    same result."""
+    same result. ``float_ts_checked``: the caller knows no ``ts`` needs ``exact`` (``big_float_ts`` stays
+    False without a second scan)."""
     try:
         phs = list(map(_GET_PH, events))
         present = set(phs)
@@ -117,13 +122,13 @@ def split_events(events: list[Any], ns: bool = False) -> SplitEvents:
     for phases, attr in ((_FLOW_PH, "flows"), (_META_PH, "meta"), (_INSTANT_PH, "instants"),
                          (_COUNTER_PH, "counters")):
         if not phases.isdisjoint(present):
-            setattr(out, attr, events if single else [e for e, p in zip(events, phs) if p in phases])
+            setattr(out, attr, events if single else list(compress(events, map(phases.__contains__, phs))))
     if "X" in present:
-        got = _fast_x(events if single else [e for e, p in zip(events, phs) if p == "X"], ns)
+        got = _fast_x(events if single else list(compress(events, map("X".__eq__, phs))), ns)
         if got is None:
             return _split_slow(events, ns)
         out.x_cols, out.big_float_ts = got
-    if not ns:
+    if not (ns or float_ts_checked):
         out.big_float_ts = _big_float_ts(events)
     return out
 
@@ -289,20 +294,46 @@ def _int_keys(values: np.ndarray) -> np.ndarray:
     return out
 
 
+#: up to this many values, ``factorize`` uses a dict pass: pandas' hash table costs ~20 us to set up per call
+#: (most calls of a small import), a dict pass ~60 ns per value
+_DICT_FACTORIZE_MAX = 4096
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 codes, uniques) in order of first appearance, as ``pd.factorize`` gives them (missing values,
+    None or NaN, get code -1 there): the importer's one factorization."""
+    n = len(values)
+    if n <= _DICT_FACTORIZE_MAX and values.dtype.kind in "iuO":
+        vals = values.tolist()
+        if values.dtype.kind != "O" or set(map(type, vals)) <= _INT_OR_STR:
+            uniq = list(dict.fromkeys(vals))
+            lookup = dict(zip(uniq, range(len(uniq))))
+            codes = np.fromiter(map(lookup.__getitem__, vals), dtype=np.int64, count=n)
+            out = np.empty(len(uniq), dtype=values.dtype)
+            out[:] = uniq
+            return codes, out
+    codes, uniq = pd.factorize(values)
+    return codes.astype(np.int64, copy=False), np.asarray(uniq, dtype=values.dtype if values.dtype.kind in "iu"
+                                                          else object)
+
+
+_INT_OR_STR = frozenset({int, str})
+
+
 def key_codes(*columns: np.ndarray) -> list[np.ndarray]:
     """Factorize several id columns (object, or int64 when all are ints) with one shared code book, so equal
     values get equal codes; codes in order of first appearance."""
     lens = [len(c) for c in columns]
     if columns and all(c.dtype == np.int64 for c in columns):
-        codes, _ = pd.factorize(np.concatenate(columns))
+        codes, _ = factorize(np.concatenate(columns))
     else:
         allv = np.concatenate([np.asarray(c, dtype=object) for c in columns]) if columns else np.zeros(0, object)
         allv = _int_keys(allv)
         try:
-            codes, _ = pd.factorize(allv)
+            codes, _ = factorize(allv)
         except TypeError:  # unhashable junk (lists...): repr makes it hashable
             keyed = np.asarray([v if type(v) in (int, str) else repr(v) for v in allv] + [None], dtype=object)[:-1]
-            codes, _ = pd.factorize(keyed)
+            codes, _ = factorize(keyed)
     out, pos = [], 0
     for n in lens:
         out.append(codes[pos:pos + n].astype(np.int64))
@@ -312,7 +343,7 @@ def key_codes(*columns: np.ndarray) -> list[np.ndarray]:
 
 def map_values(values: np.ndarray, fn: Any) -> np.ndarray:
     """``fn(v)`` for each element of an object array, calling ``fn`` once per distinct value."""
-    codes, uniq = pd.factorize(values)
+    codes, uniq = factorize(values)
     mapped = np.asarray([fn(u) for u in uniq] + [None], dtype=object)[:-1]
     if len(mapped) == 0:
         return np.empty(len(values), dtype=object)

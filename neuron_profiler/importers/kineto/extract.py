@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
-from itertools import count, repeat
-from operator import itemgetter
+from itertools import compress, count, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 import numpy as np
@@ -227,26 +227,35 @@ class IdKeys:
         self.other: dict[Any, int] = {}
 
     def keys(self, values: list[Any]) -> np.ndarray:
-        """Keys of ``values`` (as read from the events)."""
-        if set(map(type, values)) <= {int}:
-            try:
-                arr = np.array(values, dtype=np.int64)
-            except OverflowError:
-                arr = None
-            if arr is not None and (not len(arr) or (arr.min() > -_KEY_LIMIT and arr.max() < _KEY_LIMIT)):
-                return arr
-        out = np.empty(len(values), dtype=np.int64)
+        """Keys of ``values`` (as read from the events). Ints go through numpy; only the others (Kineto's
+        one "Spans" event has string ids, so nearly every slice has a few) are looked up one by one."""
+        odd: list[int] = []
+        ints = values
+        if not set(map(type, values)) <= {int}:
+            odd = list(compress(count(), map(is_not, map(type, values), repeat(int))))
+            ints = list(values)
+            for i in odd:
+                ints[i] = 0
+        try:
+            arr = np.array(ints, dtype=np.int64)
+        except OverflowError:  # an int beyond int64: every out-of-range value is looked up
+            arr = None
+        if arr is not None and len(arr):
+            wide = np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT))
+            if len(wide):
+                odd = sorted(set(odd) | set(wide.tolist()))
+        elif arr is None:
+            arr = np.zeros(len(values), dtype=np.int64)
+            odd = [i for i, v in enumerate(values) if not (type(v) is int and -_KEY_LIMIT < v < _KEY_LIMIT)]
         other = self.other
-        for i, v in enumerate(values):
-            if type(v) is int and -_KEY_LIMIT < v < _KEY_LIMIT:
-                out[i] = v
-                continue
+        for i in odd:
+            v = values[i]
             obj = v if type(v) is int or type(v) is str else repr(v)
             k = other.get(obj)
             if k is None:
                 k = other[obj] = -(2**63) + len(other)
-            out[i] = k
-        return out
+            arr[i] = k
+        return arr
 
 
 class IdColumn:
@@ -305,13 +314,14 @@ class EventColumns:
         return sum(map(len, self._x["ts"]))
 
     def add(self, events: list[Any], text: bytes | None = None, span: tuple[int, int] | None = None,
-            ns: bool = False) -> None:
+            ns: bool = False, float_ts_checked: bool = False) -> None:
         """Extract one slice of ``traceEvents`` (the caller may free it afterwards). ``text[span[0]:span[1]]``:
         the JSON text the slice was parsed from, for timestamps exact to the ns (``exact``; without it, or
         when it does not align, float64 precision is kept and counted in ``inexact_ts``). ``ns``: the caller
-        already made the events' ``ts`` exact int ns (``exact.apply_exact``)."""
+        already made the events' ``ts`` exact int ns (``exact.apply_exact``); ``float_ts_checked``: the caller
+        found no ``ts`` that needs it (``exact.needs_exact``)."""
         self.n_events += len(events)
-        split = split_events(events, ns)
+        split = split_events(events, ns, float_ts_checked)
         if split.big_float_ts:
             if text is not None and apply_exact(events, text, *(span or (0, len(text)))):
                 ns = True
