@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
-from itertools import compress, count, repeat
+from itertools import chain, compress, count, repeat
 from operator import is_not, itemgetter
 from typing import Any
 
@@ -83,6 +83,7 @@ HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input D
 INSTR_DROP = frozenset({"External id", "correlation", "Ev Idx"})
 _DROP = {HOST: HOST_DROP, ANNOTATION: HOST_DROP, DEVICE: INSTR_DROP}
 _EMPTY: dict[str, Any] = {}
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1  # orjson writes ints in this range (and up to 2**64 - 1)
 
 
 def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
@@ -135,6 +136,11 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
         if bool not in types and not (int in types and float in types):
             enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
             return [enc[v] for v in vals]
+    flat = list(chain.from_iterable(vals))
+    if set(map(type, flat)) == {int} and _I64_MIN <= min(flat) and max(flat) <= _I64_MAX:
+        # ints only (Python frame ids...): one %-template, the very text orjson writes for such a dict
+        tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
+        return list(map(tmpl.__mod__, vals))
     if len(kept) == len(keys):
         return safe_dumps_all(ga)
     return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
@@ -229,24 +235,14 @@ class IdKeys:
     def keys(self, values: list[Any]) -> np.ndarray:
         """Keys of ``values`` (as read from the events). Ints go through numpy; only the others (Kineto's
         one "Spans" event has string ids, so nearly every slice has a few) are looked up one by one."""
-        odd: list[int] = []
-        ints = values
-        if not set(map(type, values)) <= {int}:
-            odd = list(compress(count(), map(is_not, map(type, values), repeat(int))))
-            ints = list(values)
-            for i in odd:
-                ints[i] = 0
+        odd = [] if set(map(type, values)) <= {int} else \
+            list(compress(count(), map(is_not, map(type, values), repeat(int))))
         try:
-            arr = np.array(ints, dtype=np.int64)
+            arr = _int64_zeroed(values, odd)
+            odd = sorted({*odd, *np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT)).tolist()})
         except OverflowError:  # an int beyond int64: every out-of-range value is looked up
-            arr = None
-        if arr is not None and len(arr):
-            wide = np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT))
-            if len(wide):
-                odd = sorted(set(odd) | set(wide.tolist()))
-        elif arr is None:
-            arr = np.zeros(len(values), dtype=np.int64)
             odd = [i for i, v in enumerate(values) if not (type(v) is int and -_KEY_LIMIT < v < _KEY_LIMIT)]
+            arr = _int64_zeroed(values, odd)
         other = self.other
         for i in odd:
             v = values[i]
@@ -256,6 +252,15 @@ class IdKeys:
                 k = other[obj] = -(2**63) + len(other)
             arr[i] = k
         return arr
+
+
+def _int64_zeroed(values: list[Any], zero: list[int]) -> np.ndarray:
+    """``values`` as int64 with the positions ``zero`` set to 0 (OverflowError: an int beyond int64)."""
+    if zero:
+        values = list(values)
+        for i in zero:
+            values[i] = 0
+    return np.array(values, dtype=np.int64)
 
 
 class IdColumn:

@@ -1,0 +1,65 @@
+"""The Kineto importer's fast paths against their oracles: the args text against orjson's encoding of the
+same dict, ``factorize`` against ``pd.factorize``, ``IdKeys`` against the equality of the ids it keys."""
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neuron_profiler.importers.kineto.events import factorize
+from neuron_profiler.importers.kineto.extract import HOST_DROP, IdKeys, _args_text
+
+_KEYS = st.text(alphabet=st.sampled_from('ab%"\\\n é{}'), min_size=1, max_size=6)
+_INTS = st.integers(min_value=-(2**64), max_value=2**64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(_KEYS, min_size=2, max_size=4, unique=True), data=st.data())
+def test_args_text_of_int_dicts_is_what_orjson_writes(keys: list[str], data: st.DataObject) -> None:
+    rows = data.draw(st.lists(st.tuples(*[_INTS] * len(keys)), min_size=1, max_size=12))
+    ga = [dict(zip(keys, r)) for r in rows]
+    want = []
+    for g in ga:
+        try:
+            want.append(orjson.dumps(g).decode())
+        except TypeError:  # an int beyond 64 bits: orjson refuses, the args text is "" (safe_dumps)
+            want.append("")
+    assert _args_text(ga, tuple(keys), HOST_DROP) == want
+
+
+def test_args_text_drops_the_columns_it_stores_elsewhere() -> None:
+    ga = [{"External id": 7, "Python id": 3, "Python parent id": 1}]
+    assert _args_text(ga, tuple(ga[0]), HOST_DROP) == ['{"Python id":3,"Python parent id":1}']
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(-5, 5), st.sampled_from(["a", "b", "5", ""])), max_size=40),
+       as_int=st.booleans())
+def test_factorize_matches_pandas(values: list, as_int: bool) -> None:
+    arr = np.asarray([v for v in values if type(v) is int], dtype=np.int64) if as_int else \
+        np.asarray(values + [None], dtype=object)[:-1]
+    codes, uniq = factorize(arr)
+    want_codes, want_uniq = pd.factorize(arr)
+    assert codes.tolist() == want_codes.tolist()
+    assert list(uniq) == list(want_uniq)
+
+
+def test_factorize_above_the_dict_threshold_is_pandas_order_too() -> None:
+    arr = np.random.default_rng(0).integers(0, 50, 10_000)
+    codes, uniq = factorize(arr)
+    want_codes, want_uniq = pd.factorize(arr)
+    assert np.array_equal(codes, want_codes) and np.array_equal(uniq, want_uniq)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(-(2**63), 2**64), st.sampled_from(["Spans", "1", True, 1.0, None])),
+                       max_size=30))
+def test_id_keys_are_equal_exactly_when_the_ids_are(values: list) -> None:
+    keys = IdKeys().keys(values).tolist()
+    norm = [v if type(v) in (int, str) else repr(v) for v in values]
+    for i in range(len(values)):
+        for j in range(len(values)):
+            same = norm[i] == norm[j] and type(norm[i]) is type(norm[j])
+            assert (keys[i] == keys[j]) == same, (values[i], values[j])
