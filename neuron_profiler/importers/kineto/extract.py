@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import partial
 from itertools import chain, compress, count, repeat
-from operator import is_not, itemgetter
+from operator import contains, is_not, itemgetter
 from typing import Any
 
 import numpy as np
@@ -136,14 +136,38 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
         if bool not in types and not (int in types and float in types):
             enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
             return [enc[v] for v in vals]
-    flat = list(chain.from_iterable(vals))
-    if set(map(type, flat)) == {int} and _I64_MIN <= min(flat) and max(flat) <= _I64_MAX:
-        # ints only (Python frame ids...): one %-template, the very text orjson writes for such a dict
-        tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
-        return list(map(tmpl.__mod__, vals))
+    texts = _int_args_text(kept, vals)
+    if texts is not None:
+        return texts
     if len(kept) == len(keys):
         return safe_dumps_all(ga)
     return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
+
+
+def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
+    """The args texts of value tuples that are ints (and a few None: a root frame's ``Python parent id``), as
+    orjson writes them, through one %-template; None when other values are present."""
+    flat = list(chain.from_iterable(vals))
+    types = set(map(type, flat))
+    if not types <= _INT_NONE or int not in types:
+        return None
+    ints = list(filter(partial(is_not, None), flat)) if type(None) in types else flat
+    if not _I64_MIN <= min(ints) <= max(ints) <= _I64_MAX:
+        return None
+    nulls = list(compress(count(), map(contains, vals, repeat(None)))) if len(ints) < len(flat) else []
+    if nulls:
+        vals = list(vals)
+        zero = (0,) * len(kept)
+        for i in nulls:
+            vals[i] = zero
+    tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
+    out = list(map(tmpl.__mod__, vals))
+    for i in nulls:  # rows holding a None: encoded one by one
+        out[i] = safe_dumps(dict(zip(kept, flat[i * len(kept):(i + 1) * len(kept)])))
+    return out
+
+
+_INT_NONE = frozenset({int, type(None)})
 
 
 def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:
