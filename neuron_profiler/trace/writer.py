@@ -33,6 +33,15 @@ MAX_CHUNK_ROWS = framing.MAX_CHUNK_ROWS
 _COMPRESS_THREADS = 2
 
 
+class NormalizedBatch(dict):
+    """A batch of ``rows`` rows already through ``encode.normalize`` (``TraceBuilder`` keeps its batches so):
+    ``TraceWriter.append`` takes it without validating and converting it again."""
+
+    def __init__(self, rows: int, columns: dict[str, Any]) -> None:
+        super().__init__(columns)
+        self.rows = rows
+
+
 class TraceWriter:
     """Write a trace file incrementally.
 
@@ -82,11 +91,14 @@ class TraceWriter:
         """Buffer one batch of rows for ``table``; full chunks are written immediately. Returns first row id."""
         if self._f is None:
             raise ValueError(f"trace writer for {self.path} is closed")
-        n, cols = normalize(table, columns)
+        if type(columns) is NormalizedBatch:  # from TraceBuilder: validated and normalized when added
+            n, cols = columns.rows, dict(columns)
+        else:
+            n, cols = normalize(table, columns)
         spec = columns_of(table)
-        for name, col in spec.items():
-            if col.kind == "string" and name in cols:
-                cols[name] = self.strings.intern_array(cols[name], n)
+        for name, v in cols.items():
+            if spec[name].kind == "string":
+                cols[name] = self.strings.intern_array(v, n)
         first = self.rows[table] + self._pending_rows.get(table, 0)
         if n == 0:
             return first
