@@ -42,8 +42,7 @@ def write_atomically(final: str | os.PathLike, write: Callable[[Path], object]) 
     final = Path(final)
     try:
         if getattr(write, "atomic", False):
-            final.parent.mkdir(parents=True, exist_ok=True)
-            write(final)
+            write(final)  # TraceBuilder.write creates the folder
         else:
             with atomic_output(final) as tmp:
                 write(tmp)

@@ -105,7 +105,8 @@ class TraceBuilder:
               compression: str = framing.DEFAULT_COMPRESSION) -> Path:
         """Write the whole trace to ``path`` (parent directories are created)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():  # one stat; mkdir(exist_ok=True) of an existing folder fails and stats
+            path.parent.mkdir(parents=True, exist_ok=True)
         with TraceWriter(path, self.header, chunk_rows=chunk_rows, compression=compression) as w:
             for table, batches in self._batches.items():
                 for _, cols in batches:

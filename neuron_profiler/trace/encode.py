@@ -86,7 +86,7 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
     ValueError naming the column when a value does not fit its field."""
     body = []
     for name, col in sorted(((n, spec[n]) for n in cols), key=lambda nc: nc[1].number):
-        kind, default, wire, max_wire, key = _wire_plan(col)
+        kind, default, wire, max_wire, key = _wire_plan(table_field, col)
         arr = cols[name]
         if kind == "delta":
             if len(arr):
@@ -113,17 +113,20 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
     return b"".join([*map(encode_varint, head), payload])
 
 
-_PLANS: dict[Column, tuple[str, Any, np.dtype, int | None, bytes]] = {}
+_PLANS: dict[tuple[int, int], tuple[Column, tuple[str, Any, np.dtype, int | None, bytes]]] = {}
 
 
-def _wire_plan(col: Column) -> tuple[str, Any, np.dtype, int | None, bytes]:
+def _wire_plan(table_field: int, col: Column) -> tuple[str, Any, np.dtype, int | None, bytes]:
     """(kind, default, little-endian wire dtype, largest storable value for 32-bit integer fields else None,
-    field key bytes) of ``col``, computed once per column (``Column``'s properties build them on each access)."""
-    plan = _PLANS.get(col)
-    if plan is None:
-        wire = np.dtype(col.wire_dtype).newbyteorder("<")
-        max_wire = col.max_wire_value if col.kind != "float" and col.wire_dtype == np.uint32 else None
-        plan = _PLANS[col] = (col.kind, col.default, wire, max_wire, encode_varint(col.number << 3 | 2))
+    field key bytes) of ``col``, computed once per column (``Column``'s properties build them on each access;
+    keyed by table and field number, which hash in C, unlike the dataclass)."""
+    hit = _PLANS.get((table_field, col.number))
+    if hit is not None and hit[0] is col:
+        return hit[1]
+    wire = np.dtype(col.wire_dtype).newbyteorder("<")
+    max_wire = col.max_wire_value if col.kind != "float" and col.wire_dtype == np.uint32 else None
+    plan = (col.kind, col.default, wire, max_wire, encode_varint(col.number << 3 | 2))
+    _PLANS[(table_field, col.number)] = (col, plan)
     return plan
 
 

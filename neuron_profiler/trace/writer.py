@@ -186,6 +186,11 @@ class TraceWriter:
 
     def _flush_table(self, table: str, n: int) -> None:
         batches = self._pending[table]
+        if len(batches) == 1 and self._pending_rows[table] == n:  # one whole batch: nothing to merge or split
+            self._pending[table] = []
+            self._pending_rows[table] = 0
+            self._write_table_chunk(table, n, batches[0])
+            return
         merged: dict[str, np.ndarray] = {}
         names = {k for b in batches for k in b}
         spec = columns_of(table)
@@ -199,6 +204,11 @@ class TraceWriter:
         rest_rows = self._pending_rows[table] - n
         self._pending[table] = [{k: v[n:] for k, v in merged.items()}] if rest_rows else []
         self._pending_rows[table] = rest_rows
+        self._write_table_chunk(table, n, head)
+
+    def _write_table_chunk(self, table: str, n: int, head: Mapping[str, np.ndarray]) -> None:
+        """Encode and write the next ``n`` rows of ``table`` (its strings first)."""
+        spec = columns_of(table)
         raw = encode_chunk(TABLE_IDS[table], self.rows[table], n, spec, head)
         lo, hi = time_bounds(table, head)
         self._flush_strings()  # strings first: a cut file never holds a chunk without its strings
