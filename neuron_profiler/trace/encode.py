@@ -113,6 +113,8 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
     return b"".join([*map(encode_varint, head), payload])
 
 
+_UINT32_MAX = int(np.iinfo(np.uint32).max)  # Column.max_wire_value of 32-bit fields, without an iinfo per column
+_LE_DTYPES: dict[type, np.dtype] = {}
 _PLANS: dict[tuple[int, int], tuple[Column, tuple[str, Any, np.dtype, int | None, bytes]]] = {}
 
 
@@ -123,8 +125,10 @@ def _wire_plan(table_field: int, col: Column) -> tuple[str, Any, np.dtype, int |
     hit = _PLANS.get((table_field, col.number))
     if hit is not None and hit[0] is col:
         return hit[1]
-    wire = np.dtype(col.wire_dtype).newbyteorder("<")
-    max_wire = col.max_wire_value if col.kind != "float" and col.wire_dtype == np.uint32 else None
+    wire = _LE_DTYPES.get(col.wire_dtype)
+    if wire is None:
+        wire = _LE_DTYPES[col.wire_dtype] = np.dtype(col.wire_dtype).newbyteorder("<")
+    max_wire = _UINT32_MAX if col.kind != "float" and col.wire_dtype == np.uint32 else None
     plan = (col.kind, col.default, wire, max_wire, encode_varint(col.number << 3 | 2))
     _PLANS[(table_field, col.number)] = (col, plan)
     return plan

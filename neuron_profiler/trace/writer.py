@@ -104,9 +104,10 @@ class TraceWriter:
             return first
         self._pending.setdefault(table, []).append(cols)
         self._pending_rows[table] = self._pending_rows.get(table, 0) + n
-        with self._pipeline(self._pending_rows[table] // self.chunk_rows, self._pending_rows[table]):
-            while self._pending_rows[table] >= self.chunk_rows:
-                self._flush_table(table, self.chunk_rows)
+        if self._pending_rows[table] >= self.chunk_rows:  # a full chunk (else nothing to write yet)
+            with self._pipeline(self._pending_rows[table] // self.chunk_rows, self._pending_rows[table]):
+                while self._pending_rows[table] >= self.chunk_rows:
+                    self._flush_table(table, self.chunk_rows)
         return first
 
     def flush(self) -> None:
