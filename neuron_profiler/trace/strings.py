@@ -47,9 +47,8 @@ class StringTable:
                 if ids is not None:
                     return ids
             codes, cats = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
-        if set(map(type, cats)) <= {str}:
-            lookup = self._intern_strs(cats)
-        else:
+        lookup = self._intern_strs(cats) if set(map(type, cats)) <= {str} else None
+        if lookup is None:
             lookup = np.fromiter((self.intern(_as_str(c)) for c in cats), dtype=np.uint32, count=len(cats))
         lookup = np.append(lookup, np.uint32(0))  # code -1 (missing) -> ""
         return lookup[codes]
