@@ -36,12 +36,16 @@ def atomic_output(final: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_atomically(final: str | os.PathLike, write: Callable[[Path], object]) -> Path:
-    """``write(tmp)`` then rename to ``final``; ``OSError`` while writing becomes ``OutputWriteError``
-    ("cannot write <final>: No space left on device; nothing was written")."""
+    """``write(tmp)`` then rename to ``final``; ``OutputWriteError`` when it fails with an ``OSError``
+    ("cannot write <final>: No space left on device; nothing was written"). A ``write`` marked ``atomic``
+    (``TraceBuilder.write``: it writes a temporary name and renames it itself) is given ``final`` directly."""
     final = Path(final)
     try:
-        with atomic_output(final) as tmp:
-            write(tmp)
+        if getattr(write, "atomic", False):
+            write(final)  # TraceBuilder.write creates the folder
+        else:
+            with atomic_output(final) as tmp:
+                write(tmp)
     except OutputWriteError:
         raise
     except OSError as exc:

@@ -14,7 +14,7 @@ from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import normalize
 from neuron_profiler.trace.reader import LOSS_KEY, TraceFile, read_trace
 from neuron_profiler.trace.strings import categorical_from_values
-from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
+from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, NormalizedBatch, TraceWriter
 from schemas import pb
 
 
@@ -40,12 +40,13 @@ class TraceBuilder:
     def add_rows(self, table: str, columns: Mapping[str, Any] | pd.DataFrame) -> int:
         """Add a batch (column -> array; scalars broadcast); returns the row id of its first row."""
         n, cols = normalize(table, columns)
-        for name, col in columns_of(table).items():
-            if col.kind == "string" and name in cols:
-                cols[name] = _string_column(cols[name], n)
+        spec = columns_of(table)
+        for name, v in cols.items():
+            if spec[name].kind == "string":
+                cols[name] = _string_values(v)
         first = self._rows[table]
         if n:
-            self._batches[table].append((n, cols))
+            self._batches[table].append((n, NormalizedBatch(n, cols)))
             self._rows[table] += n
         return first
 
@@ -89,11 +90,12 @@ class TraceBuilder:
         batches = self._batches[name]
         data: dict[str, Any] = {}
         for col, c in spec.items():
-            parts = [b[col] if col in b else _default(c, n) for n, b in batches]
             if c.kind == "string":
+                parts = [_string_column(b[col], n) if col in b else _default(c, n) for n, b in batches]
                 vals = np.concatenate(parts) if parts else np.zeros(0, dtype=object)
                 data[col] = categorical_from_values(vals)
             else:
+                parts = [b[col] if col in b else _default(c, n) for n, b in batches]
                 dtype = np.float64 if c.kind == "float" else np.int64
                 data[col] = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
         return pd.DataFrame(data, index=pd.RangeIndex(self._rows[name], name="row"),
@@ -103,7 +105,8 @@ class TraceBuilder:
               compression: str = framing.DEFAULT_COMPRESSION) -> Path:
         """Write the whole trace to ``path`` (parent directories are created)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():  # one stat; mkdir(exist_ok=True) of an existing folder fails and stats
+            path.parent.mkdir(parents=True, exist_ok=True)
         with TraceWriter(path, self.header, chunk_rows=chunk_rows, compression=compression) as w:
             for table, batches in self._batches.items():
                 for _, cols in batches:
@@ -112,16 +115,27 @@ class TraceBuilder:
             w.footer_metadata.update(self.footer_metadata)
         return path
 
+    #: ``write(path)`` is atomic by itself (``TraceWriter`` writes a temporary name beside ``path``, renames it
+    #: when complete, removes it on error): ``importers.output.write_atomically`` hands it the final name
+    #: rather than a temporary file of its own (one create and one rename per import, not two).
+    write.atomic = True  # type: ignore[attr-defined]
+
+
+def _string_values(v: Any) -> Any:
+    """A string column as the builder keeps it until ``write``: a scalar (str or None) as is, anything else as an
+    object array (missing values are mapped to "" when interned or by ``_string_column``)."""
+    if isinstance(v, str) or v is None:
+        return v
+    return v if isinstance(v, np.ndarray) and v.dtype == object else np.asarray(v, dtype=object)
+
 
 def _string_column(v: Any, n: int) -> np.ndarray:
+    """``n`` python strings ("" for missing) of a string column kept by ``_string_values``."""
     if isinstance(v, str) or v is None:
         out = np.empty(n, dtype=object)
         out[:] = v or ""
         return out
-    if isinstance(v, (pd.Categorical, pd.Series)):
-        arr = np.asarray(v, dtype=object)
-    else:
-        arr = np.asarray(v, dtype=object)
+    arr = v
     if len(arr) and pd.isna(arr).any():
         arr = arr.copy()
         arr[pd.isna(arr)] = ""

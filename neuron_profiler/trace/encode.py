@@ -86,27 +86,52 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
     ValueError naming the column when a value does not fit its field."""
     body = []
     for name, col in sorted(((n, spec[n]) for n in cols), key=lambda nc: nc[1].number):
+        kind, default, wire, max_wire, key = _wire_plan(table_field, col)
         arr = cols[name]
-        if col.kind == "delta":
-            arr = np.diff(arr, prepend=np.int64(0))
-        elif col.kind == "ref":
+        if kind == "delta":
+            if len(arr):
+                d = np.empty(len(arr), dtype=np.int64)
+                d[0] = arr[0]
+                np.subtract(arr[1:], arr[:-1], out=d[1:])
+                arr = d
+        elif kind == "ref":
             arr = arr + 1
-        if col.kind != "delta" and _all_default(arr, col):
-            continue  # all defaults: leave the packed field empty
-        if col.kind != "float" and len(arr) and col.wire_dtype == np.uint32 and int(arr.max()) > col.max_wire_value:
-            raise ValueError(f"column {name!r} holds {int(arr.max())}, above the {col.max_wire_value} its "
+            if not arr.any():
+                continue  # all defaults (0 = none after the shift): leave the packed field empty
+        elif kind == "string" or default == 0:
+            if not arr.any():
+                continue  # string id 0 = ""
+        elif (arr == default).all():
+            continue
+        if max_wire is not None and len(arr) and int(arr.max()) > max_wire:
+            raise ValueError(f"column {name!r} holds {int(arr.max())}, above the {max_wire} its "
                              f"32-bit field can store")
-        raw = np.ascontiguousarray(arr, dtype=np.dtype(col.wire_dtype).newbyteorder("<")).tobytes()
-        body += [encode_varint(col.number << 3 | 2), encode_varint(len(raw)), raw]
+        raw = np.ascontiguousarray(arr, dtype=wire).tobytes()
+        body += [key, encode_varint(len(raw)), raw]
     payload = b"".join(body)
     head = [1 << 3, first_row, 2 << 3, rows, table_field << 3 | 2, len(payload)]  # field keys and values
     return b"".join([*map(encode_varint, head), payload])
 
 
-def _all_default(arr: np.ndarray, col: Column) -> bool:
-    if col.kind in ("ref", "string"):
-        return not arr.any()  # refs are already shifted (0 = none); string id 0 = ""
-    return bool((arr == col.default).all())
+_UINT32_MAX = int(np.iinfo(np.uint32).max)  # Column.max_wire_value of 32-bit fields, without an iinfo per column
+_LE_DTYPES: dict[type, np.dtype] = {}
+_PLANS: dict[tuple[int, int], tuple[Column, tuple[str, Any, np.dtype, int | None, bytes]]] = {}
+
+
+def _wire_plan(table_field: int, col: Column) -> tuple[str, Any, np.dtype, int | None, bytes]:
+    """(kind, default, little-endian wire dtype, largest storable value for 32-bit integer fields else None,
+    field key bytes) of ``col``, computed once per column (``Column``'s properties build them on each access;
+    keyed by table and field number, which hash in C, unlike the dataclass)."""
+    hit = _PLANS.get((table_field, col.number))
+    if hit is not None and hit[0] is col:
+        return hit[1]
+    wire = _LE_DTYPES.get(col.wire_dtype)
+    if wire is None:
+        wire = _LE_DTYPES[col.wire_dtype] = np.dtype(col.wire_dtype).newbyteorder("<")
+    max_wire = _UINT32_MAX if col.kind != "float" and col.wire_dtype == np.uint32 else None
+    plan = (col.kind, col.default, wire, max_wire, encode_varint(col.number << 3 | 2))
+    _PLANS[(table_field, col.number)] = (col, plan)
+    return plan
 
 
 def read_columns(wire_of: Callable[[Column], np.ndarray | None], spec: Mapping[str, Column], rows: int,

@@ -33,6 +33,15 @@ MAX_CHUNK_ROWS = framing.MAX_CHUNK_ROWS
 _COMPRESS_THREADS = 2
 
 
+class NormalizedBatch(dict):
+    """A batch of ``rows`` rows already through ``encode.normalize`` (``TraceBuilder`` keeps its batches so):
+    ``TraceWriter.append`` takes it without validating and converting it again."""
+
+    def __init__(self, rows: int, columns: dict[str, Any]) -> None:
+        super().__init__(columns)
+        self.rows = rows
+
+
 class TraceWriter:
     """Write a trace file incrementally.
 
@@ -82,19 +91,23 @@ class TraceWriter:
         """Buffer one batch of rows for ``table``; full chunks are written immediately. Returns first row id."""
         if self._f is None:
             raise ValueError(f"trace writer for {self.path} is closed")
-        n, cols = normalize(table, columns)
+        if type(columns) is NormalizedBatch:  # from TraceBuilder: validated and normalized when added
+            n, cols = columns.rows, dict(columns)
+        else:
+            n, cols = normalize(table, columns)
         spec = columns_of(table)
-        for name, col in spec.items():
-            if col.kind == "string" and name in cols:
-                cols[name] = self.strings.intern_array(cols[name], n)
+        for name, v in cols.items():
+            if spec[name].kind == "string":
+                cols[name] = self.strings.intern_array(v, n)
         first = self.rows[table] + self._pending_rows.get(table, 0)
         if n == 0:
             return first
         self._pending.setdefault(table, []).append(cols)
         self._pending_rows[table] = self._pending_rows.get(table, 0) + n
-        with self._pipeline(self._pending_rows[table] // self.chunk_rows, self._pending_rows[table]):
-            while self._pending_rows[table] >= self.chunk_rows:
-                self._flush_table(table, self.chunk_rows)
+        if self._pending_rows[table] >= self.chunk_rows:  # a full chunk (else nothing to write yet)
+            with self._pipeline(self._pending_rows[table] // self.chunk_rows, self._pending_rows[table]):
+                while self._pending_rows[table] >= self.chunk_rows:
+                    self._flush_table(table, self.chunk_rows)
         return first
 
     def flush(self) -> None:
@@ -174,6 +187,11 @@ class TraceWriter:
 
     def _flush_table(self, table: str, n: int) -> None:
         batches = self._pending[table]
+        if len(batches) == 1 and self._pending_rows[table] == n:  # one whole batch: nothing to merge or split
+            self._pending[table] = []
+            self._pending_rows[table] = 0
+            self._write_table_chunk(table, n, batches[0])
+            return
         merged: dict[str, np.ndarray] = {}
         names = {k for b in batches for k in b}
         spec = columns_of(table)
@@ -187,6 +205,11 @@ class TraceWriter:
         rest_rows = self._pending_rows[table] - n
         self._pending[table] = [{k: v[n:] for k, v in merged.items()}] if rest_rows else []
         self._pending_rows[table] = rest_rows
+        self._write_table_chunk(table, n, head)
+
+    def _write_table_chunk(self, table: str, n: int, head: Mapping[str, np.ndarray]) -> None:
+        """Encode and write the next ``n`` rows of ``table`` (its strings first)."""
+        spec = columns_of(table)
         raw = encode_chunk(TABLE_IDS[table], self.rows[table], n, spec, head)
         lo, hi = time_bounds(table, head)
         self._flush_strings()  # strings first: a cut file never holds a chunk without its strings

@@ -1,0 +1,105 @@
+"""The write half of an import: string interning (dict passes or pd.factorize, same ids), builder batches handed
+to the writer without a second normalization, and one temporary file per atomic write."""
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from neuron_profiler.importers.output import OutputWriteError, write_atomically
+from neuron_profiler.trace import TraceBuilder, make_header, read_trace
+from neuron_profiler.trace import files as trace_files
+from neuron_profiler.trace import writer as trace_writer
+from neuron_profiler.trace.strings import _LONG, _SMALL, StringTable
+
+
+def _one_by_one(table: dict[str, int], values: list) -> list[int]:
+    """Oracle: intern value by value, missing values (None, NaN) as "", anything else by its str()."""
+    out = []
+    for v in values:
+        s = "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+        out.append(table.setdefault(s, len(table)))
+    return out
+
+
+@pytest.mark.parametrize("case", ["short", "long_short_strings", "long_long_strings", "with_missing", "numbers"])
+def test_interned_ids_follow_first_appearance_across_columns(case: str) -> None:
+    rng = np.random.default_rng(7)
+    n = {"short": 40}.get(case, _SMALL * 8)
+    width = 3 * _LONG if case == "long_long_strings" else 6
+    pool = [f"{i:0{width}d}" for i in range(60)]
+    values: list = [pool[i] for i in rng.integers(0, len(pool), n)]
+    if case == "with_missing":
+        values[3], values[n // 2], values[-1] = None, float("nan"), None
+    if case == "numbers":
+        values[5], values[9] = 17, 2.5
+    st, oracle = StringTable(), {"": 0}
+    first = [pool[5], pool[0], "x"]  # some strings already interned by an earlier column
+    assert st.intern_array(np.array(first, dtype=object), 3).tolist() == _one_by_one(oracle, first)
+    got = st.intern_array(np.array(values, dtype=object), n)
+    assert got.dtype == np.uint32
+    assert got.tolist() == _one_by_one(oracle, values)
+    assert st.values == list(oracle)  # the string table, in id order
+    assert st.intern_array(list(values), n).tolist() == got.tolist()  # a list: the same ids, nothing new
+    assert len(st.values) == len(oracle)
+
+
+def test_builder_rows_read_back_with_missing_strings_and_scalars(tmp_path: Path) -> None:
+    b = TraceBuilder(make_header("tests"))
+    names = np.array(["mm", None, "add", float("nan"), "mm"], dtype=object)
+    b.add_rows("host_ops", {"track": 0, "start_ts": np.arange(5) * 10, "duration_ns": [1, 2, 3, 4, 5],
+                            "name": names, "category": "cpu_op"})
+    b.add_rows("host_ops", {"track": 0, "start_ts": [100], "name": pd.Categorical(["add"])})
+    b.set_columns("host_ops", {"flops": np.arange(6) * 2})
+    expected_names = ["mm", "", "add", "", "mm", "add"]
+    assert b.table("host_ops")["name"].astype(str).tolist() == expected_names
+    df = read_trace(b.write(tmp_path / "t.nprof")).table("host_ops")
+    assert df["name"].astype(str).tolist() == expected_names
+    assert df["category"].astype(str).tolist() == ["cpu_op"] * 5 + [""]
+    assert df["start_ts"].tolist() == [0, 10, 20, 30, 40, 100]
+    assert df["flops"].tolist() == [0, 2, 4, 6, 8, 10]
+
+
+def test_builder_batches_are_not_normalized_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = TraceBuilder(make_header("tests"))
+    b.add_rows("instructions", {"track": 0, "start_ts": np.arange(10), "engine": "Tensor"})
+    calls = []
+    real = trace_writer.normalize
+    monkeypatch.setattr(trace_writer, "normalize", lambda *a: calls.append(a) or real(*a))
+    df = read_trace(b.write(tmp_path / "t.nprof")).table("instructions")
+    assert calls == [] and df["start_ts"].tolist() == list(range(10))
+    assert df["engine"].astype(str).tolist() == ["Tensor"] * 10
+
+
+def test_an_import_write_makes_one_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``write_atomically(out, builder.write)``: the writer's own temporary file is the only one (was two:
+    one from write_atomically, one beside it from TraceWriter); the final name holds the trace."""
+    made = []
+    real = trace_files.create_partial
+    monkeypatch.setattr(trace_writer, "create_partial", lambda t: made.append(t) or real(t))
+    monkeypatch.setattr(trace_files, "create_partial", lambda t: made.append(t) or real(t))
+    b = TraceBuilder(make_header("tests"))
+    b.add_rows("instructions", {"track": 0, "start_ts": np.arange(3)})
+    out = tmp_path / "sub" / "o.nprof"
+    assert write_atomically(out, b.write) == out
+    assert made == [out] and read_trace(out).table("instructions")["start_ts"].tolist() == [0, 1, 2]
+    assert [p.name for p in out.parent.iterdir()] == ["o.nprof"]
+
+
+def test_an_import_write_failing_with_enospc_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = TraceBuilder(make_header("tests"))
+    b.add_rows("instructions", {"track": 0, "start_ts": np.arange(3)})
+    out = tmp_path / "o.nprof"
+    out.write_bytes(b"previous")
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trace_writer, "encode_chunk", full)
+    with pytest.raises(OutputWriteError, match="no space left on device") as e:
+        write_atomically(out, b.write)
+    assert str(out) in str(e.value) and e.value.errno == errno.ENOSPC
+    assert out.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["o.nprof"]
