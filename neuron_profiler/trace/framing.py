@@ -24,10 +24,14 @@ RECORD_TYPES = {HEADER: "header", CHUNK: "chunk", FOOTER: "footer"}
 
 CODEC_NONE, CODEC_ZLIB, CODEC_ZSTD, CODEC_LZ4 = 0, 1, 2, 3
 CODECS = {"none": CODEC_NONE, "zlib": CODEC_ZLIB, "zstd": CODEC_ZSTD, "lz4": CODEC_LZ4}
-#: The writers' default: LZ4 (high-compression level 4) decompresses fixed-width columns ~4x faster than
-#: zstd (reading is what people wait for), at ~9 bytes/instruction against zstd's ~6 (bench/bench_format.py).
+#: The writers' default: LZ4 in its fast mode (``LZ4_LEVEL`` 0). bench/bench_format.py, 1M instructions, one
+#: run: write 15.2M events/s (high-compression level 4: 3.1M, level 1: 6.2M; zstd level 1: 12.4M), read into
+#: pandas 33.8M/s (level 4: 30.4M; zstd: 23-28M), 13.2 bytes/instruction (level 4: 9.1, zstd 6.1); on the real
+#: Kineto traces' imports, chunk compression 6-9x faster than level 4 for files 13-25 % larger. Writing is what
+#: an import or the end of a capture waits for; ``neuron-trace convert --to nprof`` (zstd) makes archives.
 DEFAULT_COMPRESSION = "lz4"
-LZ4_LEVEL = 4
+#: 0: LZ4's fast mode; 1-12: its high-compression levels (the block format, and so the reader, is the same)
+LZ4_LEVEL = 0
 
 #: First format version whose frames carry the CRC-8 check byte.
 CHECK_SINCE = (2, 2)
@@ -96,10 +100,13 @@ def _lz4_module():
 
 
 def compress(data: bytes, codec: int, level: int | None = None) -> bytes:
-    """Compress a serialized chunk with ``codec`` (lz4 high-compression level 4, zstd / zlib level 1 by default:
-    on fixed-width columns zstd level 1 is both faster and smaller than level 3)."""
+    """Compress a serialized chunk with ``codec`` (lz4 fast mode, zstd / zlib level 1 by default: on fixed-width
+    columns zstd level 1 is both faster and smaller than level 3)."""
     if codec == CODEC_LZ4:  # a block with its uncompressed size as a little-endian uint32 prefix
-        return _lz4_module().compress(data, mode="high_compression", compression=LZ4_LEVEL if level is None else level,
+        level = LZ4_LEVEL if level is None else level
+        if level == 0:
+            return _lz4_module().compress(data, mode="default", store_size=True)
+        return _lz4_module().compress(data, mode="high_compression", compression=level,
                                       store_size=True)
     if codec == CODEC_ZLIB:
         return zlib.compress(data, 1 if level is None else level)

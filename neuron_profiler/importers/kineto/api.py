@@ -174,6 +174,9 @@ def _from_document(doc: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], Eve
         col.add(events)
         return doc, col
     ev = EventColumns()
+    if len(events) <= _LIST_SLICE:  # one slice: ``add`` finds out itself whether ts need the text (``exact``)
+        ev.add(events, raw)
+        return doc, ev
     ns = False
     exact = needs_exact(events)
     if exact:  # exact ns from the text (see ``exact``)
