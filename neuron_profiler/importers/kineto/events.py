@@ -77,7 +77,7 @@ _GET_TS = operator.methodcaller("get", "ts")
 _GET_ARGS = operator.methodcaller("get", "args")
 
 
-def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[list[Any], ...], bool] | None:
+def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[Any, ...], bool] | None:
     """(columns, some float ts >= ``LIMIT_US``) of well-formed complete events in C-speed passes, or None when
     any event needs the per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or
     dur). ``ns``: the events' ``ts`` are int ns (``exact``), not microseconds."""
