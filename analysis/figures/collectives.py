@@ -24,16 +24,28 @@ def collectives_figure(obj) -> go.Figure:
     return fig
 
 
+#: the values the skew heatmap can show, in words
+_SKEW_VALUES = {"arrival_delay_ns": "arrival delay (after the first rank)", "wait_ns": "time waiting for the others",
+                "transfer_ns": "transfer time (after the last arrival)", "duration_ns": "duration"}
+
+
 def skew_heatmap(obj, value: str = "arrival_delay_ns") -> go.Figure:
-    """Heatmap collective × rank of ``value`` (µs). ``obj``: a TraceSet, a collectives_across_ranks
-    DataFrame or a skew matrix."""
+    """Heatmap collective × rank of ``value`` (µs); rows labelled "<operation> #<sequence> (group <process
+    group>)" in time order. ``obj``: a TraceSet, a collectives_across_ranks DataFrame or a skew matrix."""
     if hasattr(obj, "traces") or isinstance(obj, (list, tuple)):
         obj = collectives_across_ranks(obj)
-    m = obj if "collective" not in getattr(obj, "columns", []) else collective_skew_matrix(obj, value)
+    labels: dict = {}
+    if "collective" in getattr(obj, "columns", []):
+        first = obj.drop_duplicates("collective")
+        labels = {c: f"{op} #{seq} (group {pg})" for c, op, seq, pg in
+                  zip(first["collective"], first["operation"], first["sequence_number"], first["process_group"])}
+        obj = collective_skew_matrix(obj, value)
+    m = obj
     if m.empty:
         return empty_figure("Collective skew", "no collectives matched across ranks")
-    fig = go.Figure(go.Heatmap(z=m.to_numpy() / 1e3, x=[f"rank {r}" for r in m.columns], y=list(m.index),
-                               colorscale="Reds", colorbar_title="µs"))
-    fig.update_layout(title=f"Collectives: {value.replace('_ns', '')} per rank (µs)", template="plotly_white",
+    fig = go.Figure(go.Heatmap(z=m.to_numpy() / 1e3, x=[f"rank {r}" for r in m.columns],
+                               y=[labels.get(c, str(c)) for c in m.index], colorscale="Reds", colorbar_title="µs",
+                               hovertemplate="%{y}, %{x}: %{z:.1f} µs<extra></extra>"))
+    fig.update_layout(title=f"Collectives: {_SKEW_VALUES.get(value, value)} per rank (µs)", template="plotly_white",
                       yaxis_autorange="reversed")
     return fig

@@ -37,6 +37,9 @@ def rank_balance_figure(obj) -> go.Figure:
                          marker_color="#E45756", customdata=df[["times_last"]].to_numpy(),
                          hovertemplate="%{y}: %{x:.3f} ms, arrived last %{customdata[0]} times<extra></extra>"),
                   1, 2)
+    if not (df["total_wait_caused_ns"] > 0).any():  # say why the right panel is empty
+        fig.add_annotation(text="no rank made another wait<br>at a collective", showarrow=False,
+                           xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, font={"color": "#666"})
     fig.update_xaxes(title_text="ms", row=1, col=1)
     fig.update_xaxes(title_text="ms", row=1, col=2)
     fig.update_layout(title=title, barmode="stack", template="plotly_white",

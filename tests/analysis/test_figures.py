@@ -40,8 +40,12 @@ def test_other_figures_and_empty_states(trn):
                 F.collectives_figure(trn), F.recommendations_figure(trn)):
         assert isinstance(fig, go.Figure) and not fig.data and fig.layout.annotations   # "no ... " note
     pair = [analysis.Trace.from_builder(collective_rank(r, [1000 + 300 * r], [900], seqs=[0])) for r in (0, 1)]
-    hm = F.skew_heatmap(pair).data[0]
+    fig = F.skew_heatmap(pair)
+    hm = fig.data[0]
     assert np.asarray(hm.z).tolist() == [[0.0, 0.3]]
+    m = analysis.collectives_across_ranks(pair)
+    assert list(hm.y) == [f"all_reduce #0 (group {m['process_group'].iloc[0]})"]  # words, not the "pg#seq" key
+    assert "arrival delay" in fig.layout.title.text and "_ns" not in fig.layout.title.text
     d = analysis.diff(trn, trn)
     assert isinstance(F.diff_figure(d), go.Figure)
     assert F.collectives_figure(pair[0]).data[0].name == "all_reduce"

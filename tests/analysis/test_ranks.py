@@ -65,6 +65,15 @@ def test_ddp_sample_pair_and_figure():
     assert names == ["compute", "non-compute", "idle", "mean step time", "wait caused"]
     assert list(fig.data[0].y) == ["rank 0", "rank 1"]
     assert list(fig.data[4].x) == pytest.approx((df["total_wait_caused_ns"] / 1e6).tolist())
+    notes = [a.text for a in fig.layout.annotations]  # the DDP sample's ranks arrive together: the panel says so
+    assert (df["total_wait_caused_ns"].sum() == 0) == any("no rank made another wait" in n for n in notes)
+
+
+def test_rank_balance_figure_with_a_straggler_has_no_empty_panel_note():
+    ranks = [_rank(0, 10_000, 12_000, 20_000), _rank(1, 10_000, 31_000, 40_000)]
+    fig = analysis.figures.rank_balance_figure(analysis.rank_balance(ranks))
+    assert not any("no rank made another wait" in a.text for a in fig.layout.annotations)
+    assert max(fig.data[-1].x) > 0
 
 
 def test_rank_timeline_lanes_union_and_coarsening():
