@@ -103,3 +103,28 @@ def test_an_import_write_failing_with_enospc_leaves_nothing(tmp_path: Path, monk
         write_atomically(out, b.write)
     assert str(out) in str(e.value) and e.value.errno == errno.ENOSPC
     assert out.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["o.nprof"]
+
+
+def test_tracks_added_one_by_one_read_back_in_id_order_with_other_batches(tmp_path: Path) -> None:
+    b = TraceBuilder(make_header("test"))
+    p = b.add_track("process", "proc", pid=7)
+    t = b.add_track("thread", "main", parent=p, pid=7, tid=8, sort_index=5)
+    first = b.add_rows("tracks", {"kind": ["stream", "stream"], "name": ["s1", "s2"], "parent": [p, p]})
+    c = b.add_track("counter", "HBM used", parent=p, unit="bytes")
+    b.add_rows("host_ops", {"track": [t], "name": ["aten::mm"], "start_ts": [10], "duration_ns": [5]})
+    assert (p, t, first, c) == (0, 1, 2, 4) and b.rows("tracks") == 5
+    want = {"kind": ["process", "thread", "stream", "stream", "counter"],
+            "name": ["proc", "main", "s1", "s2", "HBM used"], "parent": [-1, 0, 0, 0, 0],
+            "sort_index": [0, 5, 0, 0, 4], "unit": ["", "", "", "", "bytes"]}
+    got = read_trace(b.write(tmp_path / "t.nprof")).table("tracks")
+    assert {k: got[k].astype(object if k in ("kind", "name", "unit") else "int64").tolist() for k in want} == want
+    assert b.table("tracks")["name"].tolist() == want["name"]
+
+
+@pytest.mark.parametrize("bad", [{"parent": -2}, {"pid": 2**64}, {"device": "gpu"}])
+def test_a_bad_track_is_refused_when_added(bad: dict) -> None:
+    b = TraceBuilder(make_header("test"))
+    kw = {"kind": "thread", "name": "t", **bad}
+    with pytest.raises((ValueError, TypeError, OverflowError)):
+        b.add_track(**kw)
+    assert b.rows("tracks") == 0
