@@ -145,3 +145,15 @@ def stack_labels(stacks: list[str], frames: int = 2) -> list[str]:
         if len(set(labels)) == len(labels) or depth >= max(len(f) for f in split):
             return labels
         depth += 1
+
+
+def fmt_ns(ns: int) -> str:
+    """A time from the trace start in readable units."""
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.3f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.3f} ms"
+    return f"{ns / 1e9:.4f} s"

@@ -20,6 +20,9 @@ from pathlib import Path
 from dash import ALL, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from .labels import fmt_ns
+from .state import timeline_state
+
 LOG = logging.getLogger("explorer")
 MAX_NOTES = 500
 MAX_TEXT = 500
@@ -128,7 +131,6 @@ def notes_for(ctx, state) -> list[dict]:
 
 def note_list(notes: list[dict], state, with_delete: bool = True):
     """The notes as a list with a link to each range on the timeline, and a shareable link with all."""
-    from .pages.timeline import fmt_ns
 
     if not notes:
         return html.Div("No notes for this trace yet.", className="note")
@@ -148,7 +150,6 @@ def note_list(notes: list[dict], state, with_delete: bool = True):
 
 def register_notes(app, ctx) -> None:
     """Add / delete callbacks of the timeline's Notes panel."""
-    from .pages.timeline import _state
 
     @app.callback(Output("tl-notes", "data"), Output("tl-notes-list", "children"), Output("tl-note-text", "value"),
                   Input("tl-note-add", "n_clicks"), Input({"type": "tl-note-del", "k": ALL}, "n_clicks"),
@@ -158,7 +159,7 @@ def register_notes(app, ctx) -> None:
         from dash import ctx as dash_ctx
 
         trig = dash_ctx.triggered_id
-        state = _state(meta or {})
+        state = timeline_state(meta or {})
         path = ctx.store.trace(state.trace, state.rank).path
         notes = load_notes(path)
         if trig == "tl-note-add":

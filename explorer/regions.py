@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import frames
+from .labels import fmt_ns
 
 MAX_PER_KIND = 200
 
@@ -20,7 +21,6 @@ def regions(ctx, state) -> list[dict]:
 
 
 def _regions(ctx, state) -> list[dict]:
-    from .pages.timeline import fmt_ns
 
     trace = ctx.store.trace(state.trace, state.rank)
     origin = int(trace.time_range[0])

@@ -48,7 +48,7 @@ class ViewState:
     keys: tuple[str, ...] | None = None  # Compare alignment keys (analysis.diff keys)
     sql: str = ""  # the Query page's SQL
 
-    def with_(self, **kw) -> "ViewState":
+    def with_(self, **kw) -> ViewState:
         return replace(self, **kw)
 
     def href(self, **kw) -> str:
@@ -129,3 +129,11 @@ def _strs(vals: list[str] | None) -> tuple[str, ...] | None:
     if not vals:
         return None
     return tuple(dict.fromkeys(v for v in vals[:_MAX_ITEMS] if _str(v))) or None
+
+
+def timeline_state(st: dict, **kw) -> ViewState:
+    """The timeline page's ``ViewState`` from its meta store (``st``), with ``sel`` / ``q`` replaced when given."""
+    sel = kw.pop("sel", st.get("sel"))
+    return ViewState(page="timeline", trace=st.get("trace"), rank=st.get("rank"), q=kw.pop("q", st.get("q") or ""),
+                     color=st.get("color") or "op", pick=st.get("pick"), sel=tuple(sel) if sel else None,
+                     t0=st.get("t0"), t1=st.get("t1"))

@@ -92,7 +92,7 @@ class Row:
     levels: list[Level] = field(default_factory=list)
 
     @classmethod
-    def build(cls, start: np.ndarray, end: np.ndarray) -> tuple["Row", np.ndarray]:
+    def build(cls, start: np.ndarray, end: np.ndarray) -> tuple[Row, np.ndarray]:
         """Sort the events by start and build the pyramid; returns (row, order) with ``order`` the sort
         permutation (callers reorder their id and colour arrays with it)."""
         start = np.asarray(start, dtype=np.int64)

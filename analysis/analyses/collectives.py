@@ -1,8 +1,6 @@
 """Collectives: per-op bandwidth, and the same collective matched across ranks (skew, wait, stragglers)."""
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -78,31 +76,6 @@ def collectives(trace) -> pd.DataFrame:
                         "busbw_bytes_per_s": M.busbw_bytes_per_s(algbw, np.asarray(op.astype(str)), n),
                         "framework_op": cc["framework_op"].to_numpy()}, index=cc.index)
     return out.sort_values("start_ts", kind="stable")
-
-
-@register("collectives_across_ranks", columns=ACROSS_SPEC, figure="skew_heatmap", subject="traces")
-def collectives_across_ranks(traces: Iterable, *, engine: str = "pandas", scheduler=None,
-                             workers: int | None = None) -> pd.DataFrame:
-    """Match each collective across ranks by (process_group, sequence_number).
-
-    ``traces``: a ``TraceSet`` or an iterable of ``Trace``. When sequence numbers are missing (-1), the
-    n-th op of each (process_group, operation) on each rank is matched instead. Traces of different runs
-    (:mod:`analysis.core.runs`) are never matched together; then ``collective`` is prefixed with "<run>:".
-    One row per (collective, rank). Columns: collective ("<group>#<seq>"), process_group, sequence_number,
-    operation, rank, start_ts, end_ts, duration_ns, size_bytes, ranks_seen (ranks holding this collective),
-    arrival_delay_ns (start − earliest start of the collective), arrival_skew_ns (latest − earliest start,
-    same on every row of the collective), wait_ns (latest arrival − own start: time blocked on peers),
-    transfer_ns (end − latest arrival, ≥ 0), busbw_bytes_per_s (size / transfer_ns × bus factor: bandwidth
-    once all ranks arrived), last_arrival_rank (the straggler of this collective).
-    Assumes the ranks share one clock (same host, or synchronised hosts).
-    ``engine="dask"`` reads each rank's collectives in a Dask task (:mod:`analysis.distributed`; ``scheduler``
-    an address or a ``distributed.Client``, default a LocalCluster of ``workers`` processes); same result.
-    """
-    from .cross_rank import gather, labelled_runs
-
-    runs = labelled_runs(traces)
-    parts = gather(runs, ("collectives",), engine=engine, scheduler=scheduler, workers=workers)
-    return match_collectives([p["collectives"] for p in parts], multi_run=len(runs) > 1)
 
 
 #: columns of a rank's part of :func:`match_collectives` (:func:`rank_collectives`)

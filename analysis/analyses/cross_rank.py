@@ -27,9 +27,10 @@ import pandas as pd
 
 from ..core.intervals import coarsen, merge
 from ..core.runs import group_runs, run_key, run_label
+from ..registry import register
 from .activity import COMMUNICATION, COMPUTATION, MEMORY, OTHER, kernel_type_mask, trace_activity
 from .breakdown import comm_comp_overlap, temporal_breakdown
-from .collectives import collective_time_ns, rank_collectives
+from .collectives import ACROSS_SPEC, collective_time_ns, match_collectives, rank_collectives
 from .steps import steps
 from .summary import balance_metrics
 
@@ -168,3 +169,26 @@ def gather(runs: list[tuple[str, list]], want: Sequence[str], *, engine: str = "
         if progress and (i % max(1, len(flat) // 10) == 0 or i == len(flat)):
             print(f"cross-rank: {i}/{len(flat)} ranks reduced", file=sys.stderr)
     return out
+
+
+@register("collectives_across_ranks", columns=ACROSS_SPEC, figure="skew_heatmap", subject="traces")
+def collectives_across_ranks(traces: Iterable, *, engine: str = "pandas", scheduler=None,
+                             workers: int | None = None) -> pd.DataFrame:
+    """Match each collective across ranks by (process_group, sequence_number).
+
+    ``traces``: a ``TraceSet`` or an iterable of ``Trace``. When sequence numbers are missing (-1), the
+    n-th op of each (process_group, operation) on each rank is matched instead. Traces of different runs
+    (:mod:`analysis.core.runs`) are never matched together; then ``collective`` is prefixed with "<run>:".
+    One row per (collective, rank). Columns: collective ("<group>#<seq>"), process_group, sequence_number,
+    operation, rank, start_ts, end_ts, duration_ns, size_bytes, ranks_seen (ranks holding this collective),
+    arrival_delay_ns (start − earliest start of the collective), arrival_skew_ns (latest − earliest start,
+    same on every row of the collective), wait_ns (latest arrival − own start: time blocked on peers),
+    transfer_ns (end − latest arrival, ≥ 0), busbw_bytes_per_s (size / transfer_ns × bus factor: bandwidth
+    once all ranks arrived), last_arrival_rank (the straggler of this collective).
+    Assumes the ranks share one clock (same host, or synchronised hosts).
+    ``engine="dask"`` reads each rank's collectives in a Dask task (:mod:`analysis.distributed`; ``scheduler``
+    an address or a ``distributed.Client``, default a LocalCluster of ``workers`` processes); same result.
+    """
+    runs = labelled_runs(traces)
+    parts = gather(runs, ("collectives",), engine=engine, scheduler=scheduler, workers=workers)
+    return match_collectives([p["collectives"] for p in parts], multi_run=len(runs) > 1)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..analyses.collectives import collective_skew_matrix, collectives, collectives_across_ranks
+from ..analyses.collectives import collective_skew_matrix, collectives
+from ..analyses.cross_rank import collectives_across_ranks
 from ._common import empty_figure, frame
 
 

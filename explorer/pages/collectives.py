@@ -9,7 +9,6 @@ import analysis
 from analysis import figures
 
 from .. import frames
-
 from ..state import ViewState
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import dash_ag_grid as dag
 import pandas as pd

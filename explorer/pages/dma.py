@@ -7,7 +7,6 @@ from dash import html
 from analysis import figures
 
 from .. import frames
-
 from ..state import ViewState
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error
 

@@ -11,7 +11,6 @@ from dash.exceptions import PreventUpdate
 from analysis import figures
 
 from .. import frames
-
 from ..state import ROOF_COLORS, ViewState
 from .common import Ctx, data_table, graph, guarded, note, search_of, section, trace_or_error
 

@@ -16,10 +16,11 @@ from dash.exceptions import PreventUpdate
 
 import analysis
 
+from ..labels import fmt_ns
 from ..notes import note_list, notes_for
 from ..rows import COLOR_MODES, EVENT_TABLES
 from ..selection import area_stats
-from ..state import ViewState
+from ..state import ViewState, timeline_state
 from .common import Ctx, data_table, error_box, guarded, note, window_href
 from .timeline_details import details, flows_of
 
@@ -172,26 +173,7 @@ def results_panel(state: ViewState, items: list[list], index=None):
                      html.Ol(lis, className="nx-results")])
 
 
-def fmt_ns(ns: int) -> str:
-    """A time from the trace start in readable units."""
-    a = abs(ns)
-    if a < 1e3:
-        return f"{ns} ns"
-    if a < 1e6:
-        return f"{ns / 1e3:.3f} µs"
-    if a < 1e9:
-        return f"{ns / 1e6:.3f} ms"
-    return f"{ns / 1e9:.4f} s"
-
-
 # ------------------------------------------------------------------ callbacks
-def _state(st: dict, **kw) -> ViewState:
-    sel = kw.pop("sel", st.get("sel"))
-    return ViewState(page="timeline", trace=st.get("trace"), rank=st.get("rank"), q=kw.pop("q", st.get("q") or ""),
-                     color=st.get("color") or "op", pick=st.get("pick"), sel=tuple(sel) if sel else None,
-                     t0=st.get("t0"), t1=st.get("t1"))
-
-
 def register(app, ctx: Ctx) -> None:
     app.clientside_callback("function(m) { return window.neuronTimeline.mount(m); }",
                             Output("tl-js", "children"), Input("tl-meta", "data"))
@@ -228,7 +210,7 @@ def register(app, ctx: Ctx) -> None:
     def show_details(sel, meta):
         if not sel or not meta:
             raise PreventUpdate
-        state = _state(meta, sel=sel)
+        state = timeline_state(meta, sel=sel)
         try:
             index = ctx.store.timeline(state.trace, state.rank)
             flows = flows_of(index, state.sel)
@@ -241,13 +223,13 @@ def register(app, ctx: Ctx) -> None:
     def show_area(area, meta):
         if not area or not meta:
             return note("Drag across tracks to select an area."), no_update
-        return guarded(area_panel, ctx, _state(meta), area), "area"
+        return guarded(area_panel, ctx, timeline_state(meta), area), "area"
 
     @app.callback(Output("tl-results", "data"), Output("tl-results-panel", "children"),
                   Output("tl-tabs", "value", allow_duplicate=True), Input("tl-q", "value"),
                   State("tl-meta", "data"), prevent_initial_call=True)
     def search(q, meta):
-        state = _state(meta, q=(q or "")[:200])
+        state = timeline_state(meta, q=(q or "")[:200])
         items = guarded(result_items, ctx, state)
         if not isinstance(items, list):  # an error box
             return no_update, items, no_update

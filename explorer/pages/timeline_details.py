@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from dash import dcc, html
 
-from ..labels import column_label, column_unit
+from ..labels import column_label, column_unit, fmt_ns
 from ..rows import EVENT_TABLES, event_label
 from ..state import ViewState
 from .common import Ctx, error_box, guarded, window_href
@@ -18,8 +18,8 @@ MAX_FLOWS = 300
 TABLE_NAMES = {"instructions": "Instruction", "dma": "DMA transfer", "collectives": "Collective",
                "host_ops": "Host op"}
 _HIDDEN = {"track", "framework_op", "args"}
-_FLOW_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # trace -> sorted flow lookups
-_LAUNCH_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # trace -> framework_op lookups
+_FLOW_INDEX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # trace -> sorted flow lookups
+_LAUNCH_INDEX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trace -> framework_op lookups
 
 
 def details(ctx: Ctx, state: ViewState):
@@ -36,7 +36,6 @@ def _event_row(trace, table: str, rid: int) -> pd.Series | None:
 
 def fmt_field(v, unit: str, origin: int) -> str:
     """A field value in words and units (times from the trace start, exact bytes)."""
-    from .timeline import fmt_ns
 
     if isinstance(v, (float, np.floating)) and not np.isfinite(v):
         return "n/a"
