@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -156,6 +157,8 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     c_cat, c_name, c_pid, c_tid, c_ts, c_dur, c_args = (lst.append for lst in out.x_cols)
     skipped = out.skipped
     flows_append = out.flows.append
+    ts: Any  # JSON values, checked with ``type(...) in _NUM`` (a test mypy does not narrow on)
+    dur: Any
     for e in events:
         if type(e) is not dict:
             skipped["event is not a JSON object"] += 1
@@ -198,7 +201,7 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     return out
 
 
-def usable_ts_array(ts: list[Any], ns: bool = False, limit: float | None = None) -> np.ndarray | None:
+def usable_ts_array(ts: Sequence[Any] | np.ndarray, ns: bool = False, limit: float | None = None) -> np.ndarray | None:
     """``ts`` (numbers) as float64 when every value is usable (``ok_ts``; ``limit``: another upper bound,
     e.g. for durations), else None: the caller takes the per-event path, which skips the bad ones."""
     try:
@@ -214,14 +217,14 @@ def ok_ts(v: Any, ns: bool = False) -> bool:
     return type(v) in _NUM and 0 <= v <= (MAX_NS if ns else MAX_US)
 
 
-def ts_to_ns(values: list[Any] | np.ndarray, ns: bool = False) -> np.ndarray:
+def ts_to_ns(values: Sequence[Any] | np.ndarray, ns: bool = False) -> np.ndarray:
     """``us_to_ns(values)``, or (``ns``: already exact ns ints, ``exact``) the values as int64."""
     if ns:
         return np.asarray(values, dtype=np.int64)
     return us_to_ns(values)
 
 
-def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:
+def us_to_ns(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """Microsecond numbers (int or float) -> int64 ns, splitting integer and fraction to keep ns exact."""
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
