@@ -71,7 +71,7 @@ def parse_nc_ranges(spec: str | int | Iterable[int] | None) -> tuple[int, ...] |
         spec = str(spec)
     if not isinstance(spec, str):
         try:
-            items = [int(x) for x in spec]  # type: ignore[union-attr]
+            items = [int(x) for x in spec]
         except (TypeError, ValueError):
             raise ValueError(f"capture_enabled_for_nc: expected a string like '0,1,2-5' or a list of "
                              f"core indices, found {spec!r}") from None

@@ -139,5 +139,5 @@ def profile(config: NeuronConfig | None = None, *, schedule: Callable[[int], Any
     prof = torch.profiler.profile(activities=acts, schedule=schedule, on_trace_ready=npf.export_trace,
                                   record_shapes=record_shapes, with_stack=with_stack, with_modules=with_modules,
                                   with_flops=with_flops, experimental_config=cfg)
-    prof.neuron_profiler = npf
+    prof.neuron_profiler = npf  # type: ignore[attr-defined]  # the documented extra attribute on torch's object
     return prof

@@ -66,8 +66,8 @@ def write_synthetic_trace(path: str | Path, n_instructions: int = 20_000, *, ran
         for c in range(cores):
             core = track("core", f"nc{c}", dev, device=0, nc_idx=c, rank=rank)
             eng = {e: track("engine", e, core, device=0, nc_idx=c, rank=rank) for e in ENGINES}
-            q = [track("dma_queue", n, core, device=0, nc_idx=c, rank=rank) for n in DMA_QUEUES[:dma_queues]]
-            core_tracks.append((eng, q))
+            qs = [track("dma_queue", n, core, device=0, nc_idx=c, rank=rank) for n in DMA_QUEUES[:dma_queues]]
+            core_tracks.append((eng, qs))
         cc = track("cc_core", "CC-core 0", dev, device=0, rank=rank)
         mfu = track("counter", "Estimated Instant MFU", dev, device=0, rank=rank, unit="percent")
         dmat = track("counter", "DMA Throughput", dev, device=0, rank=rank, unit="bytes/s")
@@ -97,9 +97,9 @@ def write_synthetic_trace(path: str | Path, n_instructions: int = 20_000, *, ran
             for e, trk in eng.items():
                 for done in range(0, per_track, _BATCH):
                     n = min(_BATCH, per_track - done)
-                    slot = span / per_track
-                    start = (t0 + (done + np.arange(n)) * slot + rng.uniform(0, slot * 0.3, n)).astype(dt)
-                    dur = np.maximum((slot * rng.uniform(0.2, 0.65, n)).astype(dt), 1)
+                    ins_slot = span / per_track  # ns per instruction slot of an engine track (float)
+                    start = (t0 + (done + np.arange(n)) * ins_slot + rng.uniform(0, ins_slot * 0.3, n)).astype(dt)
+                    dur = np.maximum((ins_slot * rng.uniform(0.2, 0.65, n)).astype(dt), 1)
                     fop = host_rows_a[np.clip(np.searchsorted(host_start_a, start) - 1, 0, len(host_rows_a) - 1)]
                     mm = e == "TensorMatrix"
                     first = w.append("instructions", {

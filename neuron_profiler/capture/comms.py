@@ -69,6 +69,7 @@ WRAPPED_FUNCTIONS = tuple(SIZE_ARGUMENTS)
 #: Failures tolerated while reading process-group facts (a destroyed group, a backend without sequence
 #: numbers, an older torch without the private accessor); each is recorded in the window's trace.
 GROUP_ERRORS = (RuntimeError, ValueError, AttributeError)
+_DESTROY = "destroy_process_group"  # wrapped too: rank, world size and default group are read before it runs
 
 _KINETO_DTYPES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
                   "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
@@ -154,7 +155,8 @@ def group_info(group: Any = None, problems: Problems | None = None) -> dict[str,
             problems.add(f"process group {group!r} unreadable ({exc!r}); its collectives carry no group")
         return None
     try:
-        info["seq"] = int(pg._get_sequence_number_for_group())
+        # a c10d ProcessGroup method missing from torch's stubs; a group without it raises AttributeError (caught)
+        info["seq"] = int(pg._get_sequence_number_for_group())  # type: ignore[union-attr]
     except GROUP_ERRORS as exc:  # backends without sequence numbers
         if problems is not None:
             problems.add(f"process group {info['name']}: no sequence number ({exc!r}); Seq is counted in the window")
@@ -253,10 +255,10 @@ class CommRecorder:
                     continue
                 self._saved.append((mod, name, fn))
                 setattr(mod, name, self._wrap(fn))
-            fn = getattr(mod, "destroy_process_group", None)
+            fn = getattr(mod, _DESTROY, None)
             if fn is not None and not getattr(fn, "__neuron_profiler_wrapped__", False):
-                self._saved.append((mod, "destroy_process_group", fn))
-                mod.destroy_process_group = self._wrap_destroy(fn)
+                self._saved.append((mod, _DESTROY, fn))
+                setattr(mod, _DESTROY, self._wrap_destroy(fn))  # like the collectives (restored by stop)
 
     def stop(self) -> list[dict[str, Any]]:
         """Restore the original functions; returns the recorded calls.

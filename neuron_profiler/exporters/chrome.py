@@ -21,7 +21,7 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -62,7 +62,13 @@ def export_chrome(src: str | os.PathLike | TraceFile, out: str | os.PathLike) ->
     return out
 
 
-def _write(f: IO[bytes], tf: TraceFile) -> None:
+class _ByteSink(Protocol):
+    """What the writer needs of its output: a binary file or a gzip stream."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+def _write(f: _ByteSink, tf: TraceFile) -> None:
     h = tf.header
     tr = tf.time_range
     base = tr[0] if tr else 0
@@ -98,7 +104,7 @@ def _write(f: IO[bytes], tf: TraceFile) -> None:
 class _EventWriter:
     """Writes events separated by ",\\n" inside the traceEvents list."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: _ByteSink) -> None:
         self.f = f
         self.first = True
 
@@ -182,7 +188,7 @@ def _slices(table: str, namecol: str, df: pd.DataFrame, layout: TrackLayout, bas
         vals = [[table] * len(idx), rows[idx].tolist(), track[idx].tolist(),
                 *(cols[c][0][idx].tolist() for c in present)]
         args = [dict(zip(arg_keys, v)) for v in zip(*vals)]
-        if pattern >> len(keys) & 1:
+        if extra is not None and pattern >> len(keys) & 1:  # the pattern's args bit: rows with extra args
             for a, i in zip(args, idx.tolist()):
                 a.update(extra[i])
         events += [{"ph": "X", "cat": c, "name": nm, "pid": p, "tid": t, "ts": s, "dur": d, "args": a}

@@ -39,9 +39,9 @@ def _pyarrow():
     return pa, pq
 
 
-def trace_files(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLike]) -> list:
+def trace_files(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLike | TraceFile]) -> list:
     """The traces of ``src``: one trace (path or ``TraceFile``), a directory of ``*.nprof`` (a run, searched
-    recursively), or a list of paths."""
+    recursively), or a list of paths or ``TraceFile`` objects."""
     if isinstance(src, TraceFile):
         return [src]
     if isinstance(src, (str, os.PathLike)):
@@ -55,7 +55,7 @@ def trace_files(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLike]
     return list(src)
 
 
-def export_parquet(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLike],
+def export_parquet(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLike | TraceFile],
                    out_dir: str | os.PathLike) -> list[Path]:
     """Write every table of every trace of ``src`` (see ``trace_files``) into ``out_dir`` as datasets partitioned
     by rank; returns the files written. Two traces with the same rank and window raise ``TraceFormatError``."""

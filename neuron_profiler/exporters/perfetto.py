@@ -68,6 +68,19 @@ class _Pending:
     seq: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+@dataclass
+class _Slices:
+    """Slices of a window: track, start and end (ns), interned name id; ``flow_out`` / ``flow_in``: (slice index,
+    flow id) of the flows that leave / enter them."""
+
+    track: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    iid: np.ndarray
+    flow_out: tuple[np.ndarray, np.ndarray]
+    flow_in: tuple[np.ndarray, np.ndarray]
+
+
 class _Export:
     def __init__(self, tf: TraceFile, f: IO[bytes], pf) -> None:
         self.tf, self.f, self.pf = tf, f, pf
@@ -179,21 +192,21 @@ class _Export:
     # -- one time window -----------------------------------------------------------------------------
     def _window(self, a: int, b: int, last: bool) -> None:
         ev = self._events(a, b, last)
-        n = len(ev["start"])
-        lanes, depth = self._lanes(ev["track"], ev["start"], ev["end"])
-        uuid = ev["track"] + 1
-        odd = np.flatnonzero((lanes > 0) | (ev["track"] < 0))  # lanes beyond the first, events without a track
-        uuid[odd] = [self._uuid(int(t), int(k)) for t, k in zip(ev["track"][odd].tolist(), lanes[odd].tolist())]
+        n = len(ev.start)
+        lanes, depth = self._lanes(ev.track, ev.start, ev.end)
+        uuid = ev.track + 1
+        odd = np.flatnonzero((lanes > 0) | (ev.track < 0))  # lanes beyond the first, events without a track
+        uuid[odd] = [self._uuid(int(t), int(k)) for t, k in zip(ev.track[odd].tolist(), lanes[odd].tolist())]
         seq = self.seq + np.arange(n, dtype=np.int64)
         self.seq += n
-        ends = _Pending(np.concatenate([self.pending.ts, ev["end"]]), np.concatenate([self.pending.uuid, uuid]),
+        ends = _Pending(np.concatenate([self.pending.ts, ev.end]), np.concatenate([self.pending.uuid, uuid]),
                         np.concatenate([self.pending.depth, depth]), np.concatenate([self.pending.seq, seq]))
         now = np.ones(len(ends.ts), dtype=bool) if last else ends.ts < b
         self.pending = _Pending(ends.ts[~now], ends.uuid[~now], ends.depth[~now], ends.seq[~now])
-        zero = ev["end"] == ev["start"]
+        zero = ev.end == ev.start
         ctr = self._counters(a, b, last)
         m, k = int(now.sum()), len(ctr["ts"])
-        ts = np.concatenate([ev["start"], ends.ts[now], ctr["ts"]])
+        ts = np.concatenate([ev.start, ends.ts[now], ctr["ts"]])
         kind = np.concatenate([np.full(n, _BEGIN), np.full(m, _END), np.full(k, _COUNTER)])
         # order: time; at one time ends (phase 0) before begins (1); a zero-length slice's end right after its begin
         end_zero = np.isin(ends.seq[now], seq[zero])
@@ -201,16 +214,16 @@ class _Export:
         dkey = np.concatenate([depth, np.where(end_zero, ends.depth[now], -ends.depth[now]), np.zeros(k, np.int64)])
         sub = np.concatenate([np.zeros(n, np.int64), np.ones(m, np.int64), np.zeros(k, np.int64)])
         order = np.lexsort((sub, np.concatenate([seq, ends.seq[now], np.arange(k)]), dkey, phase, ts))
-        begin_flows = [_csr(n, *ev[key]) for key in ("flow_out", "flow_in")]
+        begin_flows = [_csr(n, *flows) for flows in (ev.flow_out, ev.flow_in)]
         self.f.write(_packets(ts, kind, np.concatenate([uuid, ends.uuid[now], ctr["uuid"]]),
-                              np.concatenate([ev["iid"], np.zeros(m + k, np.int64)]),
+                              np.concatenate([ev.iid, np.zeros(m + k, np.int64)]),
                               np.concatenate([np.zeros(n + m), ctr["value"]]),
                               [_pad_csr(c, m + k) for c in begin_flows], order))
 
-    def _events(self, a: int, b: int, last: bool) -> dict[str, np.ndarray]:
+    def _events(self, a: int, b: int, last: bool) -> _Slices:
         """The slices that begin in [a, b) (all remaining when ``last``), every event table together, sorted by
         (track, start, longest first), with their interned name and flows."""
-        parts = []
+        parts: list[_Slices] = []
         for table, namecol in EVENT_TABLES.items():
             df = _window_rows(self.tf, table, ["track", "start_ts", "duration_ns", namecol], a, b, last)
             if not len(df):
@@ -219,25 +232,25 @@ class _Export:
             cats = np.asarray(df[namecol].cat.categories, dtype=object).tolist()
             iid = self._intern(cats)[df[namecol].cat.codes.to_numpy()] if cats else np.zeros(len(df), np.int64)
             start = df["start_ts"].to_numpy()
-            parts.append({"track": df["track"].to_numpy(), "start": start, "end": start + df["duration_ns"].to_numpy(),
-                          "iid": iid, "flow_out": self.flows.flow_ids_of(0, table, rows),
-                          "flow_in": self.flows.flow_ids_of(1, table, rows)})
+            parts.append(_Slices(df["track"].to_numpy(), start, start + df["duration_ns"].to_numpy(), iid,
+                                 self.flows.flow_ids_of(0, table, rows), self.flows.flow_ids_of(1, table, rows)))
         if not parts:
             z = np.zeros(0, dtype=np.int64)
-            return {"track": z, "start": z, "end": z, "iid": z, "flow_out": (z, z), "flow_in": (z, z)}
-        offsets = np.cumsum([0] + [len(p["start"]) for p in parts])
-        ev = {k: np.concatenate([p[k] for p in parts]) for k in ("track", "start", "end", "iid")}
-        for key in ("flow_out", "flow_in"):
-            ev[key] = (np.concatenate([p[key][0] + o for p, o in zip(parts, offsets)]),
-                       np.concatenate([p[key][1] for p in parts]))
-        ev["track"] = np.where(self.layout.valid(ev["track"]), ev["track"], -1)
-        order = np.lexsort((-(ev["end"] - ev["start"]), ev["start"], ev["track"]))
+            return _Slices(z, z, z, z, (z, z), (z, z))
+        offsets = np.cumsum([0] + [len(p.start) for p in parts])
+        track = np.concatenate([p.track for p in parts])
+        start, end = np.concatenate([p.start for p in parts]), np.concatenate([p.end for p in parts])
+        iid = np.concatenate([p.iid for p in parts])
+        flow_out = (np.concatenate([p.flow_out[0] + o for p, o in zip(parts, offsets)]),
+                    np.concatenate([p.flow_out[1] for p in parts]))
+        flow_in = (np.concatenate([p.flow_in[0] + o for p, o in zip(parts, offsets)]),
+                   np.concatenate([p.flow_in[1] for p in parts]))
+        track = np.where(self.layout.valid(track), track, -1)
+        order = np.lexsort((-(end - start), start, track))
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
-        out = {k: ev[k][order] for k in ("track", "start", "end", "iid")}
-        for key in ("flow_out", "flow_in"):
-            out[key] = (inverse[ev[key][0]], ev[key][1])
-        return out
+        return _Slices(track[order], start[order], end[order], iid[order], (inverse[flow_out[0]], flow_out[1]),
+                       (inverse[flow_in[0]], flow_in[1]))
 
     def _lanes(self, track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Lane and nesting depth of each slice (sorted by track, start, longest first) so that slices on one lane

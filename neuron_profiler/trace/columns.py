@@ -19,6 +19,9 @@ FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 
 STRINGS_TABLE = "strings"
 
+#: value of an unwritten row, by column kind (integer kinds use the column's ``int_default``)
+_KIND_DEFAULTS: dict[str, int | float | str] = {"string": "", "ref": -1, "float": 0.0}
+
 
 @dataclass(frozen=True)
 class Column:
@@ -40,7 +43,7 @@ class Column:
     @property
     def default(self) -> int | float | str:
         """Value of a row whose column was never written."""
-        return {"string": "", "ref": -1, "float": 0.0}.get(self.kind, self.int_default)
+        return _KIND_DEFAULTS.get(self.kind, self.int_default)
 
 
 def _column(field: FieldDescriptor) -> Column:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from types import ModuleType
 
 MAGIC = b"\x89NTRACE\n"
 END_MAGIC = b"NTRACEND"
@@ -76,6 +77,7 @@ def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, tabl
     return FRAME.pack(len(payload), record_type, codec, table_id, check, zlib.crc32(payload)) + payload
 
 
+_zstandard: ModuleType | None  # None when the package is missing
 try:  # core dependencies; imported eagerly so the first chunk read does not pay for the import
     import zstandard as _zstandard
 except ImportError:  # pragma: no cover
@@ -86,14 +88,14 @@ except ImportError:  # pragma: no cover
     _lz4 = None
 
 
-def _zstd():
+def _zstd() -> ModuleType:
     if _zstandard is None:  # pragma: no cover
         raise ValueError("this chunk is zstd-compressed and the `zstandard` package is not installed "
                          "(pip install zstandard)")
     return _zstandard
 
 
-def _lz4_module():
+def _lz4_module() -> ModuleType:
     if _lz4 is None:  # pragma: no cover
         raise ValueError("this chunk is lz4-compressed and the `lz4` package is not installed (pip install lz4)")
     return _lz4

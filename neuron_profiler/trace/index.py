@@ -8,6 +8,7 @@ its entry) makes the reader scan the file instead and report what the index clai
 """
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -49,7 +50,7 @@ class ChunkRef:
         return self.first_row + self.rows
 
 
-def read_frame(buf: bytes, size: int, pos: int) -> Frame | None:
+def read_frame(buf: bytes | mmap.mmap, size: int, pos: int) -> Frame | None:
     """The frame at ``pos``, None when the file ends inside it."""
     if pos < 0 or pos + framing.FRAME.size > size:
         return None

@@ -73,7 +73,8 @@ class TraceFile(RecordFile):
             if not any(self.footer.table_rows.get(t, 0) for t in TIME_COLUMNS):
                 return None
             return int(self.footer.min_ts), int(self.footer.max_ts)
-        lo, hi = None, None
+        lo: int | None = None
+        hi: int | None = None  # both set together
         for t, (tcol, dcol) in TIME_COLUMNS.items():  # batch by batch: memory bounded by the batch
             for df in self.iter_table(t, columns=[tcol] + ([dcol] if dcol else []), batch_rows=1 << 18):
                 if len(df):
@@ -81,7 +82,7 @@ class TraceFile(RecordFile):
                     end = start + df[dcol].to_numpy() if dcol else start
                     lo = int(start.min()) if lo is None else min(lo, int(start.min()))
                     hi = int(end.max()) if hi is None else max(hi, int(end.max()))
-        return None if lo is None else (lo, hi)
+        return None if lo is None or hi is None else (lo, hi)
 
     @property
     def codecs(self) -> dict[str, int]:
@@ -204,7 +205,7 @@ class TraceFile(RecordFile):
         total = sum(c.rows for c in chunks)
         spec = columns_of(name)
         try:
-            out = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
+            out: dict[str, np.ndarray] = {col: np.empty(total, dtype=column_dtype(spec[col])) for col in wanted}
         except MemoryError:
             raise self._err(TraceFormatError, None, f"table {name!r} has {total:,} rows by the footer index, "
                             f"too many to load at once here: read fewer columns or a time window "

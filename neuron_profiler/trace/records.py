@@ -133,8 +133,9 @@ class RecordFile:
                 self._mark_unreadable(c, e)
 
     def close(self) -> None:
-        if isinstance(getattr(self, "_buf", None), mmap.mmap):
-            self._buf.close()
+        buf = getattr(self, "_buf", None)  # absent when __init__ failed before mapping the file
+        if isinstance(buf, mmap.mmap):
+            buf.close()
 
     def __enter__(self):
         return self
@@ -254,7 +255,8 @@ class RecordFile:
 
     def _index_by_scan(self, pos: int) -> list[ChunkRef]:
         chunks: list[ChunkRef] = []
-        footer_at = stop = None
+        footer: tuple[int, Frame] | None = None  # a footer frame without a valid trailer: (its offset, frame)
+        stop: str | None = None
         while pos < self.size:
             fr = self._frame_at(pos)
             if fr is None:
@@ -269,7 +271,7 @@ class RecordFile:
                 break
             end = pos + framing.FRAME.size + fr.length
             if fr.rtype == framing.FOOTER:
-                footer_at, pos = pos, self.size  # a footer without a valid trailer: no event data was lost
+                footer, pos = (pos, fr), self.size  # a footer without a valid trailer: no event data was lost
                 break
             if end > self.size:
                 break
@@ -285,8 +287,8 @@ class RecordFile:
         elif self.lost_bytes:
             self._issue(f"truncated at byte {pos:,}: no footer; the last {self.lost_bytes:,} bytes (an incomplete "
                         f"record) were lost")
-        elif footer_at is not None and not self._issues:  # the trailer is missing: the footer was not examined
-            fr = self._frame_at(footer_at)
+        elif footer is not None and not self._issues:  # the trailer is missing: the footer was not examined
+            footer_at, fr = footer
             if footer_at + framing.FRAME.size + fr.length > self.size:
                 self._issue(f"truncated at byte {self.size:,} inside the footer (every chunk before it was read)")
             else:
@@ -294,7 +296,7 @@ class RecordFile:
                 if ft is not None:
                     self._issue("the trailer is missing (the file was cut in its last 16 bytes); the file was scanned")
                     self._claimed_rows = {t: int(n) for t, n in ft.table_rows.items() if t in TABLES}
-        elif footer_at is None and not self._issues:
+        elif footer is None and not self._issues:
             self._issue(f"no footer: the writer did not close the file (it ends after {len(chunks)} complete chunks)")
         return chunks
 

@@ -74,7 +74,7 @@ class TraceWriter:
         self._min_ts: int | None = None
         self._max_ts: int | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._inflight: deque[tuple[Future, str, int, int, int, int]] = deque()
+        self._inflight: deque[tuple[Future[tuple[bytes, int]], str, int, int, int, int]] = deque()
         header = _checked_header(header)
         self._target = output_target(self.path)
         self.partial_path, fd = create_partial(self._target)
@@ -150,8 +150,8 @@ class TraceWriter:
             ft.table_rows[t] = n
         for k, v in self.dropped_events.items():
             ft.dropped_events[k] = int(v)
-        for k, v in self.footer_metadata.items():
-            ft.metadata[k] = str(v)
+        for key, value in self.footer_metadata.items():
+            ft.metadata[key] = str(value)
         ft.min_ts = self._min_ts or 0
         ft.max_ts = self._max_ts or 0
         offset = self._f.tell()
@@ -250,8 +250,8 @@ class TraceWriter:
             self._write_next()
 
     def _write_next(self) -> None:
-        fut, *meta = self._inflight.popleft()
-        self._write_compressed(*meta, fut.result())
+        fut, table, first_row, rows, lo, hi = self._inflight.popleft()
+        self._write_compressed(table, first_row, rows, lo, hi, fut.result())
 
     def _compress(self, raw: bytes) -> tuple[bytes, int]:
         payload = framing.compress(raw, self.codec, self.level)

@@ -125,6 +125,24 @@ def test_missing_rows_renumber_references_and_say_so(tmp_path):
     assert b.footer_metadata["roundtrip.events_not_from_a_table"] == "1"  # the metadata event
 
 
+def test_flows_with_row_ids_that_are_not_ints_are_counted_lost_not_a_crash(tmp_path):
+    """An edited export whose flow rows are a list / an object (unhashable) imported with a TypeError."""
+    tf = _trace(tmp_path)
+    p = _export_by_contract(tf, tmp_path / "t.json")
+    doc = json.loads(p.read_text())
+    flows = doc["neuronProfiler"]["flows"]
+    assert [(f["src_table"], f["src_row"], f["dst_row"]) for f in flows] == [
+        ("host_ops", 0, 0), ("host_ops", 0, 1), ("dma", 0, 0)]
+    flows[0]["src_row"] = [0]
+    flows[1]["dst_row"] = {"row": 1}
+    p.write_text(json.dumps(doc))
+    b = load_kineto_builder(p)
+    assert b.footer_metadata["roundtrip.flows_to_missing_rows"] == "2"
+    kept = b.table("flows")
+    assert kept["src_table"].astype(str).tolist() == ["dma"] and kept["dst_row"].tolist() == [0]
+    assert b.rows("host_ops") == 2 and b.rows("instructions") == 3   # the events themselves are all kept
+
+
 def test_without_the_key_it_is_plain_kineto(tmp_path):
     tf = _trace(tmp_path)
     p = _export_by_contract(tf, tmp_path / "t.json")

@@ -188,7 +188,7 @@ def _from_document(doc: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], Eve
     return doc, ev
 
 
-def import_kineto(src: str | Path, out: str | Path | None = None, *, progress: bool = True,
+def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *, progress: bool = True,
                   run_id: str = "") -> Path:
     """Convert one Kineto JSON(.gz) trace to ``.nprof``; returns the written path.
 

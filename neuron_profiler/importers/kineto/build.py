@@ -290,7 +290,8 @@ def _host_tracks(tracks: TrackTable, rows: np.ndarray, is_anno: np.ndarray, dev_
                          dtype=np.int64)
         out[th] = ids[inv.reshape(-1)]
     for j in np.flatnonzero(anno).tolist():
-        out[j] = tracks.stream_track(*map(int, dev_of[rows[j]]))
+        dev, stream = dev_of[rows[j]].tolist()  # (device id, stream) as ints
+        out[j] = tracks.stream_track(dev, stream)
     return out
 
 

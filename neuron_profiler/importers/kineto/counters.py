@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -132,7 +133,8 @@ def counter_samples(counters: list[dict[str, Any]], skipped: Counter,
     return out
 
 
-def counter_columns(track_ids: list[int], ts: list[int], values: list[float]) -> dict[str, np.ndarray]:
+def counter_columns(track_ids: Sequence[int] | np.ndarray, ts: Sequence[int] | np.ndarray,
+                    values: Sequence[float] | np.ndarray) -> dict[str, np.ndarray]:
     """Column dict of the counters table, sorted by (track, ts)."""
     tr = np.asarray(track_ids, dtype=np.int64)
     t = np.asarray(ts, dtype=np.int64)

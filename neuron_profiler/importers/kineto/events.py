@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
@@ -49,6 +50,13 @@ KNOWN_CATEGORIES = frozenset(DEVICE_CATEGORIES) | DEVICE_ANNOTATION_CATEGORIES |
 FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async", "fwdbwd"})
 
 
+#: complete-event columns (cat, name, pid, tid, ts, dur, args) as the per-event path builds them
+_XLists = tuple[list[Any], list[Any], list[Any], list[Any], list[Any], list[Any], list[Any]]
+#: the same columns as ``SplitEvents.x_cols`` holds them: ts / dur may be float64 arrays (the fast path)
+XColumns = tuple[list[Any], list[Any], list[Any], list[Any], list[Any] | np.ndarray, list[Any] | np.ndarray,
+                 list[Any]]
+
+
 @dataclass
 class SplitEvents:
     """Events of one trace grouped by phase; ``skipped`` counts dropped events by reason.
@@ -56,7 +64,7 @@ class SplitEvents:
     Complete events are kept as parallel columns (``x_cols``: cat, name, pid, tid, ts, dur, args; lists,
     ts / dur possibly float64 arrays) built in the same pass, so no second loop over the events is needed."""
 
-    x_cols: tuple[Any, ...] = field(default_factory=lambda: ([], [], [], [], [], [], []))
+    x_cols: XColumns = field(default_factory=lambda: ([], [], [], [], [], [], []))
     flows: list[dict[str, Any]] = field(default_factory=list)    # s / f / t
     meta: list[dict[str, Any]] = field(default_factory=list)     # M
     instants: list[dict[str, Any]] = field(default_factory=list)  # i / I
@@ -77,7 +85,7 @@ _GET_TS = operator.methodcaller("get", "ts")
 _GET_ARGS = operator.methodcaller("get", "args")
 
 
-def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[tuple[Any, ...], bool] | None:
+def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[XColumns, bool] | None:
     """(columns, some float ts >= ``LIMIT_US``) of well-formed complete events in C-speed passes, or None when
     any event needs the per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or
     dur). ``ns``: the events' ``ts`` are int ns (``exact``), not microseconds."""
@@ -153,9 +161,13 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     """The per-event path of ``split_events`` (validates every complete event)."""
     out = SplitEvents()
     max_ts = MAX_NS if ns else MAX_US
-    c_cat, c_name, c_pid, c_tid, c_ts, c_dur, c_args = (lst.append for lst in out.x_cols)
+    lists: _XLists = ([], [], [], [], [], [], [])
+    out.x_cols = lists
+    c_cat, c_name, c_pid, c_tid, c_ts, c_dur, c_args = (lst.append for lst in lists)
     skipped = out.skipped
     flows_append = out.flows.append
+    ts: Any  # JSON values, checked with ``type(...) in _NUM`` (a test mypy does not narrow on)
+    dur: Any
     for e in events:
         if type(e) is not dict:
             skipped["event is not a JSON object"] += 1
@@ -198,7 +210,7 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     return out
 
 
-def usable_ts_array(ts: list[Any], ns: bool = False, limit: float | None = None) -> np.ndarray | None:
+def usable_ts_array(ts: Sequence[Any] | np.ndarray, ns: bool = False, limit: float | None = None) -> np.ndarray | None:
     """``ts`` (numbers) as float64 when every value is usable (``ok_ts``; ``limit``: another upper bound,
     e.g. for durations), else None: the caller takes the per-event path, which skips the bad ones."""
     try:
@@ -214,14 +226,14 @@ def ok_ts(v: Any, ns: bool = False) -> bool:
     return type(v) in _NUM and 0 <= v <= (MAX_NS if ns else MAX_US)
 
 
-def ts_to_ns(values: list[Any] | np.ndarray, ns: bool = False) -> np.ndarray:
+def ts_to_ns(values: Sequence[Any] | np.ndarray, ns: bool = False) -> np.ndarray:
     """``us_to_ns(values)``, or (``ns``: already exact ns ints, ``exact``) the values as int64."""
     if ns:
         return np.asarray(values, dtype=np.int64)
     return us_to_ns(values)
 
 
-def us_to_ns(values: list[Any] | np.ndarray) -> np.ndarray:
+def us_to_ns(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """Microsecond numbers (int or float) -> int64 ns, splitting integer and fraction to keep ns exact."""
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":

@@ -389,8 +389,8 @@ class EventColumns:
         c["tid"].append(self._ids.keys(tid))
         c["ts"].append(ts_to_ns(ts, ns))
 
-    def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any],
-               dur: list[Any], args: list[Any], ns: bool = False) -> None:
+    def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any] | np.ndarray,
+               dur: list[Any] | np.ndarray, args: list[Any], ns: bool = False) -> None:
         first = self.n_x
         x = self._x
         if not set(map(type, args)) <= {dict}:

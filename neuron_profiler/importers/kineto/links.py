@@ -43,8 +43,7 @@ def _pair_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One int64 key per (a, b) pair of int64 columns (equal exactly when both are equal)."""
     if not len(a):
         return np.zeros(0, dtype=np.int64)
-    (ca, cb) = key_codes(a), key_codes(b)
-    ca, cb = ca[0], cb[0]
+    ca, cb = key_codes(a)[0], key_codes(b)[0]
     return ca * (int(cb.max()) + 1) + cb
 
 

@@ -5,6 +5,7 @@ import json
 import os
 import zlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError, TruncatedTraceError
@@ -22,6 +23,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 MAX_INFLATE_RATIO = float(os.environ.get("NEURON_PROFILER_MAX_GZIP_RATIO", "200"))
 _MAX_INFLATE_FLOOR = 256 << 20
 
+# ModuleType: either module (isal's stub also declares ``error`` an instance, not the exception class)
+_zlib: ModuleType
 try:  # ISA-L inflates ~2x faster than zlib; same format, same errors
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - isal is a core dependency; zlib always works

@@ -113,6 +113,7 @@ def _table_columns(table: str, items: list[tuple[int, int, dict[str, Any], dict[
 
     spec = columns_of(table)
     cols: dict[str, list[Any]] = {name: [] for name in spec}
+    v: int | float | str | None  # the column value (None: take the default)
     for _row, track, e, a in items:
         rest = {k: v for k, v in a.items() if k not in spec and k not in _META}
         for name, c in spec.items():
@@ -132,7 +133,7 @@ def _table_columns(table: str, items: list[tuple[int, int, dict[str, Any], dict[
                 v = a["args"] if isinstance(a.get("args"), str) else (
                     json.dumps(rest, separators=(",", ":"), default=str) if rest else "")
             elif name == "value" and table == "counters":
-                nums = [x for x in (a.get(k) for k in a if k not in _META) if type(x) in (int, float)]
+                nums = [x for x in (a[k] for k in a if k not in _META) if type(x) in (int, float)]
                 v = float(nums[0]) if nums else None
             else:
                 v = None
@@ -148,6 +149,7 @@ def _time_ns(v: Any, base: int) -> int | None:
 
 
 def _remap(values: list[int], mapping: dict[int, int]) -> np.ndarray:
+    """Row ids of a ref column renumbered by ``mapping`` (-1: no row, or one that was not imported)."""
     return np.asarray([mapping.get(v, -1) if v >= 0 else -1 for v in values], dtype=np.int64)
 
 
@@ -164,18 +166,19 @@ def build(meta: dict[str, Any], doc: dict[str, Any], got: Collector, source: str
                    key=lambda t: t["row"])
     track_map = {t["row"]: i for i, t in enumerate(trows)}
     spec = columns_of("tracks")
-    tcols = {name: [c.default if _value(c, t.get(name)) is None else _value(c, t.get(name)) for t in trows]
-             for name, c in spec.items()}
+    tcols: dict[str, list[Any]] = {
+        name: [c.default if _value(c, t.get(name)) is None else _value(c, t.get(name)) for t in trows]
+        for name, c in spec.items()}
     if trows:
         tcols["parent"] = list(_remap(tcols["parent"], track_map))
         b.add_rows("tracks", tcols)
     maps: dict[str, dict[int, int]] = {"tracks": track_map}
-    cols_by_table = {}
+    cols_by_table: dict[str, dict[str, list[Any]]] = {}
     dropped: dict[str, int] = {}
     for table in EVENT_TABLES:
         items = sorted(got.rows[table], key=lambda r: r[0])
         seen: dict[int, int] = {}
-        uniq = []
+        uniq: list[tuple[int, int, dict[str, Any], dict[str, Any]]] = []
         for it in items:
             if it[0] not in seen:
                 seen[it[0]] = len(uniq)
@@ -190,21 +193,27 @@ def build(meta: dict[str, Any], doc: dict[str, Any], got: Collector, source: str
         if not cols or not cols["track"]:
             continue
         spec = columns_of(table)
+        out: dict[str, list[Any] | np.ndarray] = dict(cols)
         for name, c in spec.items():
             if c.kind == "ref":
-                cols[name] = _remap(cols[name], maps[c.ref_table])
-        b.add_rows(table, cols)
+                out[name] = _remap(cols[name], maps[c.ref_table])
+        b.add_rows(table, out)
     fl = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
     src_t, src_r, dst_t, dst_r, kinds = [], [], [], [], []
     lost = 0
     for f in fl:
-        st, dt = f.get("src_table"), f.get("dst_table")
-        s = maps.get(st, {}).get(f.get("src_row")) if isinstance(st, str) else None
-        d = maps.get(dt, {}).get(f.get("dst_row")) if isinstance(dt, str) else None
+        st, sr, dt, dr = f.get("src_table"), f.get("src_row"), f.get("dst_table"), f.get("dst_row")
+        # a row id that is not an int (a list or an object in an edited file) points at no row: not a lookup key
+        s = maps.get(st, {}).get(sr) if isinstance(st, str) and type(sr) is int else None
+        d = maps.get(dt, {}).get(dr) if isinstance(dt, str) and type(dr) is int else None
         if s is None or d is None:
             lost += 1
             continue
-        src_t.append(st), src_r.append(s), dst_t.append(dt), dst_r.append(d), kinds.append(str(f.get("kind", "")))
+        src_t.append(st)
+        src_r.append(s)
+        dst_t.append(dt)
+        dst_r.append(d)
+        kinds.append(str(f.get("kind", "")))
     if src_t:
         b.add_rows("flows", {"src_table": np.asarray(src_t, dtype=object), "src_row": np.asarray(src_r),
                              "dst_table": np.asarray(dst_t, dtype=object), "dst_row": np.asarray(dst_r),

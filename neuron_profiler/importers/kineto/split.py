@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
+orjson: ModuleType | None  # None when the package is missing
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is optional

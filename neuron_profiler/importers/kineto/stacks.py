@@ -39,7 +39,8 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
         hit = cache.get(r)
         if hit is not None:
             return hit[0]
-        chain, cur = [], r
+        chain: list[int] = []
+        cur = r
         while cur >= 0 and cur not in cache and len(chain) < MAX_DEPTH:
             chain.append(cur)
             cur = by_id.get(parent_of.get(cur, -1), -1)

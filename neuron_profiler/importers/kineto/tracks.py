@@ -59,7 +59,7 @@ class TrackTable:
         self.thread: dict[tuple[Any, Any], int] = {}
         self.device: dict[int, int] = {}          # kineto device id -> track id
         self.device_index: dict[int, int] = {}    # kineto device id -> index in header.devices
-        self.stream: dict[tuple[int, int], int] = {}
+        self.stream: dict[tuple[int, int] | tuple[int, str, Any], int] = {}  # (dev, stream) or (dev, "no stream", tid)
         self.counter: dict[tuple[int, str], int] = {}
 
     def process_track(self, pid: Any) -> int:

@@ -35,6 +35,8 @@ class Context:
         self.starts: dict[str, pd.Series] = {t: pd.Series([], dtype=np.int64) for t in
                                              ("instructions", "dma", "collectives")}
         self.units = units.SchemaUnits(tables.get("SchemaFields"))
+        #: instructions added (track, start_ts, row), None before: collective triggers are matched against them
+        self.instr: pd.DataFrame | None = None
 
     def table(self, name: str) -> pd.DataFrame | None:
         df = self.tables.get(name)

@@ -86,7 +86,7 @@ def framework_ops(ctx: Any, instr: pd.DataFrame) -> np.ndarray:
 def triggers(ctx: Any, cc: pd.DataFrame, first: int) -> None:
     """``trigger`` flows: the instruction on a track of the trigger engine (any NeuronCore of the profile:
     ``CcOp`` names no core) starting at ``trigger_start_ts`` -> the collective it triggered."""
-    instr = getattr(ctx, "instr", None)
+    instr = ctx.instr  # None until the instructions are added
     if instr is None or not {"trigger_engine", "trigger_start_ts"} <= set(cc.columns):
         return
     engine_tracks: dict[str, list[int]] = {}

@@ -7,6 +7,7 @@ first instruction of its kernel (every instruction also names its host op in ``f
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,7 @@ class CoreEvents:
     throttle: np.ndarray             # (m, 2) first MultiplyMoving start, extra ns, of throttled kernels
 
 
-def _flat(temps: list[KernelTemplate | None], attr: str, dtype) -> np.ndarray:
+def _flat(temps: Sequence[KernelTemplate | None], attr: str, dtype) -> np.ndarray:
     parts = [np.asarray(getattr(t, attr)) for t in temps if t is not None]
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 

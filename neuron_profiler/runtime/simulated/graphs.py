@@ -73,7 +73,8 @@ def parse_graph(gid: str, prog: dict[str, Any]) -> GraphProgram:
 
     producers, input_bytes = [], []
     for i, n in enumerate(raw):
-        pos = n.get("inputs") if isinstance(n.get("inputs"), list) else []
+        inputs = n.get("inputs")
+        pos = inputs if isinstance(inputs, list) else []
         shapes = parse_json_list(str(n.get("shapes", ""))) or []
         dtypes = parse_json_list(str(n.get("dtypes", ""))) or []
         try:

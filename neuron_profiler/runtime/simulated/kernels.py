@@ -16,6 +16,7 @@ Every cost comes from ``engines`` and ``dma``; every constant from ``CoreParams`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neuron_profiler.opmodel import OpWork
@@ -56,7 +57,7 @@ def _load(nbytes: float, desc: float, var: str, p: CoreParams, queue: str = "qSy
                  variable=var, source="HBM", dest="SBUF", hbm_read=nbytes, sbuf_acquire=True, **kw)
 
 
-def _loads(parts: list[tuple[str, float, float, str]], p: CoreParams) -> Stage:
+def _loads(parts: Sequence[tuple[str, float, float, str]], p: CoreParams) -> Stage:
     """One DMA stage loading several tensors on parallel queues (they share the core's DMA engines)."""
     parts = [x for x in parts if x[1] > 0] or parts[:1]
     ns = sum(transfer_ns(b, d, p) for _, b, d, _ in parts)

@@ -47,7 +47,7 @@ def _process_graphs(host_ops: pd.DataFrame) -> dict[str, dict]:
         return {}
     cats = host_ops["name"].astype("category").cat.categories.astype(str)
     ids = [registry.graph_id_of(c) for c in cats if c.startswith(registry.GRAPH_PREFIX)]
-    return {g: registry.program(g) for g in ids if g and registry.program(g) is not None}
+    return {g: graph for g in ids if g and (graph := registry.program(g)) is not None}
 
 
 def _work_key(name: str, w: OpWork) -> tuple:
@@ -117,10 +117,10 @@ class SimulatedRuntime(DeviceRuntime):
         """The scheduled kernel of each signature of ``prog`` (cached across windows)."""
         out = []
         for name, w in prog.signatures:
-            graph = isinstance(w, GraphProgram)
-            key = (p.active_cores_on_chip, ("graph", w.signature) if graph else _work_key(name, w))
+            work_key = ("graph", w.signature) if isinstance(w, GraphProgram) else _work_key(name, w)
+            key = (p.active_cores_on_chip, work_key)
             if key not in self._templates:
-                plan = graph_plan(w, p) if graph else kernel_plan(w, name, p)
+                plan = graph_plan(w, p) if isinstance(w, GraphProgram) else kernel_plan(w, name, p)
                 self._templates[key] = schedule_kernel(plan, p) if plan is not None else None
             out.append(self._templates[key])
         return out
@@ -147,7 +147,8 @@ class SimulatedRuntime(DeviceRuntime):
         graphs = registry.parse_programs(builder.footer_metadata.get(registry.GRAPHS_KEY)) or None
         fm = builder.footer_metadata
         anchor = fm.get("run_window_start_ns") or fm.get("window_start_ns")  # ranks of a run share one origin
-        prog, temps, proj, p = self.simulate(host_ops, world, graphs, int(anchor) if str(anchor).isdigit() else None)
+        anchor_ns = int(anchor) if anchor is not None and str(anchor).isdigit() else None
+        prog, temps, proj, p = self.simulate(host_ops, world, graphs, anchor_ns)
         if prog.graphs_used and graphs is None:
             builder.footer_metadata[registry.GRAPHS_KEY] = registry.programs_json(prog.graphs_used)
         self._project_host(builder, host_ops, proj)
@@ -218,7 +219,8 @@ class SimulatedRuntime(DeviceRuntime):
     @staticmethod
     def _instance_track(builder: TraceBuilder) -> int:
         tracks = builder.table("tracks")
-        inst = np.flatnonzero(np.asarray(tracks["kind"], dtype=object) == "instance") if len(tracks) else []
+        inst = np.flatnonzero(np.asarray(tracks["kind"], dtype=object) == "instance") if len(tracks) \
+            else np.zeros(0, np.int64)
         if len(inst):
             return int(tracks.index[inst[0]])
         return builder.add_track("instance", builder.header.instance_id or "instance")

@@ -20,7 +20,9 @@ the program order alone.
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -141,8 +143,9 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
         hs[i] = clock
         clock += prog.self_ns[i]
         sig = int(prog.kernel[i])
-        if sig >= 0 and templates[sig] is not None:
-            clock = dev.launch(i, sig, templates[sig], clock)
+        template = templates[sig] if sig >= 0 else None
+        if template is not None:
+            clock = dev.launch(i, sig, template, clock)
         if prog.collective[i] >= 0:
             dev.collective(int(prog.collective[i]), prog.collectives.iloc[int(prog.collective[i])], clock)
         if prog.waits_collectives[i]:
@@ -163,8 +166,8 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
 def _projection(hs: np.ndarray, he: np.ndarray, dev: _Device, base: int, sync_wait: float) -> Projection:
     def i64(v) -> np.ndarray:
         return np.asarray(np.ceil(np.asarray(v, dtype=np.float64) - 1e-6), dtype=np.int64) + base
-    k = list(zip(*dev.kernels)) if dev.kernels else [[]] * 5
-    c = list(zip(*dev.colls)) if dev.colls else [[]] * 6
+    k: list[Sequence[Any]] = list(zip(*dev.kernels)) if dev.kernels else [[]] * 5  # columns of the kernels
+    c: list[Sequence[Any]] = list(zip(*dev.colls)) if dev.colls else [[]] * 6
     return Projection(host_start=i64(hs), host_end=i64(he), k_host=np.asarray(k[0], np.int64),
                       k_sig=np.asarray(k[1], np.int64), k_start=i64(k[2]),
                       k_extra=np.asarray(np.ceil(np.asarray(k[3], dtype=np.float64)), dtype=np.int64),
