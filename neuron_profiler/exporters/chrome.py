@@ -89,7 +89,7 @@ def _write(f: _ByteSink, tf: TraceFile) -> None:
     w.extend(_flow_events(flows, layout, base))
     f.write(b"\n],\n")
     f.write(b'"neuronProfiler": {"version": %d, "header": ' % FORMAT_VERSION)
-    f.write(orjson.dumps(MessageToDict(h)))
+    f.write(orjson.dumps(MessageToDict(h), option=orjson.OPT_SORT_KEYS))  # protobuf maps iterate in hash order
     f.write(b', "tracks": ')
     f.write(orjson.dumps(_rows_as_objects("tracks", layout.tracks)))
     f.write(b', "flows": [')

@@ -79,7 +79,7 @@ def export_parquet(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLi
 def _metadata(tf: TraceFile) -> dict[bytes, bytes]:
     from google.protobuf.json_format import MessageToDict
 
-    meta = {"neuron_profiler.header": json.dumps(MessageToDict(tf.header)),
+    meta = {"neuron_profiler.header": json.dumps(MessageToDict(tf.header), sort_keys=True),
             "neuron_profiler.format_version": tf.format_version, "neuron_profiler.source": str(tf.path)}
     return {k.encode(): v.encode() for k, v in meta.items()}
 

@@ -128,7 +128,7 @@ class _Export:
                                                    f"timeline {sim.host_timeline or 'measured'}; see "
                                                    f"{sim.documentation or 'docs/simulation.md'}")
             facts["neuron_profiler.assumptions"] = json.dumps(dict(sim.assumptions), sort_keys=True)
-        facts["neuron_profiler.header"] = MessageToJson(h, indent=None)
+        facts["neuron_profiler.header"] = MessageToJson(h, indent=None, sort_keys=True)
         return facts
 
     @staticmethod

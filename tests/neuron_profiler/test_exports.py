@@ -355,3 +355,23 @@ def test_iter_table_streams_the_whole_table_in_row_order(synthetic: Path) -> Non
     assert list(joined.index) == list(whole.index)
     assert joined["start_ts"].tolist() == whole["start_ts"].tolist()
     assert joined["engine"].astype(str).tolist() == whole["engine"].astype(str).tolist()
+
+
+def test_exports_are_the_same_bytes_in_every_process(tmp_path: Path) -> None:
+    """The header's protobuf maps (peaks per dtype, metadata) iterate in a per-process order: the exports write
+    them with sorted keys, so exporting one trace twice gives the same file."""
+    import subprocess
+    import sys
+
+    src = sample_trace("cnn_inference.nprof")
+    code = ("import sys; from neuron_profiler.exporters.chrome import export_chrome; "
+            "from neuron_profiler.exporters.perfetto import export_perfetto; "
+            "export_chrome(sys.argv[1], sys.argv[2]); export_perfetto(sys.argv[1], sys.argv[3])")
+    outs = []
+    for i, seed in enumerate(("1", "2")):
+        c, p = tmp_path / f"c{i}.json", tmp_path / f"p{i}.pftrace"
+        subprocess.run([sys.executable, "-c", code, str(src), str(c), str(p)], check=True,
+                       env={**__import__("os").environ, "PYTHONHASHSEED": seed})
+        outs.append((c.read_bytes(), p.read_bytes()))
+    assert outs[0][0] == outs[1][0]
+    assert outs[0][1] == outs[1][1]
