@@ -117,6 +117,14 @@ def compress(data: bytes, codec: int, level: int | None = None) -> bytes:
     return data
 
 
+def _zstd_size(zstd: ModuleType, data: bytes, limit: int) -> int:
+    """The content size a zstd frame declares, checked against ``limit`` before anything is allocated."""
+    size = zstd.frame_content_size(data)
+    if not 0 <= size <= limit:
+        raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
+    return size
+
+
 def decompress(data: bytes, codec: int, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """Undo ``compress``. Raises ValueError (only) on an unknown codec, a bad stream, or output above ``limit``
     bytes; the output size is checked before it is allocated (zlib, which declares no size, is decompressed
@@ -140,9 +148,7 @@ def decompress(data: bytes, codec: int, limit: int = MAX_DECOMPRESSED_BYTES) -> 
     if codec == CODEC_ZSTD:
         zstd = _zstd()
         try:
-            size = zstd.frame_content_size(data)
-            if not 0 <= size <= limit:
-                raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
+            size = _zstd_size(zstd, data, limit)
             out = zstd.ZstdDecompressor().decompress(data, max_output_size=size)
         except zstd.ZstdError as e:
             raise ValueError(f"zstd stream is invalid: {e}") from None
@@ -178,9 +184,7 @@ def decompress_prefix(data: bytes, codec: int, n: int, limit: int = MAX_DECOMPRE
     if codec == CODEC_ZSTD:
         zstd = _zstd()
         try:
-            size = zstd.frame_content_size(data)
-            if not 0 <= size <= limit:
-                raise ValueError(f"zstd frame declares {size} bytes of content (limit {limit}; -1: undeclared)")
+            _zstd_size(zstd, data, limit)
             with zstd.ZstdDecompressor().stream_reader(data) as r:
                 return r.read(n)
         except zstd.ZstdError as e:
