@@ -11,7 +11,7 @@ without ``-o``) converts it once and keeps the result here, never beside the sou
   importer version. A changed source gets a new entry and the old entries of that path are removed.
 - trust: an entry is used only when it reads back complete (footer present) and its header carries the
   same key; anything else (a stale, partial or foreign file) is re-imported. Entries are written to a
-  temporary name and renamed when complete (``output.atomic_output``).
+  temporary name and renamed when complete (``output.write_atomically``).
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def store(builder: Any, src: str | os.PathLike) -> Path:
     key = cache_key(src)
     final = cache_path(src, key)
     builder.header.metadata[KEY_METADATA] = key
-    write_atomically(final, builder.write)
+    write_atomically(final, builder)
     _announce(final.parent)
     tag = _path_tag(Path(src))
     for old in final.parent.glob(f"*.{tag}.*.nprof"):

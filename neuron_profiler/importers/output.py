@@ -11,12 +11,11 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from neuron_profiler.trace import files
+from neuron_profiler.trace import TraceBuilder
 
-__all__ = ["OutputWriteError", "atomic_output", "write_atomically"]
+__all__ = ["OutputWriteError", "write_atomically"]
 
 #: the temporary names of ``neuron_profiler.trace.files.partial_name``: ``<final name>.<pid>-<8 hex>.tmp``
 _PARTIAL = re.compile(r"\.\d+-[0-9a-f]{8}\.tmp$")
@@ -26,26 +25,13 @@ class OutputWriteError(OSError):
     """An imported trace could not be written (nothing was left under the output name)."""
 
 
-@contextlib.contextmanager
-def atomic_output(final: str | os.PathLike) -> Iterator[Path]:
-    """The trace package's atomic write (``neuron_profiler.trace.files.atomic_output``), creating
-    ``final``'s folder first (the import cache's folders are made on demand)."""
-    Path(final).parent.mkdir(parents=True, exist_ok=True)
-    with files.atomic_output(final) as tmp:
-        yield tmp
-
-
-def write_atomically(final: str | os.PathLike, write: Callable[[Path], object]) -> Path:
-    """``write(tmp)`` then rename to ``final``; ``OutputWriteError`` when it fails with an ``OSError``
-    ("cannot write <final>: No space left on device; nothing was written"). A ``write`` marked ``atomic``
-    (``TraceBuilder.write``: it writes a temporary name and renames it itself) is given ``final`` directly."""
+def write_atomically(final: str | os.PathLike, builder: TraceBuilder) -> Path:
+    """Write ``builder`` to ``final`` (``TraceBuilder.write``: a temporary name beside it, renamed once complete,
+    removed on any error; the folder is created); ``OutputWriteError`` when it fails with an ``OSError``
+    ("cannot write <final>: No space left on device; nothing was written")."""
     final = Path(final)
     try:
-        if getattr(write, "atomic", False):
-            write(final)  # TraceBuilder.write creates the folder
-        else:
-            with atomic_output(final) as tmp:
-                write(tmp)
+        builder.write(final)
     except OutputWriteError:
         raise
     except OSError as exc:

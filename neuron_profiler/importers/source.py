@@ -279,4 +279,4 @@ def import_source(src: str | os.PathLike, out: str | os.PathLike | None = None, 
     dst = Path(out)
     if dst.is_dir():
         dst = dst / (import_cache._stem(p) + ".nprof")
-    return [write_atomically(dst, builder.write)]
+    return [write_atomically(dst, builder)]

@@ -135,10 +135,6 @@ class TraceBuilder:
             w.footer_metadata.update(self.footer_metadata)
         return path
 
-    #: ``write(path)`` is atomic by itself (``TraceWriter`` writes a temporary name beside ``path``, renames it
-    #: when complete, removes it on error): ``importers.output.write_atomically`` hands it the final name
-    #: rather than a temporary file of its own (one create and one rename per import, not two).
-    write.atomic = True  # type: ignore[attr-defined]
 
 
 _TRACK_FIELDS = ("parent", "kind", "name", "device", "nc_idx", "pid", "tid", "rank", "sort_index", "unit")

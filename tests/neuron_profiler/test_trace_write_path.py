@@ -75,7 +75,7 @@ def test_builder_batches_are_not_normalized_twice(tmp_path: Path, monkeypatch: p
 
 
 def test_an_import_write_makes_one_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``write_atomically(out, builder.write)``: the writer's own temporary file is the only one (was two:
+    """``write_atomically(out, builder)``: the writer's own temporary file is the only one (was two:
     one from write_atomically, one beside it from TraceWriter); the final name holds the trace."""
     made = []
     real = trace_files.create_partial
@@ -84,7 +84,7 @@ def test_an_import_write_makes_one_temporary_file(tmp_path: Path, monkeypatch: p
     b = TraceBuilder(make_header("tests"))
     b.add_rows("instructions", {"track": 0, "start_ts": np.arange(3)})
     out = tmp_path / "sub" / "o.nprof"
-    assert write_atomically(out, b.write) == out
+    assert write_atomically(out, b) == out
     assert made == [out] and read_trace(out).table("instructions")["start_ts"].tolist() == [0, 1, 2]
     assert [p.name for p in out.parent.iterdir()] == ["o.nprof"]
 
@@ -100,7 +100,7 @@ def test_an_import_write_failing_with_enospc_leaves_nothing(tmp_path: Path, monk
 
     monkeypatch.setattr(trace_writer, "encode_chunk", full)
     with pytest.raises(OutputWriteError, match="no space left on device") as e:
-        write_atomically(out, b.write)
+        write_atomically(out, b)
     assert str(out) in str(e.value) and e.value.errno == errno.ENOSPC
     assert out.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["o.nprof"]
 

@@ -211,7 +211,7 @@ def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str] | Non
                 from neuron_profiler.importers import cache as import_cache
 
                 return import_cache.store(b, src)
-            return write_atomically(out, b.write)
+            return write_atomically(out, b)
     finally:
         close()
 
@@ -254,7 +254,7 @@ def import_directory(src_dir: str | Path, out_dir: str | Path | None = None, *,
             seen[r] = f
             stage("write")
             stem = default_output_path(f).stem
-            written.append(write_atomically(out_dir / f"rank{r:05d}_{stem}{TRACE_SUFFIX}", b.write))
+            written.append(write_atomically(out_dir / f"rank{r:05d}_{stem}{TRACE_SUFFIX}", b))
         finally:
             close()
     return written
