@@ -1,6 +1,7 @@
 """Collective figures: bandwidth per collective, and the cross-rank arrival-skew heatmap."""
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from ..analyses.collectives import collective_skew_matrix, collectives
@@ -40,13 +41,21 @@ def skew_heatmap(obj, value: str = "arrival_delay_ns") -> go.Figure:
         first = obj.drop_duplicates("collective")
         labels = {c: f"{op} #{seq} (group {pg})" for c, op, seq, pg in
                   zip(first["collective"], first["operation"], first["sequence_number"], first["process_group"])}
+        if len(set(labels.values())) < len(labels):  # several runs (keys "<run>:<group>#<seq>"): keep them apart
+            labels = {c: f"{lab} [{c}]" for c, lab in labels.items()}
         obj = collective_skew_matrix(obj, value)
     m = obj
     if m.empty:
         return empty_figure("Collective skew", "no collectives matched across ranks")
-    fig = go.Figure(go.Heatmap(z=m.to_numpy() / 1e3, x=[f"rank {r}" for r in m.columns],
-                               y=[labels.get(c, str(c)) for c in m.index], colorscale="Reds", colorbar_title="µs",
+    rows = [labels.get(c, str(c)) for c in m.index]
+    # every value is a time >= 0: white is "none", so equal arrivals do not read as a delay
+    z = m.to_numpy() / 1e3
+    zmax = max(float(np.nanmax(z)) if np.isfinite(z).any() else 0.0, 1.0)  # at least 1 µs: all-zero stays white
+    fig = go.Figure(go.Heatmap(z=z, x=[f"rank {r}" for r in m.columns], y=rows, zmin=0, zmax=zmax,
+                               colorscale="Reds", colorbar_title="µs",
                                hovertemplate="%{y}, %{x}: %{z:.1f} µs<extra></extra>"))
     fig.update_layout(title=f"Collectives: {_SKEW_VALUES.get(value, value)} per rank (µs)", template="plotly_white",
-                      yaxis_autorange="reversed")
+                      yaxis={"autorange": "reversed", "tickmode": "array", "tickvals": rows, "ticktext": rows}
+                      if len(rows) <= 60 else {"autorange": "reversed"},
+                      height=max(300, min(1200, 22 * len(rows) + 160)))
     return fig

@@ -40,6 +40,7 @@ def rank_balance_figure(obj) -> go.Figure:
     if not (df["total_wait_caused_ns"] > 0).any():  # say why the right panel is empty
         fig.add_annotation(text="no rank made another wait<br>at a collective", showarrow=False,
                            xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, font={"color": "#666"})
+        fig.update_xaxes(range=[0, 1], row=1, col=2)  # not plotly's -1..1 around an all-zero bar
     fig.update_xaxes(title_text="ms", row=1, col=1)
     fig.update_xaxes(title_text="ms", row=1, col=2)
     fig.update_layout(title=title, barmode="stack", template="plotly_white",

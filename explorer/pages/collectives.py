@@ -47,9 +47,7 @@ def _across(ctx, state):
     matched = frames.group(ctx, state, "collectives_across_ranks", analysis.collectives_across_ranks)
     if not len(matched):
         return note("no collective matched across ranks")
-    skew = figures.skew_heatmap(matched)
-    if skew.data:
-        skew.update_layout(height=max(280, 18 * len(skew.data[0].y) + 100))
+    skew = figures.skew_heatmap(matched)  # sized by its rows
     group = ctx.store.open(state.trace)
     origin = min(int(t.time_range[0]) for t in group.traces)  # times from the start of the group's first trace
     return html.Div([graph(skew, id="cc-skew"),

@@ -1,5 +1,6 @@
 """Figure builders return plotly Figures whose data are the analysis numbers."""
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import pytest
 from _traces import collective_rank, two_matmul_trace
@@ -46,6 +47,10 @@ def test_other_figures_and_empty_states(trn):
     m = analysis.collectives_across_ranks(pair)
     assert list(hm.y) == [f"all_reduce #0 (group {m['process_group'].iloc[0]})"]  # words, not the "pg#seq" key
     assert "arrival delay" in fig.layout.title.text and "_ns" not in fig.layout.title.text
+    assert hm.zmin == 0 and list(fig.layout.yaxis.tickvals) == list(hm.y)  # no delay is white; every row labelled
+    two_runs = pd.concat([m, m.assign(collective="other:" + m["collective"])])
+    ys = list(F.skew_heatmap(two_runs).data[0].y)
+    assert len(ys) == 2 and len(set(ys)) == 2  # the same collective of two runs: two rows, not one merged
     d = analysis.diff(trn, trn)
     assert isinstance(F.diff_figure(d), go.Figure)
     assert F.collectives_figure(pair[0]).data[0].name == "all_reduce"
