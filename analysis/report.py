@@ -23,6 +23,11 @@ def _section(title: str) -> list[str]:
     return ["", title, "-" * len(title)]
 
 
+def _num(v: float, digits: int) -> str:
+    """A rate for the text table: "n/a" when unknown (the op's note below the table says why)."""
+    return "n/a" if pd.isna(v) else f"{v:.{digits}f}"
+
+
 def _ms(ns) -> str:
     return "n/a" if pd.isna(ns) else f"{float(ns) / 1e6:.3f}"
 
@@ -46,10 +51,14 @@ def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
         t = ho.head(top)
         table = pd.DataFrame({"calls": t["calls"], "device ms": t["device_time_total_ns"].map(_ms),
                               "share %": t["share_of_step_time_percent"].map(lambda v: f"{v:.2f}"),
-                              "TFLOP/s": (t["achieved_flops_per_s"] / 1e12).map(lambda v: f"{v:.2f}"),
-                              "GB/s": (t["achieved_bandwidth_bytes_per_s"] / 1e9).map(lambda v: f"{v:.1f}")},
+                              "TFLOP/s": (t["achieved_flops_per_s"] / 1e12).map(lambda v: _num(v, 2)),
+                              "GB/s": (t["achieved_bandwidth_bytes_per_s"] / 1e9).map(lambda v: _num(v, 1))},
                              index=t.index)
         lines += ["  " + ln for ln in table.to_string().splitlines()]
+        unknown = [(op, note) for op, note, f, b in zip(t.index, t["note"], t["achieved_flops_per_s"],
+                                                        t["achieved_bandwidth_bytes_per_s"])
+                   if (pd.isna(f) or pd.isna(b)) and isinstance(note, str) and note]
+        lines += [f"  n/a {op}: {note}" for op, note in unknown]
     else:
         lines.append("  no device work linked to ops in this trace")
     rec = recommendations(trace)

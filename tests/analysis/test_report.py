@@ -35,6 +35,10 @@ def test_trace_report_shows_the_analyses():
     lines = out.split("Hot ops")[1].split("Recommendations")[0].splitlines()
     shown = [ln.split()[0] for ln in lines if ln.startswith("  aten::")]
     assert shown == list(ho.index[:4])
+    assert "nan" not in "\n".join(lines)  # an unknown rate reads n/a, and the op's note says why
+    for op in ho.index[:4]:
+        if ho.loc[op, ["achieved_flops_per_s", "achieved_bandwidth_bytes_per_s"]].isna().any() and ho.loc[op, "note"]:
+            assert f"  n/a {op}: {ho.loc[op, 'note']}" in lines
     rec = analysis.recommendations(t)
     assert f"Recommendations ({len(rec)})" in out and all(title in out for title in rec["title"].head(4))
     assert "device events simulated" in out.splitlines()[0]
