@@ -31,12 +31,12 @@ class TraceBuilder:
         self.footer_metadata: dict[str, str] = {}
         self._batches: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in TABLES}
         self._rows: dict[str, int] = {t: 0 for t in TABLES}
-        self._new_tracks: list[tuple[Any, ...]] = []  # add_track rows not yet in a batch (one batch for all)
+        self._new_tracks: list[tuple[Any, ...]] = []  # add_track rows after the tracks' batches (rows() counts them)
 
     def rows(self, table: str) -> int:
         """Rows added to ``table`` so far."""
         columns_of(table)
-        return self._rows[table]
+        return self._rows[table] + (len(self._new_tracks) if table == "tracks" else 0)
 
     def add_rows(self, table: str, columns: Mapping[str, Any] | pd.DataFrame) -> int:
         """Add a batch (column -> array; scalars broadcast); returns the row id of its first row."""
@@ -75,14 +75,13 @@ class TraceBuilder:
                   pid: int = 0, tid: int = 0, rank: int = 0, sort_index: int | None = None,
                   unit: str = "") -> int:
         """Add one timeline track; returns its id (for ``parent`` and the events' ``track`` column)."""
-        tid_ = self._rows["tracks"]
+        tid_ = self.rows("tracks")
         row = (parent, kind, name, device, nc_idx, pid, tid, rank, tid_ if sort_index is None else sort_index, unit)
         ints = (parent, device, nc_idx, pid, tid, rank, row[8])
         if not (all(type(v) is int and -(2**63) <= v < 2**63 for v in ints) and parent >= -1
                 and type(kind) is str and type(name) is str and type(unit) is str):
             normalize("tracks", {f: [v] for f, v in zip(_TRACK_FIELDS, row)})  # raises now on bad values
         self._new_tracks.append(row)
-        self._rows["tracks"] += 1
         return tid_
 
     def _batch_new_tracks(self) -> None:
@@ -91,7 +90,6 @@ class TraceBuilder:
         if not self._new_tracks:
             return
         rows, self._new_tracks = self._new_tracks, []
-        self._rows["tracks"] -= len(rows)
         self.add_rows("tracks", dict(zip(_TRACK_FIELDS, map(list, zip(*rows)))))
 
     def add_flows(self, src_table: str, src_rows: Any, dst_table: str, dst_rows: Any, kind: str) -> int:
