@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp.mkdir(parents=True, exist_ok=True)
         res = {n: measure(n, args.repeats, tmp) for n in sizes}
     names = list(res[sizes[0]])
-    head = f"{'analysis (cold, best of ' + str(args.repeats) + ', s)':44s}" + "".join(f"{n / 1e6:>8.0f}M" for n in sizes)
+    title = 'analysis (cold, best of ' + str(args.repeats) + ', s)'
+    head = f"{title:44s}" + "".join(f"{n / 1e6:>8.0f}M" for n in sizes)
     scale = len(sizes) > 1
     print(head + (f"  {sizes[-1] // sizes[0]}x events" if scale else "") + "  target")
     ok = True

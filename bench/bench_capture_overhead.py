@@ -82,7 +82,7 @@ def run_mode(mode: str, step, warmup: int, steps: int, out: Path, shapes: bool =
     return times, export_s[0]
 
 
-def main(argv: "list[str] | None" = None) -> dict:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)

@@ -175,9 +175,9 @@ def main(argv=None) -> int:
             return 0
         import dash
         from dash import dcc, html
+        from explorer_browser import serve
 
         from explorer.app import create_app
-        from explorer_browser import serve
 
         app = create_app(store=store)
         empty = dash.Dash(__name__)

@@ -95,7 +95,7 @@ def child(out: Path, run_id: str, steps: int, faults: dict[int, str]) -> int:
     return 0
 
 
-def _inject(fault: "str | None", run_dir: Path, writer: type, enospc_write, orig_write):
+def _inject(fault: str | None, run_dir: Path, writer: type, enospc_write, orig_write):
     """Start ``fault``; returns the function that lifts it."""
     if fault == "fsize":
         old = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -191,7 +191,8 @@ def disk_campaign(out: Path, windows: int) -> dict[str, object]:
         recorded += [e["window"] for e in json.loads(meta.get("unwritten_windows", "[]"))]
     return {"exit_status": r.returncode, "steps_run": steps, "steps_asked": windows, "faults": faults,
             "readonly_method": "chmod 0555" if os.geteuid() != 0 else "run directory replaced by a file (root)",
-            "windows_written": len(files), "windows_expected": len(expected), "intact": sum(check_window(f) for f in files),
+            "windows_written": len(files), "windows_expected": len(expected),
+            "intact": sum(check_window(f) for f in files),
             "missing_expected": sorted(expected - names), "unexpected": sorted(names - expected),
             "tmp_leftovers": len(list(run.glob("*.tmp"))), "console_lines": len(lines),
             "recorded_in_next_window": recorded, "console": lines}
@@ -218,7 +219,7 @@ def verdict(kill: dict[str, int], disk: dict[str, object]) -> list[str]:
     return bad
 
 
-def main(argv: "list[str] | None" = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=40)
     ap.add_argument("--windows", type=int, default=12, help="windows of the disk-fault run (>= 8)")

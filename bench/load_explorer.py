@@ -132,7 +132,7 @@ def main(argv=None) -> int:
                     if srv.poll() is not None or time.time() - t > 600:
                         log.flush()
                         print((Path(tmp) / "server.log").read_text()[-3000:], file=sys.stderr)
-                        raise SystemExit("server did not start")
+                        raise SystemExit("server did not start") from None
                     time.sleep(0.5)
             print(f"server up in {time.time() - t:.1f} s (open + index of {path.name}), RSS {rss_mb(srv.pid):.0f} MB")
             deps = json.loads(urllib.request.urlopen(base + "/_dash-dependencies", timeout=30).read())

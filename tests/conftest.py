@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from realdata import REALTRACES
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")

@@ -1,7 +1,6 @@
 """Small hand-built traces with known answers for the analysis tests (built with TraceBuilder)."""
 from __future__ import annotations
 
-
 from neuron_profiler.hardware import gpu_spec, neuron_device
 from neuron_profiler.trace import TraceBuilder, make_header
 from schemas import pb

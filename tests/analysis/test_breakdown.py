@@ -9,8 +9,16 @@ import pandas as pd
 import pytest
 from realdata import real_trace
 
-from analysis.analyses.breakdown import (classify_kernels, comm_comp_overlap, device_activity, hta_kernel_selection,
-                                idle_time_breakdown, kernel_breakdown, merge_intervals, temporal_breakdown)
+from analysis.analyses.breakdown import (
+    classify_kernels,
+    comm_comp_overlap,
+    device_activity,
+    hta_kernel_selection,
+    idle_time_breakdown,
+    kernel_breakdown,
+    merge_intervals,
+    temporal_breakdown,
+)
 
 
 def _ins(rows):
@@ -162,8 +170,12 @@ def test_real_trace_exact_vs_hta_rounding_are_close():
 
 
 def test_figures_from_an_imported_trace():
-    from analysis.figures.breakdown import (comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure,
-                                            temporal_breakdown_figure)
+    from analysis.figures.breakdown import (
+        comm_comp_overlap_figure,
+        idle_time_figure,
+        kernel_breakdown_figure,
+        temporal_breakdown_figure,
+    )
     from analysis.trace import Trace
     from neuron_profiler.importers.kineto import load_kineto_builder
 

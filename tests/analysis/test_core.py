@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from _traces import gpu_builder, gpu_mm_trace, neuron_builder, two_matmul_trace
 
 import analysis
 from analysis.core.devices import device_peaks, peaks_at
-from analysis.core.intervals import (coarsen, exclusive_ns, intersection_ns, merge, stable_key_order, union_by_key,
-                                     union_ns)
+from analysis.core.intervals import (
+    coarsen,
+    exclusive_ns,
+    intersection_ns,
+    merge,
+    stable_key_order,
+    union_by_key,
+    union_ns,
+)
 from analysis.core.runs import group_runs
 from neuron_profiler.hardware import gpu_spec
 from schemas import pb

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +19,14 @@ import pandas as pd
 import pytest
 from realdata import REALTRACES
 
-from analysis.analyses.breakdown import (IDLE_COLUMNS, comm_comp_overlap, hta_kernel_selection, idle_time_breakdown,
-                                kernel_breakdown, temporal_breakdown)
+from analysis.analyses.breakdown import (
+    IDLE_COLUMNS,
+    comm_comp_overlap,
+    hta_kernel_selection,
+    idle_time_breakdown,
+    kernel_breakdown,
+    temporal_breakdown,
+)
 from neuron_profiler.importers.kineto import load_kineto_builder
 
 REF_PATH = Path(__file__).resolve().parents[1] / "data" / "hta_reference.json"
@@ -40,7 +46,7 @@ def _keys() -> list[str]:
         return ["<no reference file>"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tables(rel: str):
     p = REALTRACES / rel
     if not p.is_file():
@@ -52,7 +58,7 @@ def _tables(rel: str):
     return b.header.rank, ins, hta_kernel_selection(ins, host, tracks=tracks)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _idle(rel: str):
     """Our idle-time breakdown on HTA's kernel set (its idle analysis takes kernel/memcpy/memset only)."""
     with warnings.catch_warnings():
@@ -270,8 +276,9 @@ def test_trace_methods_with_hta_compatible_equal_hta(key):
 def test_hta_compatible_selection_drops_device_events_without_a_stream():
     """Contract with the importer: device events without ``args.stream`` sit on a ``stream`` track with tid -1;
     HTA drops them, so the HTA-compatible selection does too (and the default analyses keep them)."""
-    import analysis
     from _traces import gpu_builder
+
+    import analysis
 
     b, t = gpu_builder()
     nostream = b.add_track(kind="stream", name="no stream", parent=t["gpu"], device=0, tid=-1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _traces import TRN2_MEM_ROOF, gpu_builder, neuron_builder, two_matmul_trace
-from realdata import REAL_TRACE_FILES, REALTRACES, SAMPLE_TRACES, real_trace
+from realdata import REAL_TRACE_FILES, SAMPLE_TRACES, real_trace
 
 import analysis
 from analysis import registry

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _traces import neuron_builder
+from realdata import real_trace, sample_trace
 
 import analysis
 from analysis.analyses.ranks import RANK_BALANCE_COLUMNS
-from realdata import real_trace, sample_trace
 
 
 def _rank(rank: int, compute_ns: int, cc_start: int, step_ns: int) -> analysis.Trace:

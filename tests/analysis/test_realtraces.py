@@ -5,11 +5,11 @@ Traces are converted in memory (cache=False) so nothing is written next to the s
 import numpy as np
 import pandas as pd
 import pytest
+from realdata import real_trace
 
 import analysis
 from analysis.analyses.recommend import REC_COLUMNS
 from analysis.core.intervals import union_ns
-from realdata import real_trace
 
 GPU_TRACES = [
     "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
@@ -48,7 +48,8 @@ def test_analyses_are_consistent(rel):
     # device time of an op: one union per launching host op (oracle), rows without one by their own label
     act = t.device_activity()
     linked = act[act["framework_op"] >= 0]
-    per_call = {f: union_ns(g["start_ts"].to_numpy(), g["end_ts"].to_numpy()) for f, g in linked.groupby("framework_op")}
+    per_call = {f: union_ns(g["start_ts"].to_numpy(), g["end_ts"].to_numpy())
+                for f, g in linked.groupby("framework_op")}
     h = t.hot_ops()
     names = t.host_ops["name"].astype(str)
     if per_call:

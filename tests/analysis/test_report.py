@@ -16,7 +16,8 @@ from analysis.units import format_value
 @pytest.mark.parametrize("value,unit,text", [
     (89_945_240.0, "ns", "89.95 ms"), (500.0, "ns", "500 ns"), (1_032_519_680.0, "bytes", "984.7 MiB"),
     (4084.0, "count", "4,084"), (0.0923, "percent", "0.0923 %"), (7.864e13, "FLOP/s", "78.64 TFLOP/s"),
-    (7.25e11, "bytes/s", "725 GB/s"), (math.nan, "ns", "n/a"), (None, "count", "n/a"), (2.847, "FLOP/byte", "2.847 FLOP/byte"),
+    (7.25e11, "bytes/s", "725 GB/s"), (math.nan, "ns", "n/a"), (None, "count", "n/a"),
+    (2.847, "FLOP/byte", "2.847 FLOP/byte"),
 ])
 def test_format_value(value, unit, text):
     assert format_value(value, unit) == text

@@ -1,8 +1,16 @@
 """roofline() and roofline_ceilings() against hand-computed positions."""
 import numpy as np
 import pytest
-from _traces import (MM_FLOPS, TRN2_DMA_CORE, TRN2_HBM_CORE, TRN2_MEM_ROOF, TRN2_PEAK_BF16, gpu_mm_trace,
-                     neuron_builder, two_matmul_trace)
+from _traces import (
+    MM_FLOPS,
+    TRN2_DMA_CORE,
+    TRN2_HBM_CORE,
+    TRN2_MEM_ROOF,
+    TRN2_PEAK_BF16,
+    gpu_mm_trace,
+    neuron_builder,
+    two_matmul_trace,
+)
 
 import analysis
 

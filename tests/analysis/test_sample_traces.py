@@ -48,7 +48,8 @@ def test_captured_trace_consistency(name):
     # device time of an op = per invocation, the union of its instructions and DMA (oracle: one union per host op)
     act = t.device_activity()
     linked = act[act["framework_op"] >= 0]
-    per_call = {f: union_ns(g["start_ts"].to_numpy(), g["end_ts"].to_numpy()) for f, g in linked.groupby("framework_op")}
+    per_call = {f: union_ns(g["start_ts"].to_numpy(), g["end_ts"].to_numpy())
+                for f, g in linked.groupby("framework_op")}
     names = t.host_ops["name"].astype(str)
     h = t.hot_ops()
     expect = pd.Series(per_call).groupby(names.reindex(list(per_call)).to_numpy()).sum()

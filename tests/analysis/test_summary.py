@@ -5,8 +5,7 @@ import pytest
 from _traces import MM_FLOPS, TRN2_HBM_CORE, TRN2_PEAK_BF16, gpu_mm_trace, neuron_builder, two_matmul_trace
 
 import analysis
-from neuron_profiler.trace import make_header
-from neuron_profiler.trace import TraceBuilder
+from neuron_profiler.trace import TraceBuilder, make_header
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ import shutil
 import pandas as pd
 import pytest
 from _traces import neuron_builder, two_matmul_trace
+from realdata import real_trace
 
 import analysis
-from realdata import real_trace
 from neuron_profiler.trace import TraceFormatError
 
 

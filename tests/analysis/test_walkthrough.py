@@ -4,7 +4,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from realdata import real_trace
 
 REPO = Path(__file__).resolve().parents[2]

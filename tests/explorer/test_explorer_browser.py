@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle, wait_painted
 
 from explorer.app import create_app
 from explorer.state import PAGES
-from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle, wait_painted
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -170,7 +170,8 @@ def test_sql_query_shows_rows_and_jumps_to_the_timeline(site):
     page = ctx.new_page()
     errors = collect_errors(page)
     _open(page, f"{url}/query?trace=single.nprof", "#query-page")
-    page.fill("#q-sql", "SELECT row_id, start_ts, duration_ns, name FROM instructions ORDER BY duration_ns DESC LIMIT 7")
+    page.fill("#q-sql", "SELECT row_id, start_ts, duration_ns, name FROM instructions "
+                          "ORDER BY duration_ns DESC LIMIT 7")
     page.locator("#q-sql").blur()
     for _ in range(3):  # the typed text reaches Dash's state asynchronously: run until the result is this query's
         page.click("#q-run")

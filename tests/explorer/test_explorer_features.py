@@ -256,7 +256,6 @@ def test_grid_has_no_index_column_and_formats_by_unit(ctx):
 # ------------------------------------------------------------------ regions, compare, bare URLs, errors
 def test_summary_of_regions_side_by_side(ctx):
     import analysis
-
     from explorer.regions import regions
 
     state = ViewState(page="summary", trace="single.nprof")

@@ -192,8 +192,9 @@ def test_recommendations_link_to_cited_time_and_events(ctx):
 
 def test_recommendation_links_to_cited_event_on_sample():
     """The bundled CNN capture (FP32 matmuls) triggers a rule that cites events: its link selects the first one."""
-    import analysis
     from pathlib import Path
+
+    import analysis
 
     sample = Path(__file__).resolve().parents[2] / "sample_traces" / "cnn_inference.nprof"
     if not sample.is_file():

@@ -109,7 +109,8 @@ def test_schedule_windows_write_one_file_each(tmp_path):
         ins, fl = tf.table("instructions"), tf.table("flows")
         assert len(ins) == len(addmm) + len(mm) + (ops["name"] == "aten::bmm").sum()
         assert (fl["src_table"] == "host_ops").all() and (fl["dst_table"] == "instructions").all()
-        assert (ops.loc[fl["src_row"].to_numpy(), "flops"].to_numpy() == ins.loc[fl["dst_row"].to_numpy(), "raw_flops"].to_numpy()).all()
+        src_flops = ops.loc[fl["src_row"].to_numpy(), "flops"].to_numpy()
+        assert (src_flops == ins.loc[fl["dst_row"].to_numpy(), "raw_flops"].to_numpy()).all()
 
 
 def test_without_shapes_modules_or_stack(tmp_path):

@@ -69,8 +69,9 @@ def test_python_m_run_whole_program_one_window_and_env_disable(tmp_path):
     tf = read_trace(files[0])
     assert (tf.table("host_ops")["name"] == "aten::addmm").sum() == 3 and len(tf.table("instructions")) == 0
     assert "Host Memory Used" in set(tf.table("tracks")["name"].astype(str))
-    r = subprocess.run([sys.executable, "-m", "neuron_profiler", "run", "-o", str(tmp_path / "o2"), str(script), "1", "0"],
-                       env=_env(NEURON_RT_INSPECT_ENABLE="0"), capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    cmd = [sys.executable, "-m", "neuron_profiler", "run", "-o", str(tmp_path / "o2"), str(script), "1", "0"]
+    r = subprocess.run(cmd, env=_env(NEURON_RT_INSPECT_ENABLE="0"), capture_output=True, text=True, timeout=180,
+                       cwd=tmp_path)
     assert r.returncode == 0 and not (tmp_path / "o2").exists()
 
 
@@ -97,7 +98,8 @@ def test_options_validation_and_env(tmp_path):
     with pytest.raises(ValueError, match="trn1, inf2, trn2, trn3"):
         cli.options_from_args(_args(output_dir=str(tmp_path), target="a100"), {})
     with pytest.raises(ValueError, match="positive integer"):
-        cli.options_from_args(_args(output_dir=str(tmp_path)), {"NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC": "lots"})
+        cli.options_from_args(_args(output_dir=str(tmp_path)),
+                              {"NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC": "lots"})
     with pytest.raises(ValueError, match="run-id"):
         cli.options_from_args(_args(output_dir=str(tmp_path), run_id="a/b"), {})
     with pytest.raises(SystemExit):

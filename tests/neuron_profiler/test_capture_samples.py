@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from realdata import sample_trace
 
 from neuron_profiler.trace import read_trace
-from realdata import sample_trace
 
 SAMPLES = ["gpt_train_step.nprof", "cnn_inference.nprof", "ddp_train_rank0.nprof", "ddp_train_rank1.nprof"]
 

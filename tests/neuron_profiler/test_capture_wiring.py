@@ -43,7 +43,7 @@ print("ok")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
-def _runtime_imports(path: Path, modules: "set[str] | None" = None) -> set[str]:
+def _runtime_imports(path: Path, modules: set[str] | None = None) -> set[str]:
     """Every ``neuron_profiler`` module ``path`` imports at run time (function-local imports included,
     ``if TYPE_CHECKING:`` blocks excluded): ``from P import m`` names module ``P.m`` when that is a module of
     ``modules``, else ``P`` (parent packages, imported implicitly, are not counted)."""

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from realdata import sample_trace
@@ -30,7 +29,8 @@ def small_trace(tmp_path: Path) -> Path:
     te = b.add_track("engine", "Tensor", device=0, nc_idx=0)
     tc = b.add_track("counter", "DMA Throughput", parent=te, device=0, nc_idx=0, unit="bytes/s")
     h = b.add_rows("host_ops", {"track": th, "name": ["aten::mm", "aten::gelu"], "start_ts": [1000, 5000],
-                                "duration_ns": [3000, 1000], "category": "cpu_op", "input_shapes": ["[[2,3],[3,4]]", "[[2,4]]"]})
+                                "duration_ns": [3000, 1000], "category": "cpu_op",
+                                "input_shapes": ["[[2,3],[3,4]]", "[[2,4]]"]})
     i = b.add_rows("instructions", {"track": te, "start_ts": [1500, 2500, 5500], "duration_ns": [500, 400, 300],
                                     "engine": "Tensor", "opcode": "MATMUL", "name": "aten::mm",
                                     "framework_op": [h, h, h + 1], "raw_flops": [24, 24, 0]})

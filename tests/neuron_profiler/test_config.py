@@ -88,7 +88,7 @@ def test_neuron_backend_registration_keeps_accelerator_probing_working(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         torch.manual_seed(0)  # seeds the (stub) neuron device module without warnings
-    with pytest.raises(Exception):
+    with pytest.raises(NotImplementedError, match="from the 'neuron' backend"):
         torch.empty(1, device="neuron")  # a name only: no kernels, no devices
 
 

@@ -14,7 +14,6 @@ import torch.multiprocessing as mp  # noqa: E402
 from neuron_profiler.trace import read_trace  # noqa: E402
 
 
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,7 +38,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
                          record_shapes=True, schedule=schedule(wait=1, warmup=0, active=2, repeat=1),
                          on_trace_ready=NeuronProfiler(cfg).export_trace) as prof:
-                for step in range(3):
+                for _step in range(3):
                     opt.zero_grad()
                     loss = model(torch.randn(8, 16) + rank).square().mean()
                     loss.backward()  # DDP's reducer all-reduces gradients from C++
@@ -62,7 +61,8 @@ def test_two_rank_gloo_collectives_match(tmp_path):
     for r, tf in enumerate(traces):
         assert tf.header.rank == r and tf.header.world_size == 2 and tf.header.run_id == "ddp"
     colls = [tf.table("collectives") for tf in traces]
-    keys = [sorted(zip(c["process_group"].astype(str), c["sequence_number"], c["operation"].astype(str))) for c in colls]
+    keys = [sorted(zip(c["process_group"].astype(str), c["sequence_number"], c["operation"].astype(str)))
+            for c in colls]
     assert keys[0] == keys[1]
     groups = {g for g, _, _ in keys[0]}
     assert len(groups) == 2  # default group (DDP + all_reduce) and the new group (all_gather)

@@ -275,7 +275,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 _BUSY_SQL = """
 WITH ev AS (SELECT rank, engine, start_ts AS s, start_ts + duration_ns AS e
             FROM read_parquet('{root}/instructions/*/*.parquet', hive_partitioning = true)
-            WHERE opcode <> 'SemaphoreWait'),  -- an engine waiting on a semaphore is idle (analysis.analyses.activity.WAIT_OPCODES)
+            -- an engine waiting on a semaphore is idle (analysis.analyses.activity.WAIT_OPCODES)
+            WHERE opcode <> 'SemaphoreWait'),
      m AS (SELECT *, max(e) OVER (PARTITION BY rank, engine ORDER BY s ROWS BETWEEN UNBOUNDED PRECEDING
                                   AND 1 PRECEDING) AS prev_end FROM ev)
 SELECT rank, engine, sum(greatest(0, e - greatest(s, coalesce(prev_end, s)))) AS busy_ns FROM m GROUP BY rank, engine

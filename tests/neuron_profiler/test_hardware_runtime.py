@@ -66,7 +66,8 @@ pq.write_table(pa.Table.from_pylist([{{"profile_schema_version": "7.4.0", "insta
                d / "Metadata.parquet")
 t0 = int(ntff[0].read_text())
 pq.write_table(pa.Table.from_pylist([{{"start_ts": t0 + 100 * i, "duration_ns": 50, "engine": "Tensor", "pcore_idx": 0,
-                                       "opcode": "MATMUL", "hlo_name": f"dot.{{i}}", "neffs": len(list(cap.glob("*.neff")))}}
+                                       "opcode": "MATMUL", "hlo_name": f"dot.{{i}}",
+                                       "neffs": len(list(cap.glob("*.neff")))}}
                                       for i in range(5)]), d / "Instruction.parquet")
 '''
 
@@ -163,7 +164,8 @@ def test_auto_on_a_neuron_machine_without_the_tools_says_what_is_missing(neuron_
         NeuronProfiler(cfg)
     neuron_machine.explorer()
     monkeypatch.setattr(hw, "load_libnrt", lambda: None)
-    with pytest.raises(RuntimeUnavailableError, match="libnrt.so.1 with the runtime inspect API.*aws-neuronx-runtime-lib"):
+    with pytest.raises(RuntimeUnavailableError,
+                       match="libnrt.so.1 with the runtime inspect API.*aws-neuronx-runtime-lib"):
         NeuronProfiler(NeuronConfig(profile_output_dir=tmp_path / "out", runtime="hardware"))
     assert _one_window(NeuronConfig(profile_output_dir=tmp_path / "out", run_id="s", runtime="simulated")).paths
 

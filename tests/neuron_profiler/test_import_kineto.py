@@ -6,7 +6,7 @@ import json
 import shutil
 import warnings
 from decimal import Decimal
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ DEVICE_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _json(rel: str) -> dict:
     p = real_trace(rel)
     op = gzip.open if p.suffix == ".gz" else open
@@ -28,7 +28,7 @@ def _json(rel: str) -> dict:
         return json.load(fh, parse_float=Decimal)  # exact decimal oracle for the ns checks
 
 
-@lru_cache(maxsize=None)
+@cache
 def _built(rel: str):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the real traces import without skipped events

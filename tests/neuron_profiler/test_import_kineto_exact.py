@@ -55,12 +55,11 @@ def _to_epoch(text: bytes) -> bytes:
     return re.sub(rb'"baseTimeNanoseconds"\s*:\s*\d+', b'"baseTimeNanoseconds_removed": 0', out)
 
 
-def _imported(path) -> tuple[list[int], list[int], list[int]]:
+def _imported(path) -> tuple[list[int], list[int], str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         b = load_kineto_builder(path)
     xs = sorted(b.table("host_ops")["start_ts"].tolist() + b.table("instructions")["start_ts"].tolist())
-    flows = b.table("flows")
     ctr = b.table("counters")
     tracks = b.table("tracks")
     mem_tracks = tracks.index[(tracks["kind"] == "counter") & (tracks["name"] == "Total Allocated")]

@@ -9,15 +9,14 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from realdata import real_trace
 
-from neuron_profiler.importers.kineto import api
+from neuron_profiler.importers.kineto import api, load_kineto_builder
 from neuron_profiler.importers.kineto import split as ks
-from neuron_profiler.importers.kineto import load_kineto_builder
 from neuron_profiler.importers.kineto.build import build_trace
 from neuron_profiler.importers.kineto.links import enclosing_operator
 from neuron_profiler.importers.kineto.read import load_document
 from neuron_profiler.trace import TABLES, NotATraceError
-from realdata import real_trace
 
 GOOD = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.0}
 

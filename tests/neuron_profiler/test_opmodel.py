@@ -59,7 +59,8 @@ def test_flops_per_element_and_unknown_flops():
     gelu = _w("aten::gelu", [[4, 8]], [F32])
     assert gelu.flops == FLOPS_PER_ELEMENT["gelu"] * 32 and gelu.flops_known
     assert _w("aten::mm", [[8, 16], [16, 4]], [BF, BF]).flops == 2 * 8 * 16 * 4
-    assert _w("aten::copy_", [[4], [4]], [F32, F32]).flops == 0 and _w("aten::copy_", [[4], [4]], [F32, F32]).flops_known
+    copy = _w("aten::copy_", [[4], [4]], [F32, F32])
+    assert copy.flops == 0 and copy.flops_known
     mystery = _w("aten::mystery_op", [[4]], [F32])
     assert mystery.flops == 0 and not mystery.flops_known               # no formula: unknown, not zero
     for args in (("aten::mm", "", ""), ("aten::mm", "[[8],[16,4,2,1]]", '["float","float"]'),
@@ -72,6 +73,6 @@ def test_flops_per_element_and_unknown_flops():
 
 def test_known_no_work():
     """Views and allocations do no device work; names the model does not know are not "no work"."""
-    assert known_no_work("aten::view") and known_no_work("aten::empty_strided") and known_no_work("aten::empty_permuted") and known_no_work("c10d::allreduce_")
+    assert all(map(known_no_work, ("aten::view", "aten::empty_strided", "aten::empty_permuted", "c10d::allreduce_")))
     assert not known_no_work("aten::mm") and not known_no_work("aten::add_")
     assert not known_no_work("triton_poi_fused_add_0") and not known_no_work("ProfilerStep#3")

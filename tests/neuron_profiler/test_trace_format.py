@@ -11,10 +11,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neuron_profiler.trace import (FORMAT_MAJOR, FORMAT_MINOR, TABLES, CorruptTraceError, NotATraceError,
-                                   TraceBuilder, TraceFormatError, TraceWriter, TruncatedTraceError,
-                                   UnsupportedVersionError, make_header, read_trace, write_trace)
-from neuron_profiler.trace import framing
+from neuron_profiler.trace import (
+    FORMAT_MAJOR,
+    FORMAT_MINOR,
+    TABLES,
+    CorruptTraceError,
+    NotATraceError,
+    TraceBuilder,
+    TraceFormatError,
+    TraceWriter,
+    TruncatedTraceError,
+    UnsupportedVersionError,
+    framing,
+    make_header,
+    read_trace,
+    write_trace,
+)
 from schemas import pb
 
 RNG = np.random.default_rng(7)
@@ -382,7 +394,8 @@ def test_table_mismatch_between_frame_and_payload(tmp_path: Path) -> None:
 
 
 def test_zlib_bomb_and_bad_stream(tmp_path: Path) -> None:
-    out = _header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, b"not zlib at all", framing.CODEC_ZLIB, 13)
+    out = _header_bytes(FORMAT_MAJOR, 0) + framing.encode_frame(framing.CHUNK, b"not zlib at all", framing.CODEC_ZLIB,
+                                                                13)
     p = tmp_path / "z.nprof"
     p.write_bytes(out)
     with pytest.raises(CorruptTraceError, match="decompress"):

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_profiler.trace import FORMAT_MAJOR, TraceWriter, make_header, read_trace
-from neuron_profiler.trace import framing
+from neuron_profiler.trace import FORMAT_MAJOR, TraceWriter, framing, make_header, read_trace
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.reader import TraceFile
 from neuron_profiler.trace.wire import scan_chunk
