@@ -29,6 +29,25 @@ def test_args_text_of_int_or_null_dicts_is_what_orjson_writes(keys: list[str], d
     assert _args_text(ga, tuple(keys), HOST_DROP) == want
 
 
+_ONE_KEY_VALUES = st.one_of(st.lists(st.one_of(st.text(max_size=3), _INTS), max_size=4), _INTS,
+                            st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.text(max_size=4))
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=_KEYS, values=st.lists(_ONE_KEY_VALUES, min_size=1, max_size=10))
+def test_args_text_of_one_key_dicts_is_what_orjson_writes(key: str, values: list) -> None:
+    """One kept key whose values are lists (a cpu_op's "Concrete Inputs"), floats, bools, big ints: each text is
+    orjson's encoding of that event's args, or "" when orjson refuses the value."""
+    ga = [{"External id": 1, key: v} for v in values]
+    want = []
+    for v in values:
+        try:
+            want.append(orjson.dumps({key: v}).decode())
+        except TypeError:
+            want.append("")
+    assert _args_text(ga, ("External id", key), HOST_DROP) == want
+
+
 def test_args_text_drops_the_columns_it_stores_elsewhere() -> None:
     ga = [{"External id": 7, "Python id": 3, "Python parent id": 1}]
     assert _args_text(ga, tuple(ga[0]), HOST_DROP) == ['{"Python id":3,"Python parent id":1}']

@@ -124,7 +124,7 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
         if set(map(type, vals)) <= {int, str}:  # not bool/float: 1 == True == 1.0 would share a text
             enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
             return [enc[v] for v in vals]
-        return [safe_dumps({kept[0]: v}) for v in vals]
+        return _one_key_texts(kept[0], vals)
     vals = list(map(itemgetter(*kept), ga))
     try:
         uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
@@ -142,6 +142,18 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
     if len(kept) == len(keys):
         return safe_dumps_all(ga)
     return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
+
+
+def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
+    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: each value encoded alone (lists such as a
+    cpu_op's "Concrete Inputs" cannot be shared through a dict) inside the object's fixed text."""
+    if _dumps_bytes is not None:
+        tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
+        try:
+            return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
+        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
+            pass
+    return [safe_dumps({key: v}) for v in vals]
 
 
 def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
