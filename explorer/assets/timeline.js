@@ -489,8 +489,11 @@
       ctx.closePath();
       ctx.fillStyle = "rgba(76,120,168,0.25)"; ctx.fill();
       ctx.strokeStyle = "#4C78A8"; ctx.lineWidth = 1; ctx.stroke();
+      // the label sits on a backdrop: the curve often reaches the row's top under it
+      const label = "max " + fmtValue(vmax, r.unit), lw = ctx.measureText(label).width;
+      ctx.fillStyle = "rgba(255,255,255,0.85)"; ctx.fillRect(LABEL_W + 2, y + 2, lw + 4, 12);
       ctx.fillStyle = "#555";
-      ctx.fillText("max " + fmtValue(vmax, r.unit), LABEL_W + 4, y + 8);
+      ctx.fillText(label, LABEL_W + 4, y + 8);
     }
 
     paintOverlay(top) {
