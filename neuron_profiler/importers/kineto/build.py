@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,36 @@ def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
     return build_from_columns(doc, ev, source, run_id=run_id, stage=stage)
 
 
+@dataclass
+class _Rows:
+    """The complete events' columns (``EventColumns.finish``) and what every stage reads of them."""
+
+    x: dict[str, Any]
+    start: np.ndarray     # int64 ns, base time included
+    dur: np.ndarray
+    is_host: np.ndarray   # row class masks
+    is_dev: np.ndarray
+    is_anno: np.ndarray
+    is_trace: np.ndarray
+    dev_rows: np.ndarray  # device-side rows (kernels... and device annotations) with their device id / stream
+    dev_id: np.ndarray
+    stream: np.ndarray
+    dev_of: np.ndarray    # x row -> (device id, stream) of device-side rows, else (-1, -1)
+
+
+@dataclass
+class _HostOps:
+    """The host_ops table's columns and what the link and collective stages need of them."""
+
+    rows: np.ndarray      # x rows, in table order (start, then outermost first)
+    cols: dict[str, Any]  # the table's columns
+    link: dict[str, Any]  # pid / tid / start / ids, for ``resolve_links``
+    runtime: np.ndarray   # runtime API calls (launch sources)
+    op_prio: np.ndarray   # which enclosing operator names a kernel (``resolve_links``)
+    is_py: np.ndarray     # python_function rows
+    unknown: Counter      # unknown categories -> count
+
+
 def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, run_id: str = "",
                        stage: Callable[[str], None] | None = None) -> TraceBuilder:
     """Build the in-memory trace from extracted events (``ev``) and the document's other top-level keys.
@@ -94,10 +125,47 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     stage = stage or (lambda _s: None)
     n_events = ev.n_events
     x = ev.finish()
-    n_x = len(x["cls"])
-    if n_events and not (n_x or ev.n_instants or ev.n_counters or ev.meta):
+    if n_events and not (len(x["cls"]) or ev.n_instants or ev.n_counters or ev.meta):
         reasons = ", ".join(f"{n} {r}" for r, n in ev.skipped.most_common())
         raise TraceFormatError(f"{source}: none of the {n_events} events could be read ({reasons})")
+    b, rank, world, base_ns = _new_builder(doc, source, run_id)
+    stage("columns")
+    skipped = Counter(ev.skipped)
+    r = _rows(x, base_ns, skipped)
+    skipped.update(ev.skipped_memory)
+    skipped.update(ev.skipped_counters)
+    flows = x.pop("flows")
+    flows["ts"] = flows["ts"] + base_ns
+    skipped["unreadable flow event"] += ev.bad_flows
+    if ev.inexact_ts:
+        b.footer_metadata["inexact_timestamps"] = (
+            f"{ev.inexact_ts} events in batches whose epoch-microsecond ts could not be re-read exactly from the "
+            f"JSON text: float64 precision (up to 125 ns off)")
+    tracks = _track_table(b, ev, r, doc, rank)
+    stage("host ops")
+    host = _host_ops(r, ev, tracks)
+    stage("instructions")
+    i_cols, links, coll = _instructions(r, ev, tracks, host, flows, world, stage)
+    flows.clear()
+    main_pid = _main_pid(r, host)
+    mem = x.pop("mem")
+    x.clear()  # the full columns: only the tables' selections are needed from here (peak memory)
+    b.add_rows("host_ops", host.cols)
+    host.cols = {}
+    b.add_rows("instructions", i_cols)
+    del i_cols
+    b.add_flows("host_ops", links["launch_src"], "instructions", links["launch_dst"], kind="launch")
+    b.add_flows("host_ops", links["fwd_src"], "host_ops", links["fwd_dst"], kind="fwdbwd")
+    b.add_rows("collectives", coll)
+    _add_counters(b, tracks, mem, ev.ctr, base_ns)
+    _footer(b, source, links["unresolved"], r, skipped, host.unknown)
+    if type(main_pid) is int:
+        b.header.process_id = main_pid
+    return b
+
+
+def _new_builder(doc: dict[str, Any], source: str, run_id: str) -> tuple[TraceBuilder, int, int, int]:
+    """(the builder with the trace's header, rank, world size, base time in ns: 0 without a usable one)."""
     rank, world, meta = _header_fields(doc)
     base = doc.get("baseTimeNanoseconds")
     base_ns = base if type(base) is int and 0 < base < _MAX_BASE_NS else 0
@@ -107,21 +175,15 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     hdr = make_header(PRODUCER, source_format="kineto-json", rank=rank, world_size=world, simulated=False,
                       metadata=meta, run_id=run_id, source_path=source,
                       instance_id=str(doc.get("host_name", "")))
-    b = TraceBuilder(hdr)
-    stage("columns")
+    return TraceBuilder(hdr), rank, world, base_ns
 
-    cat, cls = x["cat"], x["cls"]
-    is_trace = cls == TRACE
-    is_dev = cls == DEVICE
-    is_anno = cls == ANNOTATION
-    is_host = cls == HOST
-    skipped = Counter(ev.skipped)
+
+def _rows(x: dict[str, Any], base_ns: int, skipped: Counter) -> _Rows:
+    """Row masks, times, and the device id / stream of device-side rows: ``args.device`` / ``args.stream``,
+    else the Kineto pid / tid. Device rows without a usable device id are dropped (counted in ``skipped``)."""
+    cls = x["cls"]
+    is_dev, is_anno = cls == DEVICE, cls == ANNOTATION
     pid, tid = x["pid"], x["tid"]
-    pid_k, tid_k = x["pid_key"], x["tid_key"]  # int64 codes of pid / tid, for hashing
-    start = x["start_ts"] + base_ns
-    dur = x["duration_ns"]
-
-    # device id / stream of device-side rows: args.device / args.stream, else Kineto pid / tid
     dev_rows = np.flatnonzero(is_dev | is_anno)
     d_arg = x["device"][dev_rows]
     s_arg = x["stream"][dev_rows]
@@ -139,21 +201,21 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
         is_dev[dev_rows[bad_dev]] = False
         is_anno[dev_rows[bad_dev]] = False
         dev_rows, dev_id, stream = dev_rows[~bad_dev], dev_id[~bad_dev], stream[~bad_dev]
-    mem, ctr = x["mem"], ev.ctr
-    skipped.update(ev.skipped_memory)
-    skipped.update(ev.skipped_counters)
-    flows = x.pop("flows")
-    flows["ts"] = flows["ts"] + base_ns
-    skipped["unreadable flow event"] += ev.bad_flows
-    if ev.inexact_ts:
-        b.footer_metadata["inexact_timestamps"] = (
-            f"{ev.inexact_ts} events in batches whose epoch-microsecond ts could not be re-read exactly from the "
-            f"JSON text: float64 precision (up to 125 ns off)")
+    dev_of = np.full((len(cls), 2), -1, dtype=np.int64)
+    dev_of[dev_rows, 0], dev_of[dev_rows, 1] = dev_id, stream
+    return _Rows(x=x, start=x["start_ts"] + base_ns, dur=x["duration_ns"], is_host=cls == HOST, is_dev=is_dev,
+                 is_anno=is_anno, is_trace=cls == TRACE, dev_rows=dev_rows, dev_id=dev_id, stream=stream,
+                 dev_of=dev_of)
+
+
+def _track_table(b: TraceBuilder, ev: EventColumns, r: _Rows, doc: dict[str, Any], rank: int) -> TrackTable:
+    """The track table, with a header device for every device that has events or memory samples."""
+    cat = r.x["cat"]
     used: dict[int, str] = {}
-    for r, d in zip(dev_rows.tolist(), dev_id.tolist()):
+    for row, d in zip(r.dev_rows.tolist(), r.dev_id.tolist()):
         if d not in used:
-            used[d] = _DEVICE_KIND.get(cat[r], "gpu")
-    for d in np.unique(mem[1]).tolist():
+            used[d] = _DEVICE_KIND.get(cat[row], "gpu")
+    for d in np.unique(r.x["mem"][1]).tolist():
         if d >= 0 and d not in used:
             used[d] = "gpu"
     tracks = TrackTable(b, read_meta(ev.meta), rank)
@@ -161,80 +223,73 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     if unknown_devices:
         b.header.metadata["devices_without_spec"] = "; ".join(unknown_devices) + \
             " (not in the hardware table: imported without peaks, MFU/roofline unavailable)"
-    stage("host ops")
+    return tracks
 
-    # ---- host ops (incl. device annotations on stream tracks), sorted by start then outermost first
-    h_rows = np.flatnonzero(is_host | is_anno)
-    h_order = np.lexsort((-dur[h_rows], start[h_rows]))
-    h_rows = h_rows[h_order]
-    dev_of = np.full((n_x, 2), -1, dtype=np.int64)  # x row -> (device id, stream) of device-side rows
-    dev_of[dev_rows, 0], dev_of[dev_rows, 1] = dev_id, stream
-    h_track = _host_tracks(tracks, h_rows, is_anno, dev_of, pid, tid, pid_k, tid_k)
-    h_cat = cat[h_rows]
+
+def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
+    """Host ops (incl. device annotations on stream tracks), sorted by start then outermost first."""
+    x, start, dur = r.x, r.start, r.dur
+    h_rows = np.flatnonzero(r.is_host | r.is_anno)
+    h_rows = h_rows[np.lexsort((-dur[h_rows], start[h_rows]))]
+    h_track = _host_tracks(tracks, h_rows, r.is_anno, r.dev_of, x["pid"], x["tid"], x["pid_key"], x["tid_key"])
+    h_cat = x["cat"][h_rows]
     h_codes, h_uniq = factorize(h_cat)
 
     def cat_mask(members: Any) -> np.ndarray:
         return np.asarray([c in members for c in h_uniq] + [False], dtype=bool)[h_codes]
 
-    unknown_mask = ~cat_mask(KNOWN_CATEGORIES)
-    unknown = Counter(h_cat[unknown_mask].tolist())
-    h_start, h_dur = start[h_rows], dur[h_rows]
-    host = {"pid": pid_k[h_rows], "tid": tid_k[h_rows], "start_ts": h_start, "duration_ns": h_dur,
+    unknown = Counter(h_cat[~cat_mask(KNOWN_CATEGORIES)].tolist())
+    h_start, h_dur, h_names = start[h_rows], dur[h_rows], x["name"][h_rows]
+    link = {"pid": x["pid_key"][h_rows], "tid": x["tid_key"][h_rows], "start_ts": h_start, "duration_ns": h_dur,
             "correlation_id": x["corr"][h_rows], "external_id": x["ext"][h_rows],
             "sequence_number": x["seq"][h_rows]}
-    names = x["name"]
-    h_names = names[h_rows]
-    op_prio = np.asarray([_OP_PRIO.get(c, 9) for c in h_uniq] + [9], dtype=np.int64)[h_codes]
     is_py = cat_mask({"python_function"})
-    stacks = None
-    if is_py.any():
-        py_pos = np.flatnonzero(is_py)
-        frames = {h: ev.py_frames[r] for h, r in zip(py_pos.tolist(), h_rows[py_pos].tolist())}
-        stacks = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
-                                 h_start, h_start + h_dur, h_names, frames)
-    host_cols = {
+    cols = {
         "track": h_track, "name": h_names, "category": h_cat, "start_ts": h_start, "duration_ns": h_dur,
         "input_shapes": x["input_shapes"][h_rows], "input_dtypes": x["input_dtypes"][h_rows],
-        "sequence_number": host["sequence_number"], "correlation_id": host["correlation_id"],
-        "external_id": host["external_id"], "flops": x["flops"][h_rows],
-        "args": x["args"][h_rows],
+        "sequence_number": link["sequence_number"], "correlation_id": link["correlation_id"],
+        "external_id": link["external_id"], "flops": x["flops"][h_rows], "args": x["args"][h_rows],
     }
-    if stacks is not None:
-        host_cols["stack"] = stacks
+    if is_py.any():
+        py_pos = np.flatnonzero(is_py)
+        frames = {h: ev.py_frames[row] for h, row in zip(py_pos.tolist(), h_rows[py_pos].tolist())}
+        cols["stack"] = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
+                                        h_start, h_start + h_dur, h_names, frames)
     for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
-        if not (host_cols[c] != "").any():
-            del host_cols[c]
-    # x row -> host row / instruction row, for the args kept for collectives
-    i_rows = np.flatnonzero(is_dev)
-    i_rows = i_rows[np.argsort(start[i_rows], kind="stable")]
-    row_of = np.full(n_x, -1, dtype=np.int64)
-    row_of[h_rows] = np.arange(len(h_rows))
-    h_coll_args = {int(row_of[r]): a for r, a in ev.coll_args.items() if row_of[r] >= 0}
-    row_of[:] = -1
-    row_of[i_rows] = np.arange(len(i_rows))
-    i_coll_args = {int(row_of[r]): a for r, a in ev.coll_args.items() if row_of[r] >= 0}
-    del row_of
-    stage("instructions")
+        if not (cols[c] != "").any():
+            del cols[c]
+    op_prio = np.asarray([_OP_PRIO.get(c, 9) for c in h_uniq] + [9], dtype=np.int64)[h_codes]
+    return _HostOps(rows=h_rows, cols=cols, link=link, runtime=cat_mask(RUNTIME_CATEGORIES), op_prio=op_prio,
+                    is_py=is_py, unknown=unknown)
 
-    # ---- instructions, sorted by start
-    i_track = _stream_tracks(tracks, i_rows, dev_of[i_rows, 0], dev_of[i_rows, 1], tid, tid_k, x["name"])
-    i_cat = cat[i_rows]
+
+def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps, flows: dict[str, Any],
+                  world: int, stage: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(the instructions table's columns, sorted by start; the resolved links (``resolve_links``); the
+    collectives table's columns)."""
+    x, start, dur = r.x, r.start, r.dur
+    i_rows = np.flatnonzero(r.is_dev)
+    i_rows = i_rows[np.argsort(start[i_rows], kind="stable")]
+    h_coll_args, i_coll_args = _rows_of(ev.coll_args, host.rows, len(start)), _rows_of(ev.coll_args, i_rows, len(start))
+    i_track = _stream_tracks(tracks, i_rows, r.dev_of[i_rows, 0], r.dev_of[i_rows, 1], x["tid"], x["tid_key"],
+                             x["name"])
+    i_cat = x["cat"][i_rows]
     i_engine = map_values(i_cat, DEVICE_CATEGORIES.get)
-    i_names = names[i_rows]
+    i_names = x["name"][i_rows]
     nbytes = x["bytes"][i_rows]
     is_memset = i_engine == "Memset"
     is_memcpy = i_engine == "Memcpy"
     htod = is_memcpy & map_values(i_names, lambda n: "HtoD" in n).astype(bool)
     dtoh = is_memcpy & map_values(i_names, lambda n: "DtoH" in n).astype(bool)
-    instr = {"pid": pid_k[i_rows], "tid": tid_k[i_rows], "start_ts": start[i_rows],
+    instr = {"pid": x["pid_key"][i_rows], "tid": x["tid_key"][i_rows], "start_ts": start[i_rows],
              "correlation_id": x["corr"][i_rows], "external_id": x["ext"][i_rows]}
-    runtime_mask = cat_mask(RUNTIME_CATEGORIES)
-    links = resolve_links(host, instr, flows, runtime_mask, op_prio)
-    del host, flows
+    links = resolve_links(host.link, instr, flows, host.runtime, host.op_prio)
+    host.link = {}
     stage("collectives")
     i_start, i_dur = start[i_rows], dur[i_rows]
+    hc = host.cols
     coll = collective_rows(i_names, i_coll_args, i_track, i_start, i_dur, links["framework_op"],
-                           h_names, h_coll_args, h_track, h_start, h_dur, world)
+                           hc["name"], h_coll_args, hc["track"], hc["start_ts"], hc["duration_ns"], world)
     i_cols = {
         "track": i_track, "start_ts": i_start, "duration_ns": i_dur, "engine": i_engine,
         "opcode": i_cat, "name": i_names, "framework_op": links["framework_op"],
@@ -243,36 +298,45 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
         "hbm_write_bytes": np.where(is_memset | (is_memcpy & ~dtoh), nbytes, 0),
         "args": x["args"][i_rows],
     }
-    main_rows = h_rows[~is_py]
-    main_codes, _ = factorize(pid_k[main_rows])  # the process with most host ops (the first of equals)
-    main_pid = pid[main_rows[np.argmax(main_codes == np.argmax(np.bincount(main_codes)))]] if len(main_rows) else None
-    del x, instr
-    b.add_rows("host_ops", host_cols)
-    del host_cols
-    b.add_rows("instructions", i_cols)
-    del i_cols
-    b.add_flows("host_ops", links["launch_src"], "instructions", links["launch_dst"], kind="launch")
-    b.add_flows("host_ops", links["fwd_src"], "host_ops", links["fwd_dst"], kind="fwdbwd")
-    b.add_rows("collectives", coll)
-    _add_counters(b, tracks, mem, ctr, base_ns)
+    return i_cols, links, coll
 
-    for k, v in links["unresolved"].items():
+
+def _rows_of(by_x_row: dict[int, Any], table_rows: np.ndarray, n_x: int) -> dict[int, Any]:
+    """``by_x_row`` re-keyed by table row (``table_rows``: the x row of each table row); x rows not in the
+    table are left out."""
+    row_of = np.full(n_x, -1, dtype=np.int64)
+    row_of[table_rows] = np.arange(len(table_rows))
+    return {int(row_of[xr]): v for xr, v in by_x_row.items() if row_of[xr] >= 0}
+
+
+def _main_pid(r: _Rows, host: _HostOps) -> Any:
+    """The Kineto pid of the process with most host ops, python frames aside (the first of equals); None
+    without host ops."""
+    main_rows = host.rows[~host.is_py]
+    if not len(main_rows):
+        return None
+    main_codes, _ = factorize(r.x["pid_key"][main_rows])
+    return r.x["pid"][main_rows[np.argmax(main_codes == np.argmax(np.bincount(main_codes)))]]
+
+
+def _footer(b: TraceBuilder, source: str, unresolved: dict[str, Any], r: _Rows, skipped: Counter,
+            unknown: Counter) -> None:
+    """Footer metadata (unresolved links, the profiler's span, skipped events, unknown categories) and the
+    warnings for the last two."""
+    for k, v in unresolved.items():
         b.footer_metadata[k] = str(v)
-    if is_trace.any():
-        span = np.flatnonzero(is_trace)[0]
-        b.footer_metadata["kineto.profiler_span_ns"] = f"{start[span]},{dur[span]}"
+    if r.is_trace.any():
+        span = np.flatnonzero(r.is_trace)[0]
+        b.footer_metadata["kineto.profiler_span_ns"] = f"{r.start[span]},{r.dur[span]}"
     skipped = Counter({k: v for k, v in skipped.items() if v})
     if skipped:
         b.footer_metadata["skipped_events"] = dumps(dict(skipped))
         warnings.warn(f"{source}: skipped {sum(skipped.values())} unreadable events: " +
-                      ", ".join(f"{n} {r}" for r, n in skipped.most_common()), stacklevel=3)
+                      ", ".join(f"{n} {reason}" for reason, n in skipped.most_common()), stacklevel=4)
     if unknown:
         b.footer_metadata["unknown_categories"] = dumps(dict(unknown.most_common()))  # most frequent first
         warnings.warn(f"{source}: {sum(unknown.values())} events with unknown categories imported as host ops: "
-                      + ", ".join(f"{c!r}: {n}" for c, n in unknown.most_common()), stacklevel=3)
-    if type(main_pid) is int:
-        b.header.process_id = main_pid
-    return b
+                      + ", ".join(f"{c!r}: {n}" for c, n in unknown.most_common()), stacklevel=4)
 
 
 def _host_tracks(tracks: TrackTable, rows: np.ndarray, is_anno: np.ndarray, dev_of: np.ndarray,
