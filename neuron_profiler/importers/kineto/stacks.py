@@ -24,18 +24,37 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
     py_rows = np.flatnonzero(is_py)
     if len(py_rows) == 0:
         return None
-    by_id: dict[int, int] = {}
-    parent_of: dict[int, int] = {}
-    for r in py_rows.tolist():
-        pid_, par = frames.get(r, (None, None))
-        if type(pid_) is int:
-            by_id[pid_] = r
-            parent_of[r] = par if type(par) is int else -1
-    cache: dict[int, tuple[str, int]] = {}  # frame row -> (its stack, its depth)
+    out = np.full(len(is_py), "", dtype=object)
+    ops = np.flatnonzero(is_op)
+    if not len(ops):
+        return out
+    stacks = _Stacks(py_rows, frames, names)
+    for r, f in zip(*_innermost_frames(py_rows, ops, thread, start, end)):
+        out[r] = stacks.of(f)
+    return out
 
-    def stack_of(r: int) -> str:
+
+class _Stacks:
+    """Stack strings of frame rows, through the frames' ``Python id`` / ``Python parent id`` links."""
+
+    def __init__(self, py_rows: np.ndarray, frames: dict[int, tuple[Any, Any]], names: np.ndarray) -> None:
+        self.names = names
+        self.by_id: dict[int, int] = {}       # Python id -> frame row
+        self.parent_of: dict[int, int] = {}   # frame row -> parent's Python id (-1: none)
+        for r in py_rows.tolist():
+            pid_, par = frames.get(r, (None, None))
+            if type(pid_) is int:
+                self.by_id[pid_] = r
+                self.parent_of[r] = par if type(par) is int else -1
+        self.cache: dict[int, tuple[str, int]] = {}  # frame row -> (its stack, its depth)
+
+    def _parent(self, r: int) -> int:
+        return self.by_id.get(self.parent_of.get(r, -1), -1)
+
+    def of(self, r: int) -> str:
         """The chain of frames from ``r`` up (innermost ``MAX_DEPTH`` frames), built on the cached stack of
         the nearest ancestor already seen, so shared parents are walked once."""
+        cache, names = self.cache, self.names
         hit = cache.get(r)
         if hit is not None:
             return hit[0]
@@ -43,13 +62,13 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
         cur = r
         while cur >= 0 and cur not in cache and len(chain) < MAX_DEPTH:
             chain.append(cur)
-            cur = by_id.get(parent_of.get(cur, -1), -1)
+            cur = self._parent(cur)
         base, depth = cache[cur] if cur >= 0 and cur in cache else ("", 0)
         if cur >= 0 and (cur not in cache or depth + len(chain) > MAX_DEPTH):  # deep (or cyclic): walk it
             walk, cur, n = [], r, 0
             while cur >= 0 and n < MAX_DEPTH:
                 walk.append(str(names[cur]))
-                cur = by_id.get(parent_of.get(cur, -1), -1)
+                cur = self._parent(cur)
                 n += 1
             return "\n".join(reversed(walk))
         for f in reversed(chain):
@@ -58,14 +77,14 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
             cache[f] = (base, depth)
         return base
 
-    out = np.full(len(is_py), "", dtype=object)
+
+def _innermost_frames(py_rows: np.ndarray, ops: np.ndarray, thread: np.ndarray, start: np.ndarray,
+                      end: np.ndarray) -> tuple[list[int], list[int]]:
+    """(operator rows, the innermost frame row open at each one's start): frames of the operator's own
+    thread, else of the trace's only Python thread; operators without such a frame are left out."""
     py_threads = np.unique(thread[py_rows])
     order = py_rows[np.lexsort((start[py_rows], thread[py_rows]))]
     key = thread[order]
-    ops = np.flatnonzero(is_op)
-    if not len(ops):
-        return out
-    # the thread whose frames each operator is matched on: its own, else the trace's only Python thread
     own = np.isin(thread[ops], py_threads)
     th = np.where(own, thread[ops], py_threads[0] if len(py_threads) == 1 else thread[ops])
     ok = own | (len(py_threads) == 1)
@@ -95,6 +114,4 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
     hit_rows = np.flatnonzero(hit)
     found = order[pos[hit_rows]]
     ok_end = end[found] >= start[ops[hit_rows]]
-    for r, f in zip(ops[hit_rows][ok_end].tolist(), found[ok_end].tolist()):
-        out[r] = stack_of(int(f))
-    return out
+    return ops[hit_rows][ok_end].tolist(), found[ok_end].tolist()
