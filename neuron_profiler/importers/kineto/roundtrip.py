@@ -156,25 +156,46 @@ def _remap(values: list[int], mapping: dict[int, int]) -> np.ndarray:
 def build(meta: dict[str, Any], doc: dict[str, Any], got: Collector, source: str) -> Any:
     """The ``TraceBuilder`` of a re-imported export (see the module doc)."""
     from neuron_profiler.trace import TraceBuilder
-    from neuron_profiler.trace.columns import columns_of
 
     b = TraceBuilder(_header(meta, source))
     base = doc.get("baseTimeNanoseconds")
     base_ns = base if type(base) is int and 0 <= base < 2**62 else 0
-    # tracks, in row order
+    maps: dict[str, dict[int, int]] = {"tracks": _add_tracks(b, meta)}
+    dropped: dict[str, int] = {}
+    _add_event_tables(b, got, base_ns, maps, dropped)
+    lost = _add_flows(b, meta, maps)
+    if lost:
+        dropped["flows_to_missing_rows"] = lost
+    if got.other:
+        b.footer_metadata["roundtrip.events_not_from_a_table"] = str(got.other)
+    for k, v in dropped.items():
+        b.footer_metadata[f"roundtrip.{k}"] = str(v)
+    return b
+
+
+def _add_tracks(b: Any, meta: dict[str, Any]) -> dict[int, int]:
+    """Add the exported tracks in row order; returns exported row -> new row."""
+    from neuron_profiler.trace.columns import columns_of
+
     trows = sorted((t for t in meta["tracks"] if isinstance(t, dict) and type(t.get("row")) is int),
                    key=lambda t: t["row"])
     track_map = {t["row"]: i for i, t in enumerate(trows)}
-    spec = columns_of("tracks")
     tcols: dict[str, list[Any]] = {
         name: [c.default if _value(c, t.get(name)) is None else _value(c, t.get(name)) for t in trows]
-        for name, c in spec.items()}
+        for name, c in columns_of("tracks").items()}
     if trows:
         tcols["parent"] = list(_remap(tcols["parent"], track_map))
         b.add_rows("tracks", tcols)
-    maps: dict[str, dict[int, int]] = {"tracks": track_map}
+    return track_map
+
+
+def _add_event_tables(b: Any, got: Collector, base_ns: int, maps: dict[str, dict[int, int]],
+                      dropped: dict[str, int]) -> None:
+    """Add the event tables' rows (the first of duplicate row ids kept), their refs renumbered through
+    ``maps``, which receives each table's exported row -> new row; duplicates and gaps counted in ``dropped``."""
+    from neuron_profiler.trace.columns import columns_of
+
     cols_by_table: dict[str, dict[str, list[Any]]] = {}
-    dropped: dict[str, int] = {}
     for table in EVENT_TABLES:
         items = sorted(got.rows[table], key=lambda r: r[0])
         seen: dict[int, int] = {}
@@ -189,15 +210,18 @@ def build(meta: dict[str, Any], doc: dict[str, Any], got: Collector, source: str
         cols_by_table[table] = _table_columns(table, uniq, base_ns, _time_ns)
         if uniq and uniq[-1][0] + 1 != len(uniq):
             dropped[f"{table}_rows_missing"] = uniq[-1][0] + 1 - len(uniq)
-    for table, cols in cols_by_table.items():
+    for table, cols in cols_by_table.items():  # after every map is known: refs may point at any table
         if not cols or not cols["track"]:
             continue
-        spec = columns_of(table)
         out: dict[str, list[Any] | np.ndarray] = dict(cols)
-        for name, c in spec.items():
+        for name, c in columns_of(table).items():
             if c.kind == "ref":
                 out[name] = _remap(cols[name], maps[c.ref_table])
         b.add_rows(table, out)
+
+
+def _add_flows(b: Any, meta: dict[str, Any], maps: dict[str, dict[int, int]]) -> int:
+    """Add the exported flows whose ends were imported; returns how many were lost."""
     fl = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
     src_t, src_r, dst_t, dst_r, kinds = [], [], [], [], []
     lost = 0
@@ -218,10 +242,4 @@ def build(meta: dict[str, Any], doc: dict[str, Any], got: Collector, source: str
         b.add_rows("flows", {"src_table": np.asarray(src_t, dtype=object), "src_row": np.asarray(src_r),
                              "dst_table": np.asarray(dst_t, dtype=object), "dst_row": np.asarray(dst_r),
                              "kind": np.asarray(kinds, dtype=object)})
-    if lost:
-        dropped["flows_to_missing_rows"] = lost
-    if got.other:
-        b.footer_metadata["roundtrip.events_not_from_a_table"] = str(got.other)
-    for k, v in dropped.items():
-        b.footer_metadata[f"roundtrip.{k}"] = str(v)
-    return b
+    return lost
