@@ -6,6 +6,7 @@ track layout of a real capture. Per engine track, instructions sit in consecutiv
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,21 @@ MODULES = ("GPT.blocks.0.attn", "GPT.blocks.0.mlp", "GPT.blocks.1.attn", "GPT.bl
 DMA_QUEUES = ("qSyncIO0", "qGpSimdDynamic", "qSyncIO1", "qVectorDynamic")
 
 _BATCH = 200_000  # rows generated and appended at a time (bounds memory)
+
+
+@dataclass
+class _Layout:
+    """Sizes and times shared by the parts of one synthetic trace."""
+
+    world_size: int
+    steps: int
+    n_ops_per_step: int
+    step_ns: int
+    t0: int = 1_000_000_000
+
+    @property
+    def span(self) -> int:
+        return self.steps * self.step_ns
 
 
 def write_synthetic_trace(path: str | Path, n_instructions: int = 20_000, *, rank: int = 0, world_size: int = 1,
@@ -43,100 +59,126 @@ def write_synthetic_trace(path: str | Path, n_instructions: int = 20_000, *, ran
     hdr = make_header("neuron_profiler.synthetic_trace", source_format="synthetic", rank=rank,
                       world_size=world_size, simulated=True, devices=[neuron_device("trn2", 0)], run_id="synthetic",
                       metadata={"name": "synthetic"})
-    t0 = 1_000_000_000
-    n_ops_per_step = host_ops_per_step or max(4, min(2000, n_instructions // 50))
-    step_ns = max(1_000_000, n_instructions * 400 // max(steps * cores, 1))
-    span = steps * step_ns
-    dt = np.dtype("int64")
+    lay = _Layout(world_size=world_size, steps=steps,
+                  n_ops_per_step=host_ops_per_step or max(4, min(2000, n_instructions // 50)),
+                  step_ns=max(1_000_000, n_instructions * 400 // max(steps * cores, 1)))
+    per_track = max(1, n_instructions // (cores * len(ENGINES)))
+    per_queue = max(10, per_track // 4) if n_dma is None else max(1, n_dma // (cores * dma_queues))
     with TraceWriter(path, hdr, chunk_rows=chunk_rows) as w:
-        tid = 0
-
-        def track(kind: str, name: str, parent: int = -1, **kw: object) -> int:
-            nonlocal tid
-            cols = {"parent": [parent], "kind": [kind], "name": [name], "sort_index": [tid]}
-            cols.update({k: [v] for k, v in kw.items()})
-            w.append("tracks", cols)
-            tid += 1
-            return tid - 1
-
-        proc = track("process", f"rank {rank}", rank=rank, pid=100 + rank)
-        thread = track("thread", "thread 1 (python)", proc, pid=100 + rank, tid=1, rank=rank)
-        dev = track("device", "device 0", proc, device=0, rank=rank)
+        tracks = _Tracks(w)
+        proc = tracks.add("process", f"rank {rank}", rank=rank, pid=100 + rank)
+        thread = tracks.add("thread", "thread 1 (python)", proc, pid=100 + rank, tid=1, rank=rank)
+        dev = tracks.add("device", "device 0", proc, device=0, rank=rank)
         core_tracks = []
         for c in range(cores):
-            core = track("core", f"nc{c}", dev, device=0, nc_idx=c, rank=rank)
-            eng = {e: track("engine", e, core, device=0, nc_idx=c, rank=rank) for e in ENGINES}
-            qs = [track("dma_queue", n, core, device=0, nc_idx=c, rank=rank) for n in DMA_QUEUES[:dma_queues]]
+            core = tracks.add("core", f"nc{c}", dev, device=0, nc_idx=c, rank=rank)
+            eng = {e: tracks.add("engine", e, core, device=0, nc_idx=c, rank=rank) for e in ENGINES}
+            qs = [tracks.add("dma_queue", n, core, device=0, nc_idx=c, rank=rank) for n in DMA_QUEUES[:dma_queues]]
             core_tracks.append((eng, qs))
-        cc = track("cc_core", "CC-core 0", dev, device=0, rank=rank)
-        mfu = track("counter", "Estimated Instant MFU", dev, device=0, rank=rank, unit="percent")
-        dmat = track("counter", "DMA Throughput", dev, device=0, rank=rank, unit="bytes/s")
+        cc = tracks.add("cc_core", "CC-core 0", dev, device=0, rank=rank)
+        mfu = tracks.add("counter", "Estimated Instant MFU", dev, device=0, rank=rank, unit="percent")
+        dmat = tracks.add("counter", "DMA Throughput", dev, device=0, rank=rank, unit="bytes/s")
 
-        # host ops: ProfilerStep#k containing module ops
-        host_rows, host_start = [], []
-        for s in range(steps):
-            st = t0 + s * step_ns
-            w.append("host_ops", {"track": [thread], "name": [f"ProfilerStep#{s}"], "category": ["user_annotation"],
-                                  "start_ts": [st], "duration_ns": [step_ns - 1000]})
-            slot = (step_ns - 2000) // n_ops_per_step
-            starts = st + 500 + np.arange(n_ops_per_step) * slot
-            names = np.array(OPS)[rng.integers(0, len(OPS), n_ops_per_step)]
-            mods = np.array(MODULES)[rng.integers(0, len(MODULES), n_ops_per_step)]
-            first = w.append("host_ops", {"track": thread, "name": names, "category": "cpu_op", "start_ts": starts,
-                                          "duration_ns": np.full(n_ops_per_step, max(slot // 2, 1)),
-                                          "module": mods, "input_shapes": "[[512,512],[512,512]]",
-                                          "input_dtypes": "[\"bfloat16\",\"bfloat16\"]"})
-            host_rows.append(np.arange(first, first + n_ops_per_step))
-            host_start.append(starts)
-        host_rows_a = np.concatenate(host_rows)
-        host_start_a = np.concatenate(host_start)
-
-        per_track = max(1, n_instructions // (cores * len(ENGINES)))
-        per_queue = max(10, per_track // 4) if n_dma is None else max(1, n_dma // (cores * dma_queues))
+        host_rows, host_start = _host_ops(w, rng, lay, thread)
         for c, (eng, queues) in enumerate(core_tracks):
             for e, trk in eng.items():
-                for done in range(0, per_track, _BATCH):
-                    n = min(_BATCH, per_track - done)
-                    ins_slot = span / per_track  # ns per instruction slot of an engine track (float)
-                    start = (t0 + (done + np.arange(n)) * ins_slot + rng.uniform(0, ins_slot * 0.3, n)).astype(dt)
-                    dur = np.maximum((ins_slot * rng.uniform(0.2, 0.65, n)).astype(dt), 1)
-                    fop = host_rows_a[np.clip(np.searchsorted(host_start_a, start) - 1, 0, len(host_rows_a) - 1)]
-                    mm = e == "TensorMatrix"
-                    first = w.append("instructions", {
-                        "track": trk, "start_ts": start, "duration_ns": dur, "engine": e, "opcode": OPCODES[e],
-                        "name": np.array(OPS)[rng.integers(0, len(OPS), n)], "framework_op": fop,
-                        "raw_flops": rng.integers(1, 64, n) * (1 << 20) if mm else np.zeros(n, dt),
-                        "hbm_read_bytes": rng.integers(0, 1 << 16, n), "hbm_write_bytes": rng.integers(0, 1 << 15, n),
-                        "dtype": _mix(rng, n, fp32_fraction, "float32", "bfloat16"),
-                        "tensor_instruction_type": _mix(rng, n, transpose_fraction if mm else 0.0, "TRANSPOSE", "")})
-                    if done == 0 and c == 0:
-                        k = min(n, 200)
-                        w.append("flows", {"src_table": "host_ops", "src_row": fop[:k], "dst_table": "instructions",
-                                           "dst_row": np.arange(first, first + k), "kind": "launch"})
+                _engine_instructions(w, rng, lay, trk, e, per_track, host_rows, host_start, flows=c == 0,
+                                     fp32_fraction=fp32_fraction, transpose_fraction=transpose_fraction)
             for qi, q in enumerate(queues):
-                for done in range(0, per_queue, _BATCH):
-                    n = min(_BATCH, per_queue - done)
-                    start = np.sort(rng.integers(t0, t0 + span, n))
-                    w.append("dma", {"track": q, "start_ts": start, "duration_ns": rng.integers(200, 4000, n),
-                                     "transfer_bytes": rng.choice([2048, 8192, 65536, 262144], n), "source": "HBM",
-                                     "dest": "SBUF", "queue_type": "data" if qi == 0 else "software_dynamic",
-                                     "variable": "unknown"})
-        seq = 0
-        gap = step_ns * 3 // 4 // collectives_per_step  # the step's last 3/4 holds its collectives
-        for s in range(steps):
-            for k in range(collectives_per_step):
-                st = t0 + s * step_ns + gap * (k + 1) + int(rng.integers(0, max(gap // 15, 1)))
-                w.append("collectives", {
-                    "track": [cc], "start_ts": [st], "duration_ns": [step_ns // (8 * collectives_per_step)],
-                    "operation": ["all_reduce"], "algorithm": ["ring"], "process_group": ["default"],
-                    "replica_group": [",".join(map(str, range(world_size)))], "group_size": [world_size],
-                    "sequence_number": [seq], "input_size": [1 << 24], "output_size": [1 << 24],
-                    "num_elements": [1 << 23], "dtype": ["bfloat16"]})
-                seq += 1
-        ts = np.linspace(t0, t0 + span, 400).astype(dt)
+                _dma(w, rng, lay, q, per_queue, "data" if qi == 0 else "software_dynamic")
+        _collectives(w, rng, lay, cc, collectives_per_step)
+        ts = np.linspace(lay.t0, lay.t0 + lay.span, 400).astype(np.int64)
         w.append("counters", {"track": mfu, "ts": ts, "value": rng.uniform(10, 60, len(ts))})
         w.append("counters", {"track": dmat, "ts": ts, "value": rng.uniform(1e9, 5e10, len(ts))})
     return Path(path)
+
+
+class _Tracks:
+    """Appends tracks one by one, numbered in order (``sort_index`` = id)."""
+
+    def __init__(self, w: TraceWriter) -> None:
+        self.w, self.n = w, 0
+
+    def add(self, kind: str, name: str, parent: int = -1, **kw: object) -> int:
+        cols = {"parent": [parent], "kind": [kind], "name": [name], "sort_index": [self.n]}
+        cols.update({k: [v] for k, v in kw.items()})
+        self.w.append("tracks", cols)
+        self.n += 1
+        return self.n - 1
+
+
+def _host_ops(w: TraceWriter, rng: np.random.Generator, lay: _Layout, thread: int) -> tuple[np.ndarray, np.ndarray]:
+    """ProfilerStep#k spans containing module ops; returns (row, start) of every op."""
+    host_rows, host_start = [], []
+    n = lay.n_ops_per_step
+    for s in range(lay.steps):
+        st = lay.t0 + s * lay.step_ns
+        w.append("host_ops", {"track": [thread], "name": [f"ProfilerStep#{s}"], "category": ["user_annotation"],
+                              "start_ts": [st], "duration_ns": [lay.step_ns - 1000]})
+        slot = (lay.step_ns - 2000) // n
+        starts = st + 500 + np.arange(n) * slot
+        names = np.array(OPS)[rng.integers(0, len(OPS), n)]
+        mods = np.array(MODULES)[rng.integers(0, len(MODULES), n)]
+        first = w.append("host_ops", {"track": thread, "name": names, "category": "cpu_op", "start_ts": starts,
+                                      "duration_ns": np.full(n, max(slot // 2, 1)),
+                                      "module": mods, "input_shapes": "[[512,512],[512,512]]",
+                                      "input_dtypes": "[\"bfloat16\",\"bfloat16\"]"})
+        host_rows.append(np.arange(first, first + n))
+        host_start.append(starts)
+    return np.concatenate(host_rows), np.concatenate(host_start)
+
+
+def _engine_instructions(w: TraceWriter, rng: np.random.Generator, lay: _Layout, trk: int, engine: str,
+                         per_track: int, host_rows: np.ndarray, host_start: np.ndarray, *, flows: bool,
+                         fp32_fraction: float, transpose_fraction: float) -> None:
+    """``per_track`` instructions of one engine track in consecutive slots, each under the host op that
+    starts last before it; with ``flows``, launch flows to the first 200."""
+    dt = np.dtype("int64")
+    ins_slot = lay.span / per_track  # ns per instruction slot of an engine track (float)
+    mm = engine == "TensorMatrix"
+    for done in range(0, per_track, _BATCH):
+        n = min(_BATCH, per_track - done)
+        start = (lay.t0 + (done + np.arange(n)) * ins_slot + rng.uniform(0, ins_slot * 0.3, n)).astype(dt)
+        dur = np.maximum((ins_slot * rng.uniform(0.2, 0.65, n)).astype(dt), 1)
+        fop = host_rows[np.clip(np.searchsorted(host_start, start) - 1, 0, len(host_rows) - 1)]
+        first = w.append("instructions", {
+            "track": trk, "start_ts": start, "duration_ns": dur, "engine": engine, "opcode": OPCODES[engine],
+            "name": np.array(OPS)[rng.integers(0, len(OPS), n)], "framework_op": fop,
+            "raw_flops": rng.integers(1, 64, n) * (1 << 20) if mm else np.zeros(n, dt),
+            "hbm_read_bytes": rng.integers(0, 1 << 16, n), "hbm_write_bytes": rng.integers(0, 1 << 15, n),
+            "dtype": _mix(rng, n, fp32_fraction, "float32", "bfloat16"),
+            "tensor_instruction_type": _mix(rng, n, transpose_fraction if mm else 0.0, "TRANSPOSE", "")})
+        if done == 0 and flows:
+            k = min(n, 200)
+            w.append("flows", {"src_table": "host_ops", "src_row": fop[:k], "dst_table": "instructions",
+                               "dst_row": np.arange(first, first + k), "kind": "launch"})
+
+
+def _dma(w: TraceWriter, rng: np.random.Generator, lay: _Layout, queue: int, per_queue: int,
+         queue_type: str) -> None:
+    """``per_queue`` HBM -> SBUF transfers at random times on one queue."""
+    for done in range(0, per_queue, _BATCH):
+        n = min(_BATCH, per_queue - done)
+        start = np.sort(rng.integers(lay.t0, lay.t0 + lay.span, n))
+        w.append("dma", {"track": queue, "start_ts": start, "duration_ns": rng.integers(200, 4000, n),
+                         "transfer_bytes": rng.choice([2048, 8192, 65536, 262144], n), "source": "HBM",
+                         "dest": "SBUF", "queue_type": queue_type, "variable": "unknown"})
+
+
+def _collectives(w: TraceWriter, rng: np.random.Generator, lay: _Layout, cc: int, per_step: int) -> None:
+    """``per_step`` all_reduces over the whole world in the last 3/4 of each step."""
+    seq = 0
+    gap = lay.step_ns * 3 // 4 // per_step
+    for s in range(lay.steps):
+        for k in range(per_step):
+            st = lay.t0 + s * lay.step_ns + gap * (k + 1) + int(rng.integers(0, max(gap // 15, 1)))
+            w.append("collectives", {
+                "track": [cc], "start_ts": [st], "duration_ns": [lay.step_ns // (8 * per_step)],
+                "operation": ["all_reduce"], "algorithm": ["ring"], "process_group": ["default"],
+                "replica_group": [",".join(map(str, range(lay.world_size)))], "group_size": [lay.world_size],
+                "sequence_number": [seq], "input_size": [1 << 24], "output_size": [1 << 24],
+                "num_elements": [1 << 23], "dtype": ["bfloat16"]})
+            seq += 1
 
 
 def _mix(rng: np.random.Generator, n: int, fraction: float, rare: str, common: str) -> np.ndarray | str:
