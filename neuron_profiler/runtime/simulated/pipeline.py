@@ -21,6 +21,7 @@ segments and the Tensor engine's first MultiplyMoving (for dI/dt throttling at r
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -247,23 +248,7 @@ def schedule_kernel(plan: KernelPlan, p: CoreParams) -> KernelTemplate:
         return t
 
     for _ in range(len(nodes)):
-        best: tuple[float, tuple[int, int], str, int, float] | None = None
-        for r, lst in ready.items():
-            if not lst:
-                continue
-            times = [(earliest(x), x) for x in lst]
-            avail = [(nodes[x].g, nodes[x].s, x, t) for t, x in times if t <= free[r]]
-            if avail:
-                g, s_, x, t = min(avail)
-            else:
-                t, x = min(times, key=lambda tx: (tx[0], nodes[tx[1]].g, nodes[tx[1]].s))
-            start = max(free[r], t)
-            cand = (start, (nodes[x].g, nodes[x].s), r, x, t)
-            if best is None or cand[:2] < best[:2]:
-                best = cand
-        if best is None:
-            raise RuntimeError("kernel pipeline deadlock (a stage waits for one that can never run)")
-        start, _, r, nid, _t = best
+        start, r, nid = _next_node(nodes, ready, free, earliest)
         n = nodes[nid]
         b = blockers[nid]
         if r != DMA and b and r in started and start - free[r] >= p.semaphore_wait_min_ns:
@@ -279,6 +264,29 @@ def schedule_kernel(plan: KernelPlan, p: CoreParams) -> KernelTemplate:
             if not pending[d]:
                 ready[nodes[d].res].append(d)
     return _template(plan, nodes, waits, p)
+
+
+def _next_node(nodes: list[_Node], ready: dict[str, list[int]], free: dict[str, float],
+               earliest: Callable[[int], float]) -> tuple[float, str, int]:
+    """(start, engine, node) of the next stage to run: per engine, the ready stage of the oldest tile group
+    among those whose inputs are in by the time the engine is free, else the one whose inputs come first;
+    over engines, the earliest start (then the oldest group)."""
+    best: tuple[float, tuple[int, int], str, int] | None = None
+    for r, lst in ready.items():
+        if not lst:
+            continue
+        times = [(earliest(x), x) for x in lst]
+        avail = [(nodes[x].g, nodes[x].s, x, t) for t, x in times if t <= free[r]]
+        if avail:
+            _g, _s, x, t = min(avail)
+        else:
+            t, x = min(times, key=lambda tx: (tx[0], nodes[tx[1]].g, nodes[tx[1]].s))
+        cand = (max(free[r], t), (nodes[x].g, nodes[x].s), r, x)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    if best is None:
+        raise RuntimeError("kernel pipeline deadlock (a stage waits for one that can never run)")
+    return best[0], best[2], best[3]
 
 
 def _per_tile(n: _Node, plan: KernelPlan, trig_ns: float) -> float:
@@ -306,9 +314,46 @@ def _pieces(start: float, end: float, busy: float, tiles: int) -> list[tuple[flo
 
 def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float, float, int]],
               p: CoreParams) -> KernelTemplate:
-    ins: list[dict] = []        # instruction records
-    dma: list[dict] = []        # DMA records
-    first_row: dict[int, tuple[int, int]] = {}  # node -> (kind, first record index)
+    """The scheduled kernel as arrays: its instructions (stage pieces, DMA triggers, semaphore waits), DMA
+    transfers, wait flows, buffer occupancy and Tensor-engine ramp."""
+    ins, dma, first_row, paced_waits = _stage_records(plan, nodes, p)
+    f_kind, f_src, f_dst = _wait_records(ins, nodes, waits + paced_waits, first_row)
+    sbuf, psum = _occupancy(plan, nodes)
+    first_mm, ramp, busy = _matmul_ramp(ins, p)
+    duration = max([n.end for n in nodes], default=0.0)
+
+    def i64(key: str, recs: list[dict]) -> np.ndarray:
+        return np.ceil(np.array([r.get(key, 0.0) for r in recs], dtype=np.float64) - 1e-6).astype(np.int64)
+
+    def obj(key: str, recs: list[dict]) -> np.ndarray:
+        return np.array([r.get(key, "") for r in recs], dtype=object)
+
+    s_arr, e_arr = i64("start", ins), i64("end", ins)
+    ds, de = i64("start", dma), i64("end", dma)
+    return KernelTemplate(
+        duration=int(np.ceil(duration)), engine=obj("engine", ins), opcode=obj("opcode", ins),
+        start=s_arr, dur=np.maximum(e_arr - s_arr, 1), flops=i64("flops", ins),
+        transpose=np.array([bool(r.get("transpose", False)) for r in ins], dtype=bool),
+        hbm_read=i64("hbm_read", ins), hbm_write=i64("hbm_write", ins), sbuf_read=i64("sbuf_read", ins),
+        sbuf_write=i64("sbuf_write", ins), psum_read=i64("psum_read", ins), psum_write=i64("psum_write", ins),
+        args=obj("args", ins),
+        d_queue=obj("queue", dma), d_start=ds, d_dur=np.maximum(de - ds, 1), d_bytes=i64("bytes", dma),
+        d_source=obj("source", dma), d_dest=obj("dest", dma), d_variable=obj("variable", dma),
+        d_descriptor=i64("descriptor", dma),
+        f_src_kind=np.array(f_kind, dtype=np.int64), f_src=np.array(f_src, dtype=np.int64),
+        f_dst=np.array(f_dst, dtype=np.int64), sbuf_seg=sbuf, psum_seg=psum,
+        node=np.array([r.get("node", -1) for r in ins], dtype=np.int64),
+        d_node=np.array([r.get("node", -1) for r in dma], dtype=np.int64), first_mm=first_mm,
+        ramp_work_ns=ramp, tensor_busy_ns=busy)
+
+
+def _stage_records(plan: KernelPlan, nodes: list[_Node], p: CoreParams) -> tuple[
+        list[dict], list[dict], dict[int, tuple[int, int]], list[tuple[str, float, float, int]]]:
+    """(instruction records, DMA records, node -> (0 instruction / 1 DMA, its first record), the waits
+    between the pieces of paced stages) of every scheduled node."""
+    ins: list[dict] = []
+    dma: list[dict] = []
+    first_row: dict[int, tuple[int, int]] = {}
     paced_waits: list[tuple[str, float, float, int]] = []
     for nid, n in enumerate(nodes):
         st = n.stage
@@ -336,8 +381,16 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
             for c in _INSTR_COLS:
                 rec[c] = getattr(st, c) * share
             ins.append(rec)
+    return ins, dma, first_row, paced_waits
+
+
+def _wait_records(ins: list[dict], nodes: list[_Node], waits: list[tuple[str, float, float, int]],
+                  first_row: dict[int, tuple[int, int]]) -> tuple[list[int], list[int], list[int]]:
+    """Append a SemaphoreWait instruction per wait (engine, from, to, waited-for node; ``-1 - node`` for a
+    paced stage waiting on its own input); returns the flows (source kind, source record, wait record) from
+    each waited-for node's first record to its wait."""
     f_kind, f_src, f_dst = [], [], []
-    for eng, a, b, last in waits + paced_waits:
+    for eng, a, b, last in waits:
         if last >= 0:
             kind, row = first_row[last]
             f_kind.append(kind)
@@ -345,41 +398,23 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
             f_dst.append(len(ins))
         owner = nodes[last if last >= 0 else -1 - last].stage.node
         ins.append({"engine": eng, "opcode": "SemaphoreWait", "start": a, "end": b, "args": "", "node": owner})
-    sbuf, psum = _occupancy(plan, nodes)
+    return f_kind, f_src, f_dst
+
+
+def _matmul_ramp(ins: list[dict], p: CoreParams) -> tuple[int, float, float]:
+    """(the first MATMUL record, -1 without one; its MATMUL time within the throttle ramp after the first
+    one starts; its total MATMUL time)."""
     mm = [k for k, r in enumerate(ins) if r["opcode"] == "MATMUL"]
-    first_mm = min(mm, key=lambda k: ins[k]["start"]) if mm else -1
+    if not mm:
+        return -1, 0.0, 0.0
+    first_mm = min(mm, key=lambda k: ins[k]["start"])
     ramp = busy = 0.0
-    if mm:
-        t0 = ins[first_mm]["start"]
-        for k in mm:
-            r = ins[k]
-            busy += r["end"] - r["start"]
-            ramp += max(0.0, min(r["end"], t0 + p.throttle_ramp_ns) - max(r["start"], t0))
-    duration = max([n.end for n in nodes], default=0.0)
-
-    def i64(key: str, recs: list[dict]) -> np.ndarray:
-        return np.ceil(np.array([r.get(key, 0.0) for r in recs], dtype=np.float64) - 1e-6).astype(np.int64)
-
-    def obj(key: str, recs: list[dict]) -> np.ndarray:
-        return np.array([r.get(key, "") for r in recs], dtype=object)
-
-    s_arr, e_arr = i64("start", ins), i64("end", ins)
-    ds, de = i64("start", dma), i64("end", dma)
-    return KernelTemplate(
-        duration=int(np.ceil(duration)), engine=obj("engine", ins), opcode=obj("opcode", ins),
-        start=s_arr, dur=np.maximum(e_arr - s_arr, 1), flops=i64("flops", ins),
-        transpose=np.array([bool(r.get("transpose", False)) for r in ins], dtype=bool),
-        hbm_read=i64("hbm_read", ins), hbm_write=i64("hbm_write", ins), sbuf_read=i64("sbuf_read", ins),
-        sbuf_write=i64("sbuf_write", ins), psum_read=i64("psum_read", ins), psum_write=i64("psum_write", ins),
-        args=obj("args", ins),
-        d_queue=obj("queue", dma), d_start=ds, d_dur=np.maximum(de - ds, 1), d_bytes=i64("bytes", dma),
-        d_source=obj("source", dma), d_dest=obj("dest", dma), d_variable=obj("variable", dma),
-        d_descriptor=i64("descriptor", dma),
-        f_src_kind=np.array(f_kind, dtype=np.int64), f_src=np.array(f_src, dtype=np.int64),
-        f_dst=np.array(f_dst, dtype=np.int64), sbuf_seg=sbuf, psum_seg=psum,
-        node=np.array([r.get("node", -1) for r in ins], dtype=np.int64),
-        d_node=np.array([r.get("node", -1) for r in dma], dtype=np.int64), first_mm=first_mm,
-        ramp_work_ns=ramp, tensor_busy_ns=busy)
+    t0 = ins[first_mm]["start"]
+    for k in mm:
+        r = ins[k]
+        busy += r["end"] - r["start"]
+        ramp += max(0.0, min(r["end"], t0 + p.throttle_ramp_ns) - max(r["start"], t0))
+    return first_mm, ramp, busy
 
 
 def _args(st: Stage, note: str, share: float) -> str:
