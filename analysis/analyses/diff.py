@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as M
-from ..core.devicetime import bound
 from ..core.categorical import as_cat, category_names
+from ..core.devicetime import bound
 from ..core.intervals import first_rows
 from ..core.tables import row_positions
 from ..registry import Column, register
