@@ -81,8 +81,19 @@ def _group_ids(parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         combined = combined * len(labels) + np.where(keep, codes, 0)
         room *= max(len(labels), 1)
     gid = np.full(len(keep), -1, np.int64)
-    gid[keep] = pd.factorize(combined[keep])[0]
+    gid[keep] = _first_appearance_ids(combined[keep] if not keep.all() else combined, room)
     return gid
+
+
+def _first_appearance_ids(keys: np.ndarray, space: int) -> np.ndarray:
+    """``pd.factorize(keys)[0]`` (ids in order of first appearance) of non-negative keys below ``space``:
+    a linear dense lookup when the key space is small, else a hash."""
+    if not len(keys) or space > 4 * len(keys) + 1024:
+        return pd.factorize(keys)[0].astype(np.int64)
+    present, first = first_rows(keys)  # distinct keys ascending, the row of each one's first appearance
+    lut = np.empty(int(present[-1]) + 1, np.int64)
+    lut[present[np.argsort(first, kind="stable")]] = np.arange(len(present))
+    return lut[keys]
 
 
 def _op_profile(trace, keys: tuple[str, ...]) -> pd.DataFrame:
