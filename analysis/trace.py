@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from .core.runs import group_runs, run_key, run_label
 from .core.tables import ANALYSIS_COLUMNS, TABLE_NAMES, WINDOW_COLUMNS, columns_of_table
 
 __all__ = ["Trace", "TraceSet", "load", "TABLE_NAMES", "ANALYSIS_COLUMNS", "columns_of_table"]
+
+_LOCKS_GUARD = threading.Lock()  # creates the per-key memo locks
 
 
 class Trace:
@@ -45,6 +48,7 @@ class Trace:
         self._shared = _shared if _shared is not None else {"tables": {}, "complete": set(), "memo": {}}
         self._tables: dict[tuple, pd.DataFrame] = {}
         self._memo: dict[Hashable, Any] = {}
+        self._memo_locks: dict[Hashable, Any] = {}
         if self._window is None:
             self._shared.setdefault("whole", self)
 
@@ -158,12 +162,18 @@ class Trace:
     # ------------------------------------------------------------------ memo
     def memo(self, key: Hashable, compute: Callable[[], Any], *, shared: bool = False) -> Any:
         """``compute()`` once per key, handed out as a copy the caller owns (:func:`analysis.core.memo.handout`).
+        Concurrent callers of one key wait for the first one's result instead of computing it again.
 
         ``shared=True`` keeps the value with the whole trace, for results that do not depend on the window
         (device peaks, per-host-op work); otherwise each window has its own."""
         store = self._shared["memo"] if shared else self._memo
-        if key not in store:
-            store[key] = compute()
+        if key not in store:  # once per key also when threads ask at the same time (the explorer's workers)
+            locks = self._shared.setdefault("memo_locks", {}) if shared else self._memo_locks
+            with _LOCKS_GUARD:
+                lock = locks.setdefault(key, threading.RLock())
+            with lock:
+                if key not in store:
+                    store[key] = compute()
         return handout(store[key])
 
     def clear_memo(self, *, shared: bool = True) -> None:

@@ -105,11 +105,12 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
             u.searchParams.set('trace', v);
             window.location.assign(u.toString());
             return window.dash_clientside.no_update;
-        }""" % (json.dumps(store.default_key()).replace("<", "\\u003c"), json.dumps(_RESET_KEYS)),
+        }""" % (json.dumps(store.default_key()).replace("<", "\\u003c"), json.dumps(_RESET_KEYS)),  # noqa: UP031 (JS braces)
         Output("nav-dummy", "data"), Input("trace-picker", "value"), prevent_initial_call=True)
 
     app.clientside_callback(  # a section still computing: reload the page once its interval fires
-        """function(n) { if (n && n.some(x => x)) { window.location.reload(); } return window.dash_clientside.no_update; }""",
+        """function(n) { if (n && n.some(x => x)) { window.location.reload(); }
+                         return window.dash_clientside.no_update; }""",
         Output("nav-dummy", "data", allow_duplicate=True), Input({"type": "pending-refresh", "n": ALL}, "n_intervals"),
         prevent_initial_call=True)
 

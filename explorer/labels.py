@@ -14,8 +14,9 @@ import re
 #: Display units understood by the grid formatters (assets/dashAgGridFunctions.js) and the cards.
 UNITS = ("ns", "ts", "bytes", "bytes/s", "FLOP", "FLOP/s", "percent", "count", "FLOP/byte", "")
 
-_ACRONYMS = {"flop/s": "FLOP/s", "mfu": "MFU", "hfu": "HFU", "mbu": "MBU", "dma": "DMA", "hbm": "HBM", "sbuf": "SBUF", "psum": "PSUM",
-             "cc": "CC", "gpu": "GPU", "cpu": "CPU", "id": "ID", "flops": "FLOPs", "nc": "NC", "io": "IO",
+_ACRONYMS = {"flop/s": "FLOP/s", "mfu": "MFU", "hfu": "HFU", "mbu": "MBU", "dma": "DMA", "hbm": "HBM",
+             "sbuf": "SBUF", "psum": "PSUM", "cc": "CC", "gpu": "GPU", "cpu": "CPU", "id": "ID", "flops": "FLOPs",
+             "nc": "NC", "io": "IO",
              "algbw": "algbw", "busbw": "busbw", "tflops": "TFLOP/s", "pid": "PID", "tid": "TID", "mm": "MM"}
 _QUALIFIERS = ("mean", "median", "max", "min", "p50", "p90", "p95", "p99", "estimated", "total", "std")
 _OVERRIDES = {"total_time": "Total time", "device_active_percent": "Device active",
@@ -123,7 +124,7 @@ def column_unit(col: str, analysis: str | None = None) -> str:
     for suf, unit in _UNIT_SUFFIXES:
         if col.endswith(suf):
             return unit
-    if col.endswith("_size") or col.endswith("size_bytes"):
+    if col.endswith(("_size", "size_bytes")):
         return "bytes"
     return ""
 

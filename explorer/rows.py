@@ -332,7 +332,7 @@ def build_index(trace, progress: bool = False) -> TimelineIndex:
             stop = start + df[dcol].to_numpy(dtype=np.int64)
             keep = None if host == 0 else (start != 0)  # 0 = not measured
             _table_rows(entries, meta, table, df, start, stop, keep,
-                        lambda tid, kind, d, h=host: group_and_key(tid, kind, table, d, h), measured=host == 1)
+                        lambda tid, kind, d, h=host, tb=table: group_and_key(tid, kind, tb, d, h), measured=host == 1)
     counters = {}
     cdf = trace.table("counters")
     bar.update(1)

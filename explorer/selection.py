@@ -28,8 +28,9 @@ def area_stats(index: TimelineIndex, t0: int, t1: int, rows: list[int]
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(per track, per name, counters) of the events of ``rows`` (row indexes of the index) overlapping
     [t0, t1) ns from the trace start. Per track: events, busy_ns (the union of the events clipped to the
-    range: time with at least one event, the analyses' definition of busy), busy_percent of the range. Per name: events, total_ns, mean_ns,
-    max_ns (clipped), largest total first. Counters: min, mean (of the samples), max, samples."""
+    range: time with at least one event, the analyses' definition of busy), busy_percent of the range. Per
+    name: events, total_ns, mean_ns, max_ns (clipped), largest total first. Counters: min, mean (of the
+    samples), max, samples."""
     a, b = index.origin + int(t0), index.origin + max(int(t1), int(t0) + 1)
     span = b - a
     per_track, counters = [], []

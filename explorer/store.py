@@ -281,27 +281,34 @@ class TraceStore:
         memo = slot["memo"]
         if sub in memo:
             return memo[sub]
-        if wait is None or getattr(_WORKER, "active", False):  # inline (nested frames compute inline too)
-            with self._lock:
-                lock = slot["memo_locks"].setdefault(sub, threading.Lock())
-            with lock:
-                if sub not in memo:
-                    memo[sub] = fn()
-                return memo[sub]
+        if getattr(_WORKER, "active", False):  # nested frames compute inline (a worker never waits on the pool)
+            return self._compute(slot, sub, fn)
         with self._lock:
             fut = slot["memo_locks"].get(("future", sub))
-            if fut is None or (fut.done() and fut.exception() is not None):
-                fut = self._pool().submit(_in_worker, fn)
+            if fut is not None and fut.done() and fut.exception() is not None:
+                fut = None  # a failure is not cached: ask again
+            if fut is None and wait is not None:
+                fut = self._pool().submit(_in_worker, lambda: self._compute(slot, sub, fn))
                 slot["memo_locks"][("future", sub)] = fut
-        if getattr(_REQUEST, "pending", False):  # this request already waited once: do not wait again
+        if fut is None:  # inline (the warm-up, scripts)
+            return self._compute(slot, sub, fn)
+        if wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
             wait = min(wait, 0.05)
         try:
-            value = fut.result(timeout=wait)
+            return fut.result(timeout=wait)
         except concurrent.futures.TimeoutError:
             _REQUEST.pending = True
             raise FramePending(sub) from None
-        memo[sub] = value
-        return value
+
+    def _compute(self, slot: dict, sub, fn):
+        """``fn()`` into the slot's memo under the value's own lock: the inline path (warm-up) and the worker
+        pool (page requests) share it, so a frame is computed once even when both ask at the same time."""
+        with self._lock:
+            lock = slot["memo_locks"].setdefault(sub, threading.Lock())
+        with lock:
+            if sub not in slot["memo"]:
+                slot["memo"][sub] = fn()
+            return slot["memo"][sub]
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:

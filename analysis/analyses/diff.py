@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as M
+from ..core.categorical import as_cat, category_names
 from ..core.devicetime import bound
+from ..core.intervals import first_rows
 from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import invocation_group_time
@@ -39,52 +41,109 @@ DIFF_COLUMNS = [c.name for c in DIFF_SPEC]
 
 
 def op_profile(trace, keys: tuple[str, ...] = KEYS) -> pd.DataFrame:
-    """Per (keys) device totals of one trace. Index: the keys. Columns: calls (distinct launching host ops,
-    else device rows), device_time_ns (device time, :mod:`analysis.core.devicetime`), flops (FLOP), hbm_bytes,
-    arithmetic_intensity (FLOP/byte), achieved_flops_per_s, bound ("memory" | "compute" | "unknown" vs this
-    trace's device roof)."""
+    """Per (keys) device totals of one trace (memoised per trace and keys). Index: the keys, groups in order
+    of first appearance. Columns: calls (distinct launching host ops, else device rows), device_time_ns
+    (device time, :mod:`analysis.core.devicetime`), flops (FLOP), hbm_bytes, arithmetic_intensity
+    (FLOP/byte), achieved_flops_per_s, bound ("memory" | "compute" | "unknown" vs this trace's device roof).
+    Rows whose key value is missing form no group."""
     bad = [k for k in keys if k not in KEYS]
     if bad:
         raise ValueError(f"unknown diff keys {bad}; valid: {', '.join(KEYS)}")
+    return trace.memo(("op_profile", tuple(keys)), lambda: _op_profile(trace, tuple(keys)))
+
+
+def _key_codes(trace, w: pd.DataFrame, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(row codes into labels, -1 missing; labels: distinct str) of one alignment key over ``w``'s rows,
+    computed on the categories, never on millions of strings."""
+    if key == "shape":
+        ho = trace.whole_table("host_ops", ["input_shapes"])
+        if not len(ho):
+            return np.zeros(len(w), np.int64), np.array([""], dtype=object)
+        hcodes, huniq = pd.factorize(ho["input_shapes"].astype(str))  # one per host op, not per row
+        pos = row_positions(ho.index, w["framework_op"].to_numpy())
+        codes = np.where(pos >= 0, hcodes[np.where(pos >= 0, pos, 0)], len(huniq))  # no launching op: ""
+        labels = np.append(np.asarray(huniq, dtype=object), "")
+    else:
+        cat = as_cat(w[key]).array
+        codes, labels = np.asarray(cat.codes, np.int64), category_names(cat)
+    lc, uniq = pd.factorize(labels)  # equal labels share one code
+    return np.where(codes >= 0, np.append(lc, -1)[codes], -1), np.asarray(uniq, dtype=object)
+
+
+def _group_ids(parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """One group id per row of the combined key codes, numbered in order of first appearance (-1 missing)."""
+    keep = np.logical_and.reduce([c >= 0 for c, _ in parts])
+    combined = np.zeros(len(keep), np.int64)
+    room = 1
+    for codes, labels in parts:
+        if room * max(len(labels), 1) >= 1 << 62:  # re-number first, so the product never overflows
+            combined, room = pd.factorize(combined)[0].astype(np.int64), len(combined)
+        combined = combined * len(labels) + np.where(keep, codes, 0)
+        room *= max(len(labels), 1)
+    gid = np.full(len(keep), -1, np.int64)
+    gid[keep] = _first_appearance_ids(combined[keep] if not keep.all() else combined, room)
+    return gid
+
+
+def _first_appearance_ids(keys: np.ndarray, space: int) -> np.ndarray:
+    """``pd.factorize(keys)[0]`` (ids in order of first appearance) of non-negative keys below ``space``:
+    a linear dense lookup when the key space is small, else a hash."""
+    if not len(keys) or space > 4 * len(keys) + 1024:
+        return pd.factorize(keys)[0].astype(np.int64)
+    present, first = first_rows(keys)  # distinct keys ascending, the row of each one's first appearance
+    lut = np.empty(int(present[-1]) + 1, np.int64)
+    lut[present[np.argsort(first, kind="stable")]] = np.arange(len(present))
+    return lut[keys]
+
+
+def _op_profile(trace, keys: tuple[str, ...]) -> pd.DataFrame:
     w = instruction_work(trace)
-    cols = {}
-    for k in keys:
-        if k == "shape":
-            ho = trace.whole_table("host_ops", ["input_shapes"])
-            fo = w["framework_op"].to_numpy()
-            if len(ho):
-                sh = ho["input_shapes"].astype(str).to_numpy()
-                pos = row_positions(ho.index, fo)
-                cols[k] = np.where(pos >= 0, sh[np.where(pos >= 0, pos, 0)], "")
-            else:
-                cols[k] = np.full(len(w), "", dtype=object)
-        else:
-            cols[k] = w[k].astype(str).to_numpy()
-    df = pd.DataFrame(cols)
-    df["f"] = w["flops"].to_numpy()
-    df["b"] = w["hbm_bytes"].to_numpy()
-    df["bu"] = ~w["bytes_known"].to_numpy()
-    df["fo"] = w["framework_op"].to_numpy()
-    df["mm"] = w["is_matmul"].to_numpy()
-    df["dtype"] = w["dtype"].astype(str).to_numpy()
-    df["engine"] = w["engine"].astype(str).to_numpy()
-    g = df.groupby(list(keys), sort=False)  # groups in order of first appearance, as ngroup() numbers them
-    out = g.agg(flops=("f", "sum"), hbm_bytes=("b", "sum"), unknown=("bu", "sum"), rows=("f", "size"),
-                mm=("mm", "max"), dtype=("dtype", "first"), eng=("engine", "first"))
-    out["hbm_bytes"] = out["hbm_bytes"].where(out["unknown"] == 0)
-    out["device_time_ns"] = invocation_group_time(trace, w, g.ngroup().to_numpy().astype(np.int64), g.ngroups)
-    launched = df[df["fo"] >= 0].groupby(list(keys), sort=False)["fo"].nunique()
-    out["calls"] = launched.reindex(out.index).fillna(0).astype("int64")
-    out["calls"] = out["calls"].where(out["calls"] > 0, out["rows"])
+    parts = [_key_codes(trace, w, k) for k in keys]
+    gid = _group_ids(parts)
+    keep = gid >= 0
+    if not keep.all():
+        w, gid, parts = w[keep], gid[keep], [(c[keep], lab) for c, lab in parts]
+    ng = int(gid.max()) + 1 if len(gid) else 0
+    _, first = first_rows(gid)  # first row of each group, by group id
+    sums = pd.DataFrame({"f": w["flops"].to_numpy(), "b": w["hbm_bytes"].to_numpy()}).groupby(gid).sum()
+    out = pd.DataFrame({"flops": sums["f"].to_numpy(), "hbm_bytes": sums["b"].to_numpy(),
+                        "rows": np.bincount(gid, minlength=ng),
+                        "mm": np.bincount(gid, weights=w["is_matmul"].to_numpy(), minlength=ng) > 0},
+                       index=_group_index(parts, first, keys))
+    unknown = np.bincount(gid, weights=~w["bytes_known"].to_numpy(), minlength=ng)
+    out["hbm_bytes"] = out["hbm_bytes"].where(unknown == 0)
+    out["device_time_ns"] = invocation_group_time(trace, w, gid, ng)
+    out["calls"] = _calls(w["framework_op"].to_numpy(), gid, ng, out["rows"].to_numpy())
     out["arithmetic_intensity"] = M.arithmetic_intensity(out["flops"].to_numpy(), out["hbm_bytes"].to_numpy())
     out["achieved_flops_per_s"] = M.rate_per_s(out["flops"].to_numpy(), out["device_time_ns"].to_numpy())
     _, peaks, _ = primary_device(trace, w)
+    dtypes = np.asarray(w["dtype"].array.take(first), dtype=object).astype(str)
+    engines = np.asarray(w["engine"].array.take(first), dtype=object).astype(str)
     ridge = np.array([M.ridge_point(peaks.compute_peak(bool(mm), dt, eng), peaks.memory_roof)
                       if peaks is not None else np.nan
-                      for mm, dt, eng in zip(out["mm"], out["dtype"], out["eng"])], dtype=float)
+                      for mm, dt, eng in zip(out["mm"], dtypes, engines)], dtype=float)
     out["bound"] = bound(out["flops"].to_numpy(), out["hbm_bytes"].to_numpy(), ridge)
     return out[["calls", "device_time_ns", "flops", "hbm_bytes", "arithmetic_intensity", "achieved_flops_per_s",
                 "bound"]]
+
+
+def _calls(fo: np.ndarray, gid: np.ndarray, ng: int, rows: np.ndarray) -> np.ndarray:
+    """Per group: distinct launching host ops, else its row count (no row has a launching op)."""
+    m = fo >= 0
+    if m.any():
+        _, first = first_rows(fo[m] * ng + gid[m])  # one row per distinct (host op, group)
+        calls = np.bincount(gid[m][first], minlength=ng)
+    else:
+        calls = np.zeros(ng, np.int64)
+    return np.where(calls > 0, calls, rows).astype(np.int64)
+
+
+def _group_index(parts: list[tuple[np.ndarray, np.ndarray]], first: np.ndarray, keys: tuple[str, ...]) -> pd.Index:
+    """The groups' key values (str), from each group's first row."""
+    levels = [pd.Series(labels[codes[first]], dtype=object).astype(str) for codes, labels in parts]
+    if len(keys) == 1:
+        return pd.Index(levels[0], name=keys[0])
+    return pd.MultiIndex.from_arrays(levels, names=list(keys))
 
 
 @register("diff", columns=DIFF_SPEC, figure="diff_figure", subject="pair", memo=False)

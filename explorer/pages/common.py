@@ -141,7 +141,8 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
             spec.update(wrapText=True, autoHeight=True, flex=3, minWidth=320,
                         cellStyle={"lineHeight": "1.35", "paddingTop": "4px", "paddingBottom": "4px"})
         if c == link_col:
-            spec.update(cellRenderer="markdown", sortable=False, filter=False, cellRendererParams={"linkTarget": "_self"})
+            spec.update(cellRenderer="markdown", sortable=False, filter=False,
+                        cellRendererParams={"linkTarget": "_self"})
         elif pd.api.types.is_bool_dtype(df[c]):
             spec["valueFormatter"] = {"function": "params.value === true ? 'yes' : params.value === false ? 'no' : ''"}
         elif pd.api.types.is_numeric_dtype(df[c]):

@@ -121,7 +121,8 @@ def _body(ctx: Ctx, a, b, keys):
     if both == 0:
         head = html.Div([head, note("no row is present in both traces: try aligning by op only")])
     return html.Div([head, graph(figures.diff_figure(df), id="cmp-bar"),
-                     section(f"{ta.name} (A) vs {tb.name} (B)", data_table(df, id="cmp-table", page_size=20, analysis="diff"))])
+                     section(f"{ta.name} (A) vs {tb.name} (B)",
+                             data_table(df, id="cmp-table", page_size=20, analysis="diff"))])
 
 
 def register(app, ctx: Ctx) -> None:
