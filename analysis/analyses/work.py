@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature
+from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature, wants_concrete
 
 from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, column, empty_cat
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
@@ -90,8 +90,8 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     names = column(host_ops, "name").astype(str)
     keys = pd.DataFrame({"name": names, "s": column(host_ops, "input_shapes").astype(str),
                          "d": column(host_ops, "input_dtypes").astype(str)})
-    # Concrete Inputs matter for convolutions (stride, padding) and gathers (dim)
-    wants_args = cat_where_names(names, lambda n: classify(n) == "conv" or "index_select" in n)
+    # Concrete Inputs matter for convolutions (stride, padding), gathers (dim), diff (n), ...
+    wants_args = cat_where_names(names, wants_concrete)
     keys["a"] = np.where(wants_args, column(host_ops, "args").astype(str), "")
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]

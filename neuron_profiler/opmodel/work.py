@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
-from .shapes import Tensor, parse_json_list, tensor_args
+from .lists import is_list_op, list_op_work
+from .shapes import Tensor, parse_json_list, tensor_args, unrecorded_tensor_list
+from .sparse import SPARSE_OPS, sparse_work
 from .traffic import elementwise_flops, traffic
 
-__all__ = ["OpWork", "lower_signature"]
+__all__ = ["OpWork", "lower_signature", "wants_concrete"]
 
 # sizes beyond these are corrupt records (they would overflow int64 ns timelines)
 _MAX_FLOPS = 2**62
@@ -168,11 +170,18 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         ts = tensor_args(shapes, dtypes)
     except (TypeError, ValueError, OverflowError):
         return _unknown("unparsable input shapes")
+    short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
+    base = short.rstrip("_")
+    if unrecorded_tensor_list(shapes, dtypes):
+        return _unknown(f"{base}: its tensor-list argument is recorded without shapes (this Kineto writes [] "
+                        "for a TensorList)")
     inputs = [t for t in ts if t is not None]
     if not inputs or sum(t.nbytes for t in inputs) <= 0:
         return _unknown("no tensor inputs recorded")
-    short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
-    base = short.rstrip("_")
+    if is_list_op(base):
+        return _list_op(cls, base, inputs, flops_col)
+    if base in SPARSE_OPS:
+        return _sparse_op(cls, base, ts, inputs, flops_col, concrete)
     dtype = inputs[0].dtype
     w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
     size = dtype_size_bytes(dtype) or 4
@@ -207,9 +216,53 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     w.out_bytes = int(w.out_elems * size)
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
     w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
+    if not w.flops_known:
+        w.note = "; ".join(x for x in (w.note, f"{base}: no FLOP count per element for this op") if x)
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
         return _unknown("implausible sizes (corrupt record)")
     return w
+
+
+def _list_op(cls: str, base: str, inputs: list[Tensor], flops_col: int) -> OpWork:
+    """``cat`` / ``stack`` / ``_foreach_*`` (:mod:`~neuron_profiler.opmodel.lists`)."""
+    lw = list_op_work(base, inputs)
+    first = inputs[0]
+    w = OpWork(cls, dtype=first.dtype, flops=lw.flops, inputs=inputs, out_elems=lw.out_elems,
+               out_bytes=lw.out_elems * (dtype_size_bytes(first.dtype) or 4), elems=sum(t.numel for t in inputs),
+               flops_known=lw.flops_known, read_bytes=lw.read_bytes, write_bytes=lw.write_bytes,
+               bytes_known=lw.bytes_known, note=lw.note)
+    if flops_col > 0:
+        w.flops, w.flops_known = int(flops_col), True
+    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:
+        return _unknown("implausible sizes (corrupt record)")
+    return w
+
+
+def _sparse_op(cls: str, base: str, ts: list[Tensor | None], inputs: list[Tensor], flops_col: int,
+               concrete: list | None) -> OpWork:
+    """Jagged-tensor ops of :mod:`~neuron_profiler.opmodel.sparse`."""
+    flops, fk, tr = sparse_work(base, ts, concrete)
+    size = dtype_size_bytes(inputs[0].dtype) or 4
+    w = OpWork(cls, dtype=inputs[0].dtype, flops=flops, inputs=inputs, out_elems=tr.write_bytes // size,
+               out_bytes=tr.write_bytes, elems=max(t.numel for t in inputs), flops_known=fk,
+               read_bytes=tr.read_bytes, write_bytes=tr.write_bytes, bytes_known=tr.known, note=tr.note)
+    if flops_col > 0:
+        w.flops, w.flops_known = int(flops_col), True
+    return w
+
+
+def wants_concrete(name: str) -> bool:
+    """True when the op model reads this op's Kineto "Concrete Inputs" (scalar arguments such as a
+    convolution's stride, a gather's dim, ``diff``'s n): callers pass them only for these ops."""
+    if classify(name) == "conv":
+        return True
+    base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
+    return base in ("index_select", *SPARSE_OPS)
+
+
+# losses that pick one input element per target: one FLOP per target element
+_PER_TARGET = {"nll_loss", "nll_loss_forward", "nll_loss2d_forward", "nll_loss_nd", "nll_loss_backward",
+               "nll_loss2d_backward"}
 
 
 def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
@@ -230,3 +283,6 @@ def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
     else:
         w.out_elems = w.elems
     w.flops, w.flops_known = elementwise_flops(base, cls, w.elems, w.out_elems)
+    if base in _PER_TARGET:  # nll_loss(input[N, C], target[N]) / nll_loss_backward(grad, input, target, ...)
+        target = [t for t in inputs if t.dtype.startswith(("int", "uint"))]
+        w.flops, w.flops_known = (target[0].numel, True) if target else (0, False)
