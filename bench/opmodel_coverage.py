@@ -34,11 +34,12 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+from realdata import REAL_TRACE_FILES, REALTRACES, SAMPLE_TRACES  # noqa: E402
+
 import analysis  # noqa: E402
 from analysis.analyses.hot_ops import host_op_parents  # noqa: E402
 from analysis.analyses.work import host_op_work  # noqa: E402
 from analysis.core.tables import row_positions  # noqa: E402
-from realdata import REAL_TRACE_FILES, REALTRACES, SAMPLE_TRACES  # noqa: E402
 
 
 def _has_shapes(shapes: pd.Series) -> np.ndarray:

@@ -213,6 +213,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         _elementwise(w, base, cls, inputs)
     if flops_col and flops_col > 0:
         w.flops, w.flops_known = int(flops_col), True
+    if base in _BOOL_OUT and not short.endswith("_"):  # comparisons write bool (1 byte) elements
+        size = 1
     w.out_bytes = int(w.out_elems * size)
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
     w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
@@ -259,6 +261,10 @@ def wants_concrete(name: str) -> bool:
     base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
     return base in ("index_select", *SPARSE_OPS)
 
+
+# ops whose output is bool whatever their inputs' dtype
+_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
+             "isinf", "isfinite", "isneginf", "isposinf", "all", "any"}
 
 # losses that pick one input element per target: one FLOP per target element
 _PER_TARGET = {"nll_loss", "nll_loss_forward", "nll_loss2d_forward", "nll_loss_nd", "nll_loss_backward",
