@@ -40,6 +40,7 @@ __all__ = ["Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]
 #:   ``_log_softmax_backward_data`` g - exp(y)·Σ g 4;
 #: * ``native_layer_norm_backward``: x̂ = (x - μ)·rstd 2, g·w 1, the two row sums Σ g·w and Σ g·w·x̂ 3,
 #:   dx = rstd·(g·w - mean - x̂·mean2) 4, dγ += g·x̂ and dβ += g 3: 13;
+#: * ``embedding_dense_backward``: one add per gradient element (rows accumulated into the weight gradient);
 #: * losses: ``binary_cross_entropy_with_logits`` (1 - y)·x + log(1 + exp(-x)) and the mean 8,
 #:   ``mse_loss`` (sub, square, add) 3, ``l1_loss`` (sub, abs, add) 3.
 FLOPS_PER_ELEMENT = {"add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "relu": 1, "gelu": 8, "silu": 4, "tanh": 4,
@@ -62,6 +63,8 @@ FLOPS_PER_ELEMENT = {"add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "relu": 
                      "threshold_backward": 1, "sigmoid_backward": 3, "tanh_backward": 3, "silu_backward": 9,
                      "gelu_backward": 11, "logit_backward": 3, "_softmax_backward_data": 4,
                      "_log_softmax_backward_data": 4, "native_layer_norm_backward": 13,
+                     # scatter-add of each gradient row into the weight gradient
+                     "embedding_dense_backward": 1, "embedding_backward": 1,
                      # losses
                      "binary_cross_entropy_with_logits": 8, "mse_loss": 3, "l1_loss": 3}
 

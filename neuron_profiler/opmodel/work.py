@@ -12,6 +12,9 @@ from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
 from .lists import is_list_op, list_op_work
+from .losses import LOSS_OPS, loss_work
+from .pooling import is_pool_op, pool_work
+from .quant import QUANT_OPS, quant_work
 from .shapes import Tensor, parse_json_list, tensor_args, unrecorded_tensor_list
 from .sparse import SPARSE_OPS, sparse_work
 from .traffic import elementwise_flops, traffic
@@ -180,8 +183,9 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         return _unknown("no tensor inputs recorded")
     if is_list_op(base):
         return _list_op(cls, base, inputs, flops_col)
-    if base in SPARSE_OPS:
-        return _sparse_op(cls, base, ts, inputs, flops_col, concrete)
+    rule = _rule(base)
+    if rule is not None:
+        return _rule_op(rule, cls, base, ts, inputs, flops_col, concrete)
     dtype = inputs[0].dtype
     w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
     size = dtype_size_bytes(dtype) or 4
@@ -240,16 +244,31 @@ def _list_op(cls: str, base: str, inputs: list[Tensor], flops_col: int) -> OpWor
     return w
 
 
-def _sparse_op(cls: str, base: str, ts: list[Tensor | None], inputs: list[Tensor], flops_col: int,
-               concrete: list | None) -> OpWork:
-    """Jagged-tensor ops of :mod:`~neuron_profiler.opmodel.sparse`."""
-    flops, fk, tr = sparse_work(base, ts, concrete)
+# ops with a rule module of their own: (base) -> (FLOPs, FLOPs known, Traffic)
+_RULES = {**{b: sparse_work for b in SPARSE_OPS}, **{b: quant_work for b in QUANT_OPS},
+          **{b: loss_work for b in LOSS_OPS}}
+
+
+def _rule(base: str):
+    return _RULES.get(base) or (pool_work if is_pool_op(base) else None)
+
+
+def _rule_op(rule, cls: str, base: str, ts: list[Tensor | None], inputs: list[Tensor], flops_col: int,
+             concrete: list | None) -> OpWork:
+    """Ops priced by a rule module (:mod:`~neuron_profiler.opmodel.sparse`, ``.quant``, ``.losses``,
+    ``.pooling``): the module's FLOPs and traffic; the output sized by what it writes."""
+    flops, fk, tr = rule(base, ts, concrete)
     size = dtype_size_bytes(inputs[0].dtype) or 4
     w = OpWork(cls, dtype=inputs[0].dtype, flops=flops, inputs=inputs, out_elems=tr.write_bytes // size,
                out_bytes=tr.write_bytes, elems=max(t.numel for t in inputs), flops_known=fk,
-               read_bytes=tr.read_bytes, write_bytes=tr.write_bytes, bytes_known=tr.known, note=tr.note)
+               read_bytes=tr.read_bytes, write_bytes=tr.write_bytes, bytes_known=tr.known, note=tr.note,
+               backward=base.endswith("backward"))
     if flops_col > 0:
         w.flops, w.flops_known = int(flops_col), True
+    if not w.flops_known and not w.note:
+        w.note = f"{base}: FLOPs not derivable from the record"
+    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:
+        return _unknown("implausible sizes (corrupt record)")
     return w
 
 
@@ -259,17 +278,12 @@ def wants_concrete(name: str) -> bool:
     if classify(name) == "conv":
         return True
     base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
-    return base in ("index_select", *SPARSE_OPS)
+    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS) or is_pool_op(base)
 
 
 # ops whose output is bool whatever their inputs' dtype
 _BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
              "isinf", "isfinite", "isneginf", "isposinf", "all", "any"}
-
-# losses that pick one input element per target: one FLOP per target element
-_PER_TARGET = {"nll_loss", "nll_loss_forward", "nll_loss2d_forward", "nll_loss_nd", "nll_loss_backward",
-               "nll_loss2d_backward"}
-
 
 def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
     """Elements and FLOPs of a non-matrix op (reduction, foreach, gather or elementwise)."""
@@ -289,6 +303,3 @@ def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
     else:
         w.out_elems = w.elems
     w.flops, w.flops_known = elementwise_flops(base, cls, w.elems, w.out_elems)
-    if base in _PER_TARGET:  # nll_loss(input[N, C], target[N]) / nll_loss_backward(grad, input, target, ...)
-        target = [t for t in inputs if t.dtype.startswith(("int", "uint"))]
-        w.flops, w.flops_known = (target[0].numel, True) if target else (0, False)

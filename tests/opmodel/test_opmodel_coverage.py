@@ -110,12 +110,6 @@ def test_comparisons_write_bool_and_reductions():
     assert (w.flops, w.read_bytes, w.write_bytes) == (n, 4 * n, 4 * n)
 
 
-def test_nll_loss_counts_one_flop_per_target():
-    # sample ddp_train_rank0.nprof: aten::nll_loss_forward [[2048,1024],[2048],[],[],[]]: 2048 targets
-    w = _w("aten::nll_loss_forward", [[2048, 1024], [2048], [], [], []], [F32, I64, "", "Scalar", "Scalar"])
-    assert (w.flops, w.flops_known) == (2048, True)
-
-
 # --- sparse-feature ops (recommendation models) -------------------------------------------------------------
 
 def test_permute_2d_sparse_data():
@@ -149,12 +143,76 @@ def test_complete_cumsum_and_diff():
     assert not w.flops_known and not w.bytes_known and "n and dim not recorded" in w.note
 
 
-def test_unknown_flops_say_why():
-    # sample cnn_inference.nprof: aten::max_pool2d_with_indices: the window (kernel_size, stride) is a
-    # ScalarList, not in the shapes, and this capture keeps no Concrete Inputs
+def test_pooling_from_its_recorded_window():
+    # torch 2.13 CPU capture: aten::max_pool2d_with_indices [[2, 4, 16, 16], [], [], [], [], []], Concrete
+    # Inputs ['', '[2, 2]', '[]', '[0, 0]', '[1, 1]', 'False']: stride [] = kernel, so 2 x 4 x 8 x 8 = 512
+    # outputs, 3 compares each (1,536 FLOPs); reads 2,048 float32 (8,192 bytes), writes 512 float32 + 512
+    # int64 indices (2,048 + 4,096 bytes)
+    shapes = [[2, 4, 16, 16], [], [], [], [], []]
+    win = ["", "[2, 2]", "[]", "[0, 0]", "[1, 1]", "False"]
+    w = _w("aten::max_pool2d_with_indices", shapes, [F32] + ["ScalarList"] * 4 + ["Scalar"], concrete=win)
+    assert (w.flops, w.read_bytes, w.write_bytes) == (1536, 8192, 2048 + 4096) and _priced(w)
+    # aten::avg_pool2d of the same capture, Concrete Inputs ['', '[2, 2]', '[]', '[0, 0]', 'False', 'True', '']:
+    # 512 outputs x (3 adds + 1 divide) = 2,048 FLOPs, no indices written
+    w = _w("aten::avg_pool2d", shapes + [[]], [F32] + ["ScalarList"] * 3 + ["Scalar", "Scalar", ""],
+           concrete=["", "[2, 2]", "[]", "[0, 0]", "False", "True", ""])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (2048, 8192, 2048)
+    # sample cnn_inference.nprof: aten::adaptive_avg_pool2d [[16,128,8,8],[]], output_size [1, 1]: one window
+    # of 64 elements per (image, channel): 16 x 128 x 64 = 131,072 FLOPs (63 adds + 1 divide per window);
+    # reads 524,288 bytes, writes 16 x 128 float32 (8,192 bytes)
+    w = _w("aten::adaptive_avg_pool2d", [[16, 128, 8, 8], []], [F32, "ScalarList"], concrete=["", "[1, 1]"])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (131072, 524288, 8192)
+    # max_pool2d_with_indices_backward(grad_output[2,4,8,8], self[2,4,16,16], ..., indices[2,4,8,8] int64):
+    # one add per grad_output element (512); reads grad_output (2,048) + indices (4,096), writes grad_input
+    # (8,192 bytes); all from the shapes
+    w = _w("aten::max_pool2d_with_indices_backward", [[2, 4, 8, 8], [2, 4, 16, 16], [], [], [], [], [], [2, 4, 8, 8]],
+           [F32, F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", I64])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (512, 2048 + 4096, 8192) and _priced(w)
+
+
+def test_unknown_window_or_flops_say_why():
+    # sample cnn_inference.nprof: aten::max_pool2d_with_indices with no Concrete Inputs (the window is a
+    # ScalarList, [] in the shapes): FLOPs and the output size are unknown, not a guessed 2 x 2 window
     w = _w("aten::max_pool2d_with_indices", [[16, 32, 64, 64], [], [], [], [], []],
            [F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar"])
-    assert not w.flops_known and "no FLOP count" in w.note
+    assert not w.flops_known and not w.bytes_known and "pooling window" in w.note
+    # HTA trace_filter: fbgemm::bounds_check_indices: no FLOP count for it; the note names the op
+    w = _w("fbgemm::bounds_check_indices", [[9], [30111429], [2359297], [], [1], [], [], []],
+           ["long", "long", "long", "Scalar", "long", "", "", "Scalar"])
+    assert not w.flops_known and "bounds_check_indices: no FLOP count" in w.note
+
+
+def test_fbgemm_quantize_dequantize():
+    # HTA trace_filter: fbgemm::FloatToFP8RowwiseQuantized [[1492704, 256], []] float: 2 FLOPs per element;
+    # reads 1,492,704 x 256 x 4 bytes, writes 1,492,704 rows of 256 + 8 bytes
+    w = _w("fbgemm::FloatToFP8RowwiseQuantized", [[1492704, 256], []], [F32, "Scalar"])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (2 * 1492704 * 256, 1492704 * 1024, 1492704 * 264)
+    # HTA trace_filter: fbgemm::FP8RowwiseQuantizedToFloat [[1638400, 264], []] uint8: 1,638,400 x 256 outputs,
+    # one divide each; reads 1,638,400 x 264 bytes, writes 1,638,400 x 256 float32
+    w = _w("fbgemm::FP8RowwiseQuantizedToFloat", [[1638400, 264], []], ["unsigned char", "Scalar"])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (1638400 * 256, 1638400 * 264, 1638400 * 256 * 4)
+    # HTA trace_filter: fbgemm::FloatToHFP8Quantized [[419430400],[],[],[]] float: a bit-level cast, 0 FLOPs,
+    # 4 bytes read and 1 written per element
+    w = _w("fbgemm::FloatToHFP8Quantized", [[419430400], [], [], []], [F32, "Scalar", "Scalar", "Scalar"])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (0, 419430400 * 4, 419430400) and _priced(w)
+
+
+def test_nll_loss_reads_the_picked_elements_only():
+    # sample ddp_train_rank0.nprof: aten::nll_loss_forward [[2048,1024],[2048],[],[],[]] (float, long int):
+    # 2,048 targets: 2,048 FLOPs; with reduction 1 (mean) recorded it reads 2,048 int64 targets (16,384
+    # bytes) + the 2,048 picked float32 (8,192), not the 8 MiB of logits, and writes the loss + total_weight
+    args = ([[2048, 1024], [2048], [], [], []], [F32, I64, "", "Scalar", "Scalar"])
+    w = _w("aten::nll_loss_forward", *args, concrete=["", "", "", "1", "-100"])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (2048, 16384 + 8192, 8) and _priced(w)
+    # this capture keeps no Concrete Inputs: the reduction, hence what it writes, is unknown (FLOPs are not)
+    w = _w("aten::nll_loss_forward", *args)
+    assert w.flops == 2048 and w.flops_known and not w.bytes_known and "reduction not recorded" in w.note
+    # sample ddp_train_rank0.nprof: aten::nll_loss_backward [[],[2048,1024],[2048],[],[],[],[]]
+    # (grad_output 0-d float, self, target long int, weight None, .., total_weight 0-d float): reads
+    # grad_output (4) + targets (16,384) + total_weight (4), writes the 2,048 picked gradients (8,192 bytes)
+    w = _w("aten::nll_loss_backward", [[], [2048, 1024], [2048], [], [], [], []],
+           [F32, F32, I64, "", "Scalar", "Scalar", F32])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (2048, 4 + 16384 + 4, 8192) and _priced(w)
 
 
 def test_analysis_passes_concrete_inputs_where_the_model_reads_them():
