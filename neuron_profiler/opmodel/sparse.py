@@ -1,5 +1,5 @@
-"""Sparse-feature (jagged tensor) ops of recommendation models: ``fbgemm::permute_2D_sparse_data``,
-``fbgemm::asynchronous_complete_cumsum`` and ``aten::diff`` over lengths and offsets (torch-free).
+"""Sparse-feature (jagged tensor) ops of recommendation models: FBGEMM's permutes, ``bounds_check_indices``,
+``asynchronous_complete_cumsum`` and ``aten::diff`` over lengths and offsets (torch-free).
 
 Rules (sizes from the recorded shapes and dtypes; ``Concrete Inputs`` for the scalar arguments):
 
@@ -8,7 +8,14 @@ Rules (sizes from the recorded shapes and dtypes; ``Concrete Inputs`` for the sc
   (the offsets need every length) and the moved segments of ``indices`` (and ``weights``), writes the
   permuted lengths (T' x B) and the moved segments. The moved element count is ``permuted_lengths_sum``
   when recorded, else N when ``permute`` is a permutation of all T features (T' == T); otherwise it
-  depends on the data, and the bytes are unknown.
+  depends on the data, and the bytes are unknown. ``permute_sparse_features(permute, lengths, indices,
+  weights?)`` is the same without ``permuted_lengths_sum``.
+* ``permute_pooled_embs`` / ``permute_pooled_embs_auto_grad(pooled_embs[B, D], offset_dim_list,
+  permute_list, inv_offset_dim_list, inv_permute_list)``: 0 FLOPs; reads every argument, writes an output
+  the shape of ``pooled_embs`` (its column blocks permuted).
+* ``bounds_check_indices(rows_per_table, indices[N], offsets[M], mode, warning, ...)``: N + M compares
+  (each index against its table's rows, each offset against N); it rewrites only the out-of-bounds
+  indices, so what it writes depends on the data: bytes unknown.
 * ``asynchronous_complete_cumsum(t[N])``: the inclusive prefix sum with a leading 0: N adds, reads N
   elements, writes N + 1.
 * ``aten::diff(self, n, dim, prepend, append)``: the n-th forward difference along ``dim`` (length L,
@@ -25,7 +32,8 @@ from .traffic import Traffic
 
 __all__ = ["SPARSE_OPS", "sparse_work"]
 
-SPARSE_OPS = ("permute_2D_sparse_data", "asynchronous_complete_cumsum", "diff")
+SPARSE_OPS = ("permute_2D_sparse_data", "permute_sparse_features", "permute_pooled_embs",
+              "permute_pooled_embs_auto_grad", "bounds_check_indices", "asynchronous_complete_cumsum", "diff")
 
 
 def _int(concrete: list | None, i: int) -> int | None:
@@ -47,26 +55,34 @@ def sparse_work(base: str, ts: list[Tensor | None], concrete: list | None) -> tu
     if base == "asynchronous_complete_cumsum":
         t = tensors[0]
         return t.numel, True, Traffic(t.nbytes, (t.numel + 1) * _size(t))
-    if base == "permute_2D_sparse_data":
-        return (0, True, _permute_2d(ts, concrete))
+    if base in ("permute_2D_sparse_data", "permute_sparse_features"):
+        return 0, True, _permute_2d(base, ts, concrete if base == "permute_2D_sparse_data" else None)
+    if base.startswith("permute_pooled_embs"):
+        return 0, True, Traffic(sum(t.nbytes for t in tensors), tensors[0].nbytes)
+    if base == "bounds_check_indices":
+        idx = ts[1:3] if len(ts) >= 3 else []
+        if len(idx) < 2 or any(t is None for t in idx):
+            return 0, False, Traffic(0, 0, False, f"{base}: indices and offsets not recorded")
+        return sum(t.numel for t in idx if t is not None), True, Traffic(
+            sum(t.nbytes for t in tensors), 0, False, f"{base}: rewrites only out-of-bounds indices (data-dependent)")
     return _diff(ts, concrete)
 
 
-def _permute_2d(ts: list[Tensor | None], concrete: list | None) -> Traffic:
+def _permute_2d(base: str, ts: list[Tensor | None], concrete: list | None) -> Traffic:
     if len(ts) < 3 or ts[0] is None or ts[1] is None or ts[2] is None or len(ts[1].shape) != 2:
-        return Traffic(0, 0, False, "permute_2D_sparse_data: permute, lengths [T, B] and indices not recorded")
+        return Traffic(0, 0, False, f"{base}: permute, lengths [T, B] and indices not recorded")
     permute, lengths, indices = ts[0], ts[1], ts[2]
     weights = ts[3] if len(ts) > 3 else None
     moved = _int(concrete, 4)
     if moved is None and permute.numel == lengths.shape[0]:
         moved = indices.numel
     if moved is None:
-        return Traffic(0, 0, False, "permute_2D_sparse_data: the permuted segments' size depends on the data "
+        return Traffic(0, 0, False, f"{base}: the permuted segments' size depends on the data "
                                     "(permuted_lengths_sum not recorded)")
     seg = moved * (_size(indices) + (_size(weights) if weights is not None else 0))
     out_lengths = permute.numel * lengths.shape[1] * _size(lengths)
     return Traffic(permute.nbytes + lengths.nbytes + seg, out_lengths + seg, True,
-                   "permute_2D_sparse_data: reads all lengths, moves the permuted segments")
+                   f"{base}: reads all lengths, moves the permuted segments")
 
 
 def _diff(ts: list[Tensor | None], concrete: list | None) -> tuple[int, bool, Traffic]:

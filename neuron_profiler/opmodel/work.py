@@ -222,7 +222,13 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     w.out_bytes = int(w.out_elems * size)
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
     w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
-    if not w.flops_known:
+    ns = name.split("::", 1)[0]
+    if ns not in ("aten", "prims") and cls not in ("matmul", "conv", "attention"):
+        # a library op without a rule of its own (fbgemm, torchvision, ...): the "elementwise over its
+        # arguments" default does not describe it (a table lookup reads rows, not the table)
+        w.flops_known = w.bytes_known = False
+        w.note = f"{name}: no op model for this {ns} op (only its argument sizes are recorded)"
+    elif not w.flops_known:
         w.note = "; ".join(x for x in (w.note, f"{base}: no FLOP count per element for this op") if x)
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
         return _unknown("implausible sizes (corrupt record)")

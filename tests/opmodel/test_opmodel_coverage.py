@@ -176,10 +176,40 @@ def test_unknown_window_or_flops_say_why():
     w = _w("aten::max_pool2d_with_indices", [[16, 32, 64, 64], [], [], [], [], []],
            [F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar"])
     assert not w.flops_known and not w.bytes_known and "pooling window" in w.note
-    # HTA trace_filter: fbgemm::bounds_check_indices: no FLOP count for it; the note names the op
+    # HTA trace_filter: aten::repeat_interleave [[2048],[2048],[],[]]: its output size depends on the repeats'
+    # values and it has no per-element FLOP count: both unknown, the note names the op
+    w = _w("aten::repeat_interleave", [[2048], [2048], [], []], [I64, I64, "", "Scalar"])
+    assert not w.flops_known and not w.bytes_known and "repeat_interleave: no FLOP count" in w.note
+    # HTA trace_filter: the fused table-batched embedding lookup + rowwise-adagrad update. Its arguments
+    # include the whole 7.7G-element fp16 table (uvm_weights [7722480160]) but it reads only the rows its
+    # 30M indices pick, with per-table widths that are not recorded: unknown, not 15 GB "read"
+    shapes = [[0], [7722480160], [0], [0, 0], [9], [9], [10], [], [], [10], [], [30111429], [2359297], [], [], [],
+              [0], [], [], [], [48265501], [0], [9], [9], [], [], [], [], []]
+    dtypes = ["float", "c10::Half", "c10::Half", "c10::Half", "int", "long", "int", "Scalar", "Scalar", "long",
+              "Scalar", "long", "long", "Scalar", "", "", "int", "Scalar", "Scalar", "Scalar", "float", "float",
+              "int", "long", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    w = _w("fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function", shapes, dtypes)
+    assert not w.flops_known and not w.bytes_known and "no op model for this fbgemm op" in w.note
+
+
+def test_sparse_permutes_and_bounds_check():
+    # HTA trace_filter: fbgemm::permute_pooled_embs_auto_grad [[2048, 186588], [1391], [1390], [1391], [1390]]
+    # (float, 4 x long): 0 FLOPs; reads the 2048 x 186588 float32 embeddings (1,528,528,896 bytes) + the
+    # four int64 lists (5,562 x 8 = 44,496), writes an output of the embeddings' shape (1,528,528,896)
+    w = _w("fbgemm::permute_pooled_embs_auto_grad", [[2048, 186588], [1391], [1390], [1391], [1390]],
+           [F32, "long", "long", "long", "long"])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (0, 1528528896 + 44496, 1528528896) and _priced(w)
+    # HTA trace_filter: fbgemm::permute_sparse_features [[300], [300, 2048], [16334339], []] (int): a
+    # permutation of all 300 features, so all 16,334,339 indices move: reads permute (1,200) + lengths
+    # (2,457,600) + indices (65,337,356), writes lengths (2,457,600) + indices (65,337,356)
+    w = _w("fbgemm::permute_sparse_features", [[300], [300, 2048], [16334339], []], ["int", "int", "int", ""])
+    assert (w.read_bytes, w.write_bytes) == (1200 + 2457600 + 65337356, 2457600 + 65337356) and _priced(w)
+    # HTA trace_filter: fbgemm::bounds_check_indices [[9], [30111429], [2359297], [], [1], [], [], []]: one
+    # compare per index and per offset (32,470,726 FLOPs); it rewrites only out-of-bounds indices: bytes unknown
     w = _w("fbgemm::bounds_check_indices", [[9], [30111429], [2359297], [], [1], [], [], []],
            ["long", "long", "long", "Scalar", "long", "", "", "Scalar"])
-    assert not w.flops_known and "bounds_check_indices: no FLOP count" in w.note
+    assert (w.flops, w.flops_known) == (30111429 + 2359297, True)
+    assert not w.bytes_known and "data-dependent" in w.note
 
 
 def test_fbgemm_quantize_dequantize():
