@@ -1,7 +1,12 @@
-"""FBGEMM's quantize / dequantize ops (torch-free): ``FloatToFP8RowwiseQuantized``, ``FP8RowwiseQuantizedToFloat``,
-``FloatToHFP8Quantized`` and ``HFP8QuantizedToFloat``.
+"""Dtype conversions (torch-free): ``aten::_to_copy`` and FBGEMM's quantize / dequantize ops
+(``FloatToFP8RowwiseQuantized``, ``FP8RowwiseQuantizedToFloat``, ``FloatToHFP8Quantized``, ``HFP8QuantizedToFloat``).
 
 Rules (N = elements of the float side):
+
+* ``_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format)``: 0 FLOPs; reads
+  ``self``, writes its elements in the target dtype: Concrete Inputs hold ``dtype`` as a ``c10::ScalarType``
+  code (``'15'`` = bfloat16; ``''`` = None: ``self``'s dtype). Without Concrete Inputs the written size is
+  unknown (a float32 -> bfloat16 cast writes half of what it reads).
 
 * ``FloatToFP8RowwiseQuantized(input[..., C], forward)`` (R rows = elements / C): 2 FLOPs per element (a
   max-compare for the row's scale, a multiply by it); reads the input, writes R rows of ``ceil(C / 4) * 4``
@@ -21,8 +26,24 @@ from .traffic import Traffic
 
 __all__ = ["QUANT_OPS", "quant_work"]
 
-QUANT_OPS = ("FloatToFP8RowwiseQuantized", "FP8RowwiseQuantizedToFloat", "FloatToHFP8Quantized",
+QUANT_OPS = ("_to_copy", "FloatToFP8RowwiseQuantized", "FP8RowwiseQuantizedToFloat", "FloatToHFP8Quantized",
              "HFP8QuantizedToFloat")
+
+# element size of c10::ScalarType codes (c10/core/ScalarType.h order)
+_SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 12: 1, 13: 1, 14: 4,
+                      15: 2, 23: 1, 24: 1, 25: 1, 26: 1}
+
+
+def _to_copy(x: Tensor, concrete: list | None) -> tuple[int, bool, Traffic]:
+    if not concrete or len(concrete) < 2:
+        return 0, True, Traffic(x.nbytes, 0, False, "_to_copy: target dtype not recorded (no Concrete Inputs)")
+    code = str(concrete[1]).strip()
+    if code in ("", "None"):
+        return 0, True, Traffic(x.nbytes, x.nbytes)
+    size = _SCALAR_TYPE_BYTES.get(int(code)) if code.isdigit() else None
+    if size is None:
+        return 0, True, Traffic(x.nbytes, 0, False, f"_to_copy: unknown target dtype code {code!r}")
+    return 0, True, Traffic(x.nbytes, x.numel * size)
 
 
 def quant_work(base: str, ts: list[Tensor | None], concrete: list | None) -> tuple[int, bool, Traffic]:
@@ -30,6 +51,8 @@ def quant_work(base: str, ts: list[Tensor | None], concrete: list | None) -> tup
     x = ts[0] if ts else None
     if x is None:
         return 0, False, Traffic(0, 0, False, f"{base}: input shape not recorded")
+    if base == "_to_copy":
+        return _to_copy(x, concrete)
     if base == "FloatToHFP8Quantized":
         return 0, True, Traffic(x.nbytes, x.numel)
     if base == "HFP8QuantizedToFloat":

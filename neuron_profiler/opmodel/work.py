@@ -284,7 +284,7 @@ def wants_concrete(name: str) -> bool:
     if classify(name) == "conv":
         return True
     base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
-    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS) or is_pool_op(base)
+    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS) or is_pool_op(base)
 
 
 # ops whose output is bool whatever their inputs' dtype

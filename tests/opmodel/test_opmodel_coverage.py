@@ -227,6 +227,19 @@ def test_fbgemm_quantize_dequantize():
     assert (w.flops, w.read_bytes, w.write_bytes) == (0, 419430400 * 4, 419430400) and _priced(w)
 
 
+def test_to_copy_writes_the_target_dtype():
+    # torch 2.13 CPU capture of x.to(torch.float16): aten::_to_copy [[8, 16], [], [], [], [], [], []]
+    # ['float', 'Scalar', '', '', '', 'Scalar', ''], Concrete Inputs ['', '5', '', '', '', 'False', ''] (5 = Half):
+    # 0 FLOPs, reads 128 float32 (512 bytes), writes 128 float16 (256 bytes)
+    args = ([[8, 16], [], [], [], [], [], []], [F32, "Scalar", "", "", "", "Scalar", ""])
+    w = _w("aten::_to_copy", *args, concrete=["", "5", "", "", "", "False", ""])
+    assert (w.flops, w.read_bytes, w.write_bytes) == (0, 512, 256) and _priced(w)
+    w = _w("aten::_to_copy", *args, concrete=["", "", "", "", "", "False", ""])      # dtype None: same dtype
+    assert (w.read_bytes, w.write_bytes) == (512, 512)
+    w = _w("aten::_to_copy", *args)                                                # not recorded: unknown
+    assert w.flops_known and not w.bytes_known and "target dtype not recorded" in w.note
+
+
 def test_nll_loss_reads_the_picked_elements_only():
     # sample ddp_train_rank0.nprof: aten::nll_loss_forward [[2048,1024],[2048],[],[],[]] (float, long int):
     # 2,048 targets: 2,048 FLOPs; with reduction 1 (mean) recorded it reads 2,048 int64 targets (16,384
