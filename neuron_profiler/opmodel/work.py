@@ -265,8 +265,12 @@ def _rule_op(rule, cls: str, base: str, ts: list[Tensor | None], inputs: list[Te
     ``.pooling``): the module's FLOPs and traffic; the output sized by what it writes."""
     flops, fk, tr = rule(base, ts, concrete)
     size = dtype_size_bytes(inputs[0].dtype) or 4
-    w = OpWork(cls, dtype=inputs[0].dtype, flops=flops, inputs=inputs, out_elems=tr.write_bytes // size,
-               out_bytes=tr.write_bytes, elems=max(t.numel for t in inputs), flops_known=fk,
+    elems = max(t.numel for t in inputs)
+    # what a simulator stages: the bytes written where known, else (as for any op) one output the size of
+    # the largest argument; read_bytes / write_bytes / bytes_known keep what is known
+    out = tr.write_bytes if tr.known and tr.write_bytes > 0 else elems * size
+    w = OpWork(cls, dtype=inputs[0].dtype, flops=flops, inputs=inputs, out_elems=max(out // size, 1),
+               out_bytes=out, elems=elems, flops_known=fk,
                read_bytes=tr.read_bytes, write_bytes=tr.write_bytes, bytes_known=tr.known, note=tr.note,
                backward=base.endswith("backward"))
     if flops_col > 0:
