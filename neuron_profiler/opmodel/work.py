@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from neuron_profiler.hardware import dtype_size_bytes
@@ -17,7 +18,7 @@ from .pooling import is_pool_op, pool_work
 from .quant import QUANT_OPS, quant_work
 from .shapes import Tensor, parse_json_list, tensor_args, unrecorded_tensor_list
 from .sparse import SPARSE_OPS, sparse_work
-from .traffic import elementwise_flops, traffic
+from .traffic import Traffic, elementwise_flops, traffic
 
 __all__ = ["OpWork", "lower_signature", "wants_concrete"]
 
@@ -222,17 +223,22 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     w.out_bytes = int(w.out_elems * size)
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
     w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
+    _say_unknowns(w, name, base)
+    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
+        return _unknown("implausible sizes (corrupt record)")
+    return w
+
+
+def _say_unknowns(w: OpWork, name: str, base: str) -> None:
+    """A library op without a rule of its own (fbgemm, torchvision, ...) is unknown: the "elementwise over
+    its arguments" default does not describe it (a table lookup reads rows, not the table). Elsewhere, a
+    missing FLOP count is said in the note."""
     ns = name.split("::", 1)[0]
-    if ns not in ("aten", "prims") and cls not in ("matmul", "conv", "attention"):
-        # a library op without a rule of its own (fbgemm, torchvision, ...): the "elementwise over its
-        # arguments" default does not describe it (a table lookup reads rows, not the table)
+    if ns not in ("aten", "prims") and w.cls not in ("matmul", "conv", "attention"):
         w.flops_known = w.bytes_known = False
         w.note = f"{name}: no op model for this {ns} op (only its argument sizes are recorded)"
     elif not w.flops_known:
         w.note = "; ".join(x for x in (w.note, f"{base}: no FLOP count per element for this op") if x)
-    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
-        return _unknown("implausible sizes (corrupt record)")
-    return w
 
 
 def _list_op(cls: str, base: str, inputs: list[Tensor], flops_col: int) -> OpWork:
@@ -250,16 +256,17 @@ def _list_op(cls: str, base: str, inputs: list[Tensor], flops_col: int) -> OpWor
     return w
 
 
-# ops with a rule module of their own: (base) -> (FLOPs, FLOPs known, Traffic)
-_RULES = {**{b: sparse_work for b in SPARSE_OPS}, **{b: quant_work for b in QUANT_OPS},
+# ops with a rule module of their own: (base) -> rule(base, tensor args, concrete) -> (FLOPs, FLOPs known, Traffic)
+_Rule = Callable[[str, list[Tensor | None], list | None], tuple[int, bool, Traffic]]
+_RULES: dict[str, _Rule] = {**{b: sparse_work for b in SPARSE_OPS}, **{b: quant_work for b in QUANT_OPS},
           **{b: loss_work for b in LOSS_OPS}}
 
 
-def _rule(base: str):
+def _rule(base: str) -> _Rule | None:
     return _RULES.get(base) or (pool_work if is_pool_op(base) else None)
 
 
-def _rule_op(rule, cls: str, base: str, ts: list[Tensor | None], inputs: list[Tensor], flops_col: int,
+def _rule_op(rule: _Rule, cls: str, base: str, ts: list[Tensor | None], inputs: list[Tensor], flops_col: int,
              concrete: list | None) -> OpWork:
     """Ops priced by a rule module (:mod:`~neuron_profiler.opmodel.sparse`, ``.quant``, ``.losses``,
     ``.pooling``): the module's FLOPs and traffic; the output sized by what it writes."""
@@ -294,6 +301,7 @@ def wants_concrete(name: str) -> bool:
 # ops whose output is bool whatever their inputs' dtype
 _BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
              "isinf", "isfinite", "isneginf", "isposinf", "all", "any"}
+
 
 def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
     """Elements and FLOPs of a non-matrix op (reduction, foreach, gather or elementwise)."""
