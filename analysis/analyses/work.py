@@ -62,6 +62,12 @@ def _args_concrete(name: str, args: str) -> list | None:
     return c if isinstance(c, list) else None
 
 
+def _concrete_key(args: str) -> str:
+    """The "Concrete Inputs" of an op's args JSON, as args JSON holding only them ('' when absent)."""
+    c = _args_concrete("", args)
+    return json.dumps({"Concrete Inputs": c}) if c else ""
+
+
 @lru_cache(maxsize=65536)
 def _signature_work(name: str, shapes: str, dtypes: str, args: str) -> tuple[float, float, str, bool, str]:
     """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature; NaN where the op model cannot tell
@@ -91,8 +97,12 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     keys = pd.DataFrame({"name": names, "s": column(host_ops, "input_shapes").astype(str),
                          "d": column(host_ops, "input_dtypes").astype(str)})
     # Concrete Inputs matter for convolutions (stride, padding), gathers (dim), diff (n), ...
-    wants_args = cat_where_names(names, wants_concrete)
-    keys["a"] = np.where(wants_args, column(host_ops, "args").astype(str), "")
+    wants_args = np.flatnonzero(cat_where_names(names, wants_concrete))
+    a = np.full(len(keys), "", dtype=object)
+    if len(wants_args):  # keyed by the Concrete Inputs alone (args also hold per-event ids)
+        raw = column(host_ops, "args").astype(str).to_numpy(dtype=object)[wants_args]
+        a[wants_args] = [_concrete_key(x) for x in raw]
+    keys["a"] = a
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]
     arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)
