@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature
+from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature, wants_concrete
 
 from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, column, empty_cat
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
@@ -62,6 +62,12 @@ def _args_concrete(name: str, args: str) -> list | None:
     return c if isinstance(c, list) else None
 
 
+def _concrete_key(args: str) -> str:
+    """The "Concrete Inputs" of an op's args JSON, as args JSON holding only them ('' when absent)."""
+    c = _args_concrete("", args)
+    return json.dumps({"Concrete Inputs": c}) if c else ""
+
+
 @lru_cache(maxsize=65536)
 def _signature_work(name: str, shapes: str, dtypes: str, args: str) -> tuple[float, float, str, bool, str]:
     """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature; NaN where the op model cannot tell
@@ -90,9 +96,13 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     names = column(host_ops, "name").astype(str)
     keys = pd.DataFrame({"name": names, "s": column(host_ops, "input_shapes").astype(str),
                          "d": column(host_ops, "input_dtypes").astype(str)})
-    # Concrete Inputs matter for convolutions (stride, padding) and gathers (dim)
-    wants_args = cat_where_names(names, lambda n: classify(n) == "conv" or "index_select" in n)
-    keys["a"] = np.where(wants_args, column(host_ops, "args").astype(str), "")
+    # Concrete Inputs matter for convolutions (stride, padding), gathers (dim), diff (n), ...
+    wants_args = np.flatnonzero(cat_where_names(names, wants_concrete))
+    a = np.full(len(keys), "", dtype=object)
+    if len(wants_args):  # keyed by the Concrete Inputs alone (args also hold per-event ids)
+        raw = column(host_ops, "args").astype(str).to_numpy(dtype=object)[wants_args]
+        a[wants_args] = [_concrete_key(x) for x in raw]
+    keys["a"] = a
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]
     arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)

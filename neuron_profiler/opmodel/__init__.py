@@ -11,7 +11,8 @@ NeuronCore) and analysis (FLOPs and bytes of imported GPU ops)::
 from .classes import COMPUTE_CLASSES, TENSOR_ENGINE_CLASSES, classify, known_no_work
 from .shapes import Tensor, parse_json_list, tensor_args
 from .traffic import FLOPS_PER_ELEMENT, Traffic, elementwise_flops, traffic
-from .work import OpWork, lower_signature
+from .work import OpWork, lower_signature, wants_concrete
 
 __all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list",
-           "tensor_args", "OpWork", "lower_signature", "Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]
+           "tensor_args", "OpWork", "lower_signature", "wants_concrete", "Traffic", "traffic", "elementwise_flops",
+           "FLOPS_PER_ELEMENT"]

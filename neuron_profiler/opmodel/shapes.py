@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
 
-__all__ = ["parse_json_list", "Tensor", "tensor_args", "is_shape"]
+__all__ = ["parse_json_list", "Tensor", "tensor_args", "is_shape", "unrecorded_tensor_list"]
 
 
 def parse_json_list(s: object) -> list | None:
@@ -27,12 +27,19 @@ def is_shape(x: object) -> bool:
 
 @dataclass
 class Tensor:
-    """One tensor argument: shape, canonical dtype, element count and bytes."""
+    """One tensor argument: shape, canonical dtype, element count and bytes.
+
+    A TensorList argument is one ``Tensor`` summed over the list: ``count`` tensors, ``shape`` the first
+    one's. Kineto writes a tensor list's type as "TensorList", not its elements' dtype: ``dtype_known`` is
+    then False and ``dtype`` / ``nbytes`` assume float32 (what the simulator stages); the op model's byte
+    counts do not rely on them."""
 
     shape: tuple[int, ...]
     dtype: str
     numel: int
     nbytes: int
+    count: int = 1
+    dtype_known: bool = True
 
 
 def tensor_args(shapes: list, dtypes: list) -> list[Tensor | None]:
@@ -51,8 +58,15 @@ def tensor_args(shapes: list, dtypes: list) -> list[Tensor | None]:
             out.append(Tensor(tuple(shp), dt or "float32", numel, numel * size))
         elif isinstance(shp, list) and shp and all(is_shape(s) for s in shp):  # TensorList
             numel = sum(math.prod(s) if s else 1 for s in shp)
-            dt = dt if dt and raw != "TensorList" else "float32"
-            out.append(Tensor(tuple(shp[0]), dt, numel, numel * (dtype_size_bytes(dt) or 4)))
+            known = bool(dt) and raw != "TensorList"
+            dt = dt if known else "float32"
+            out.append(Tensor(tuple(shp[0]), dt, numel, numel * (dtype_size_bytes(dt) or 4), len(shp), known))
         else:
             out.append(None)
     return out
+
+
+def unrecorded_tensor_list(shapes: list, dtypes: list) -> bool:
+    """True when a TensorList argument is recorded as an empty dims list: older Kineto writes ``[]`` for
+    every tensor list (``aten::cat``, ``aten::_foreach_add_``), so its tensors' shapes are not in the trace."""
+    return any(i < len(dtypes) and dtypes[i] == "TensorList" and s == [] for i, s in enumerate(shapes))

@@ -24,14 +24,49 @@ from .shapes import Tensor
 
 __all__ = ["Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]
 
-#: FLOPs per output element of elementwise / normalisation / softmax ops (aten base names, in-place "_"
-#: stripped). Counts follow common FLOP-counting practice (fvcore, torch.utils.flop_counter leave them out;
-#: these are the per-element costs of the textbook formulas: gelu's tanh form ~8, softmax exp+sum+div ~5).
-FLOPS_PER_ELEMENT = {"add": 1, "sub": 1, "mul": 1, "div": 1, "relu": 1, "gelu": 8, "silu": 4, "tanh": 4,
+#: FLOPs per element of elementwise / normalisation / softmax / reduction ops (aten base names, in-place "_"
+#: stripped), times the larger of the input and output element counts. fvcore and torch.utils.flop_counter
+#: count matrix work only; these are the per-element costs of the textbook formulas, one FLOP per add, mul,
+#: compare, select or transcendental call (gelu's tanh form ~8, softmax exp+sum+div ~5):
+#:
+#: * comparisons, logical and bitwise ops, select (``where``, ``masked_fill``), rounding, sign, abs: 1;
+#:   ``clamp`` with both bounds 2; ``nan_to_num`` (3 tests and a select) 4; ``logit`` log(x / (1 - x)) 3;
+#: * reductions: one add / compare per input element (``sum``, ``mean``, ``amax``, ``all``, ...);
+#:   ``var`` / ``std`` two passes (sum; subtract, square, add) 4; ``logsumexp`` (max; subtract, exp, add) 4;
+#: * backward of elementwise ops, per element of the gradient: ``threshold_backward`` (relu) a select 1,
+#:   ``sigmoid_backward`` g·y·(1 - y) 3, ``tanh_backward`` g·(1 - y²) 3, ``silu_backward``
+#:   g·s·(1 + x·(1 - s)) with s = sigmoid(x) 9, ``gelu_backward`` g·(Φ(x) + x·φ(x)), Φ and φ 4 each, 11,
+#:   ``logit_backward`` g / (x·(1 - x)) 3, ``_softmax_backward_data`` y·(g - Σ g·y) 4,
+#:   ``_log_softmax_backward_data`` g - exp(y)·Σ g 4;
+#: * ``native_layer_norm_backward``: x̂ = (x - μ)·rstd 2, g·w 1, the two row sums Σ g·w and Σ g·w·x̂ 3,
+#:   dx = rstd·(g·w - mean - x̂·mean2) 4, dγ += g·x̂ and dβ += g 3: 13;
+#: * ``embedding_dense_backward``: one add per gradient element (rows accumulated into the weight gradient);
+#: * losses: ``binary_cross_entropy_with_logits`` (1 - y)·x + log(1 + exp(-x)) and the mean 8,
+#:   ``mse_loss`` (sub, square, add) 3, ``l1_loss`` (sub, abs, add) 3.
+FLOPS_PER_ELEMENT = {"add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "relu": 1, "gelu": 8, "silu": 4, "tanh": 4,
                      "sigmoid": 4, "exp": 1, "neg": 1, "rsqrt": 1, "sqrt": 1, "pow": 1, "addcmul": 2, "addcdiv": 2,
                      "lerp": 2, "softmax": 5, "_softmax": 5, "log_softmax": 5, "_log_softmax": 5, "layer_norm": 5,
                      "native_layer_norm": 5, "rms_norm": 4, "_fused_rms_norm": 4, "batch_norm": 4,
-                     "native_batch_norm": 4, "dropout": 1, "native_dropout": 1, "mean": 1, "sum": 1}
+                     "native_batch_norm": 4, "dropout": 1, "native_dropout": 1, "mean": 1, "sum": 1,
+                     # comparisons, logic, select, rounding, simple unary ops
+                     "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "logical_and": 1, "logical_or": 1,
+                     "logical_xor": 1, "logical_not": 1, "bitwise_and": 1, "bitwise_or": 1, "bitwise_xor": 1,
+                     "bitwise_not": 1, "where": 1, "masked_fill": 1, "abs": 1, "sign": 1, "floor": 1, "ceil": 1,
+                     "round": 1, "trunc": 1, "reciprocal": 1, "square": 1, "log": 1, "log2": 1, "log10": 1,
+                     "log1p": 1, "exp2": 1, "expm1": 1, "sin": 1, "cos": 1, "erf": 1, "clamp_min": 1,
+                     "clamp_max": 1, "clamp": 2, "maximum": 1, "minimum": 1, "nan_to_num": 4, "logit": 3,
+                     # reductions
+                     "amax": 1, "amin": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1, "all": 1, "any": 1,
+                     "prod": 1, "count_nonzero": 1, "cumsum": 1, "cumprod": 1, "var": 4, "std": 4, "var_mean": 4,
+                     "std_mean": 4, "logsumexp": 4,
+                     # backward of elementwise ops
+                     "threshold_backward": 1, "sigmoid_backward": 3, "tanh_backward": 3, "silu_backward": 9,
+                     "gelu_backward": 11, "logit_backward": 3, "_softmax_backward_data": 4,
+                     "_log_softmax_backward_data": 4, "native_layer_norm_backward": 13,
+                     # scatter-add of each gradient row into the weight gradient
+                     "embedding_dense_backward": 1, "embedding_backward": 1,
+                     # losses
+                     "binary_cross_entropy_with_logits": 8, "mse_loss": 3, "l1_loss": 3}
 
 # in-place partial updates: (positions of the source tensors among the tensor arguments)
 _PARTIAL_UPDATE = {"index_put", "_index_put_impl", "index_copy", "index_add", "index_fill", "scatter", "scatter_add",

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
-from .shapes import Tensor, parse_json_list, tensor_args
-from .traffic import elementwise_flops, traffic
+from .lists import is_list_op, list_op_work
+from .losses import LOSS_OPS, loss_work
+from .pooling import is_pool_op, pool_work
+from .quant import QUANT_OPS, quant_work
+from .shapes import Tensor, parse_json_list, tensor_args, unrecorded_tensor_list
+from .sparse import SPARSE_OPS, sparse_work
+from .traffic import Traffic, elementwise_flops, traffic
 
-__all__ = ["OpWork", "lower_signature"]
+__all__ = ["OpWork", "lower_signature", "wants_concrete"]
 
 # sizes beyond these are corrupt records (they would overflow int64 ns timelines)
 _MAX_FLOPS = 2**62
@@ -168,11 +174,19 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         ts = tensor_args(shapes, dtypes)
     except (TypeError, ValueError, OverflowError):
         return _unknown("unparsable input shapes")
+    short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
+    base = short.rstrip("_")
+    if unrecorded_tensor_list(shapes, dtypes):
+        return _unknown(f"{base}: its tensor-list argument is recorded without shapes (this Kineto writes [] "
+                        "for a TensorList)")
     inputs = [t for t in ts if t is not None]
     if not inputs or sum(t.nbytes for t in inputs) <= 0:
         return _unknown("no tensor inputs recorded")
-    short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
-    base = short.rstrip("_")
+    if is_list_op(base):
+        return _list_op(cls, base, inputs, flops_col)
+    rule = _rule(base)
+    if rule is not None:
+        return _rule_op(rule, cls, base, ts, inputs, flops_col, concrete)
     dtype = inputs[0].dtype
     w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
     size = dtype_size_bytes(dtype) or 4
@@ -204,12 +218,89 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         _elementwise(w, base, cls, inputs)
     if flops_col and flops_col > 0:
         w.flops, w.flops_known = int(flops_col), True
+    if base in _BOOL_OUT and not short.endswith("_"):  # comparisons write bool (1 byte) elements
+        size = 1
     w.out_bytes = int(w.out_elems * size)
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
     w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
+    _say_unknowns(w, name, base)
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
         return _unknown("implausible sizes (corrupt record)")
     return w
+
+
+def _say_unknowns(w: OpWork, name: str, base: str) -> None:
+    """A library op without a rule of its own (fbgemm, torchvision, ...) is unknown: the "elementwise over
+    its arguments" default does not describe it (a table lookup reads rows, not the table). Elsewhere, a
+    missing FLOP count is said in the note."""
+    ns = name.split("::", 1)[0]
+    if ns not in ("aten", "prims") and w.cls not in ("matmul", "conv", "attention"):
+        w.flops_known = w.bytes_known = False
+        w.note = f"{name}: no op model for this {ns} op (only its argument sizes are recorded)"
+    elif not w.flops_known:
+        w.note = "; ".join(x for x in (w.note, f"{base}: no FLOP count per element for this op") if x)
+
+
+def _list_op(cls: str, base: str, inputs: list[Tensor], flops_col: int) -> OpWork:
+    """``cat`` / ``stack`` / ``_foreach_*`` (:mod:`~neuron_profiler.opmodel.lists`)."""
+    lw = list_op_work(base, inputs)
+    first = inputs[0]
+    w = OpWork(cls, dtype=first.dtype, flops=lw.flops, inputs=inputs, out_elems=lw.out_elems,
+               out_bytes=lw.out_elems * (dtype_size_bytes(first.dtype) or 4), elems=sum(t.numel for t in inputs),
+               flops_known=lw.flops_known, read_bytes=lw.read_bytes, write_bytes=lw.write_bytes,
+               bytes_known=lw.bytes_known, note=lw.note)
+    if flops_col > 0:
+        w.flops, w.flops_known = int(flops_col), True
+    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:
+        return _unknown("implausible sizes (corrupt record)")
+    return w
+
+
+# ops with a rule module of their own: (base) -> rule(base, tensor args, concrete) -> (FLOPs, FLOPs known, Traffic)
+_Rule = Callable[[str, list[Tensor | None], list | None], tuple[int, bool, Traffic]]
+_RULES: dict[str, _Rule] = {**{b: sparse_work for b in SPARSE_OPS}, **{b: quant_work for b in QUANT_OPS},
+          **{b: loss_work for b in LOSS_OPS}}
+
+
+def _rule(base: str) -> _Rule | None:
+    return _RULES.get(base) or (pool_work if is_pool_op(base) else None)
+
+
+def _rule_op(rule: _Rule, cls: str, base: str, ts: list[Tensor | None], inputs: list[Tensor], flops_col: int,
+             concrete: list | None) -> OpWork:
+    """Ops priced by a rule module (:mod:`~neuron_profiler.opmodel.sparse`, ``.quant``, ``.losses``,
+    ``.pooling``): the module's FLOPs and traffic; the output sized by what it writes."""
+    flops, fk, tr = rule(base, ts, concrete)
+    size = dtype_size_bytes(inputs[0].dtype) or 4
+    elems = max(t.numel for t in inputs)
+    # what a simulator stages: the bytes written where known, else (as for any op) one output the size of
+    # the largest argument; read_bytes / write_bytes / bytes_known keep what is known
+    out = tr.write_bytes if tr.known and tr.write_bytes > 0 else elems * size
+    w = OpWork(cls, dtype=inputs[0].dtype, flops=flops, inputs=inputs, out_elems=max(out // size, 1),
+               out_bytes=out, elems=elems, flops_known=fk,
+               read_bytes=tr.read_bytes, write_bytes=tr.write_bytes, bytes_known=tr.known, note=tr.note,
+               backward=base.endswith("backward"))
+    if flops_col > 0:
+        w.flops, w.flops_known = int(flops_col), True
+    if not w.flops_known and not w.note:
+        w.note = f"{base}: FLOPs not derivable from the record"
+    if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:
+        return _unknown("implausible sizes (corrupt record)")
+    return w
+
+
+def wants_concrete(name: str) -> bool:
+    """True when the op model reads this op's Kineto "Concrete Inputs" (scalar arguments such as a
+    convolution's stride, a gather's dim, ``diff``'s n): callers pass them only for these ops."""
+    if classify(name) == "conv":
+        return True
+    base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
+    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS) or is_pool_op(base)
+
+
+# ops whose output is bool whatever their inputs' dtype
+_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
+             "isinf", "isfinite", "isneginf", "isposinf", "all", "any"}
 
 
 def _elementwise(w: OpWork, base: str, cls: str, inputs: list[Tensor]) -> None:
