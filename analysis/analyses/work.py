@@ -101,7 +101,8 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     a = np.full(len(keys), "", dtype=object)
     if len(wants_args):  # keyed by the Concrete Inputs alone (args also hold per-event ids)
         raw = column(host_ops, "args").astype(str).to_numpy(dtype=object)[wants_args]
-        a[wants_args] = [_concrete_key(x) for x in raw]
+        keyed = {x: _concrete_key(x) for x in set(raw)}  # each distinct args text parsed once
+        a[wants_args] = [keyed[x] for x in raw]
     keys["a"] = a
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]

@@ -191,29 +191,13 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
     size = dtype_size_bytes(dtype) or 4
     if cls in ("matmul", "conv"):
-        geo = _mm_geometry(base, ts) if cls == "matmul" else _conv_geometry(base, ts, concrete)
-        if geo is None or min(geo) <= 0:
-            if flops_col <= 0:
-                return _unknown(f"{cls} shapes do not give a valid GEMM")
-            k = int(max(1, round((flops_col / 2) ** (1 / 3))))  # a cube GEMM with those FLOPs
-            geo = (1, k, k, k)
-        batch, m, k, n = geo
-        w.gemm = geo
-        w.flops = 2 * batch * m * k * n * (2 if cls == "conv" and w.backward else 1)
-        w.out_elems = batch * m * n
+        why = _gemm_work(w, base, ts, flops_col, concrete)
+        if why:
+            return _unknown(why)
     elif cls == "attention":
-        t4 = [t for t in inputs if len(t.shape) >= 3]
-        lead = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
-        q = t4[lead] if len(t4) > lead else None
-        kk = t4[lead + 1] if len(t4) > lead + 1 else None
-        if q is None or kk is None:
-            return _unknown("attention without query and key shapes")
-        bh = math.prod(q.shape[:-2])
-        lq, d, s = q.shape[-2], q.shape[-1], kk.shape[-2]
-        w.gemm = (bh, lq, d, s)
-        w.flops = int(4 * bh * lq * s * d * (2.5 if w.backward else 1))
-        w.elems = bh * lq * s
-        w.out_elems = bh * lq * d
+        why = _attention_work(w, inputs)
+        if why:
+            return _unknown(why)
     else:
         _elementwise(w, base, cls, inputs)
     if flops_col and flops_col > 0:
@@ -227,6 +211,41 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
         return _unknown("implausible sizes (corrupt record)")
     return w
+
+
+def _gemm_work(w: OpWork, base: str, ts: list[Tensor | None], flops_col: int, concrete: list | None) -> str:
+    """GEMM geometry, FLOPs and output elements of a matmul or convolution into ``w`` (a convolution as its
+    implicit GEMM, doubled for backward); a cube GEMM of ``flops_col`` FLOPs when the shapes give none.
+    Returns why the op is unknown, "" when priced."""
+    geo = _mm_geometry(base, ts) if w.cls == "matmul" else _conv_geometry(base, ts, concrete)
+    if geo is None or min(geo) <= 0:
+        if flops_col <= 0:
+            return f"{w.cls} shapes do not give a valid GEMM"
+        k = int(max(1, round((flops_col / 2) ** (1 / 3))))  # a cube GEMM with those FLOPs
+        geo = (1, k, k, k)
+    batch, m, k, n = geo
+    w.gemm = geo
+    w.flops = 2 * batch * m * k * n * (2 if w.cls == "conv" and w.backward else 1)
+    w.out_elems = batch * m * n
+    return ""
+
+
+def _attention_work(w: OpWork, inputs: list[Tensor]) -> str:
+    """FLOPs of scaled-dot-product attention from its query and key shapes (QK^T and PV: 4·BH·Lq·S·D, x2.5
+    for backward) into ``w``; returns why the op is unknown, "" when priced."""
+    t4 = [t for t in inputs if len(t.shape) >= 3]
+    lead = 1 if w.backward and len(t4) >= 4 else 0  # backward: (grad_out, q, k, v, ...)
+    q = t4[lead] if len(t4) > lead else None
+    kk = t4[lead + 1] if len(t4) > lead + 1 else None
+    if q is None or kk is None:
+        return "attention without query and key shapes"
+    bh = math.prod(q.shape[:-2])
+    lq, d, s = q.shape[-2], q.shape[-1], kk.shape[-2]
+    w.gemm = (bh, lq, d, s)
+    w.flops = int(4 * bh * lq * s * d * (2.5 if w.backward else 1))
+    w.elems = bh * lq * s
+    w.out_elems = bh * lq * d
+    return ""
 
 
 def _say_unknowns(w: OpWork, name: str, base: str) -> None:
