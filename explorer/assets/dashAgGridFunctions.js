@@ -18,7 +18,7 @@ dagfuncs.fmtUnit = function (v, unit) {
       if (a < 1e6) return (v / 1e3).toFixed(3) + " µs";
       if (a < 1e9) return (v / 1e6).toFixed(3) + " ms";
       return (v / 1e9).toFixed(4) + " s";
-    case "bytes": return Math.round(v).toLocaleString("en-US") + " B";
+    case "bytes": return nxScaled(v, [[2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"], [1, "B"]]);  // as analysis.units
     case "bytes/s": return nxScaled(v, [[1e9, "GB/s"], [1e6, "MB/s"], [1, "B/s"]]);
     case "FLOP/s": return nxScaled(v, [[1e12, "TFLOP/s"], [1e9, "GFLOP/s"], [1e6, "MFLOP/s"], [1, "FLOP/s"]]);
     case "FLOP": return nxScaled(v, [[1e12, "TFLOP"], [1e9, "GFLOP"], [1e6, "MFLOP"], [1, "FLOP"]]);

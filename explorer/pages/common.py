@@ -153,7 +153,9 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
                 spec["headerName"] += " (from trace start)"
         cols.append(spec)
     n = min(len(df), limit)
-    opts = {"pagination": n > page_size, "paginationPageSize": page_size, "enableCellTextSelection": True,
+    # the page-size choices must hold the page size, or AG Grid shows an empty selector
+    opts = {"pagination": n > page_size, "paginationPageSize": page_size,
+            "paginationPageSizeSelector": sorted({page_size, 50, 100, 500}), "enableCellTextSelection": True,
             "ensureDomOrder": True, "tooltipShowDelay": 300}
     if height is None:
         opts["domLayout"] = "autoHeight"

@@ -248,6 +248,9 @@ def test_sample_traces_in_browser_and_doc_screenshots(samples):
     bars = page.evaluate("() => document.querySelector('#rank-timeline-fig .js-plotly-plot')"
                          ".data.map(t => t.name)")
     assert set(bars) == {"steps", "compute", "communication", "memory"}
+    # grid cells show bytes in binary units, as analysis.units does (76,479,576 B / 2**20 = 72.9366 MiB)
+    shown = page.evaluate("() => [76479576, 1536, 512, 3 * 2 ** 30].map(v => dashAgGridFunctions.fmtUnit(v, 'bytes'))")
+    assert shown == ["72.937 MiB", "1.5 KiB", "512 B", "3 GiB"]
     page.close()
     assert errors == []
 

@@ -331,3 +331,17 @@ def test_summary_shows_neuron_explorers_numbers_beside_ours(explorer_imports, ke
 def test_no_explorer_table_without_explorer_summary(ctx):
     s = _dump(summary.layout(ctx, ViewState(trace="single.nprof")))
     assert "ne-compare-table" not in s and "Neuron Explorer's numbers" not in s
+
+
+@pytest.mark.parametrize("page_size", [15, 20, 50])
+def test_grid_page_size_is_one_of_its_choices(page_size):
+    """AG Grid shows an empty page-size selector when the page size is not among its choices."""
+    import pandas as pd
+
+    from explorer.pages.common import data_table
+
+    grid = data_table(pd.DataFrame({"x": range(200)}), id="t", page_size=page_size)
+    opts = grid.dashGridOptions
+    assert opts["pagination"] is True and opts["paginationPageSize"] == page_size
+    assert page_size in opts["paginationPageSizeSelector"]
+    assert opts["paginationPageSizeSelector"] == sorted(opts["paginationPageSizeSelector"])
