@@ -337,15 +337,20 @@ def _launch_start(k: pd.DataFrame, host_ops: pd.DataFrame | None, flows: pd.Data
 
 
 def _stream_codes(k: pd.DataFrame, tracks: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct stream ids, stream code per row): the GPU stream (``tracks.tid``) of each row's track when
-    the tracks table is given, else the track id; one lookup per distinct track, not per row."""
+    """(distinct stream ids, stream code per row): the GPU stream (``tracks.tid`` of a "stream" track) of each
+    row's track when the tracks table is given, else the track id (a Neuron engine: its rows run in order, as a
+    stream's kernels do, while all engines of a core share one tid); one lookup per distinct track."""
     track = k["track"].to_numpy(np.int64) if "track" in k else np.full(len(k), -1, np.int64)
     t_lo = int(track.min()) if len(track) else 0
     t_ids = np.flatnonzero(np.bincount(track - t_lo)) + t_lo if len(track) else track
     t_stream = t_ids
     if tracks is not None and len(tracks) and len(k):
         pos = row_positions(tracks.index, t_ids)
-        t_stream = np.where(pos >= 0, tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)], -1)
+        tid = tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)]
+        if "kind" in tracks:
+            is_stream = (tracks["kind"].astype(str).to_numpy() == "stream")[np.maximum(pos, 0)]
+            tid = np.where(is_stream, tid, t_ids)
+        t_stream = np.where(pos >= 0, tid, -1)
     s_vals, t_code = np.unique(t_stream, return_inverse=True)
     lut = np.zeros(int(t_ids[-1] - t_lo) + 1 if len(t_ids) else 1, dtype=np.int32)
     lut[t_ids - t_lo] = t_code
@@ -367,16 +372,25 @@ def _by_stream(s_codes: np.ndarray, start: np.ndarray, *cols: np.ndarray) -> tup
 
 
 def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
-                      launch: np.ndarray, has_launch: np.ndarray, delay_ns: int
+                      launch: np.ndarray, has_launch: np.ndarray, delay_ns: int, hta_gaps: bool = False
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HTA's per-stream gaps before each kernel, summed per (stream, category): (present ``stream * 3 +
-    category`` keys, idle ns, share of the stream's idle time)."""
+    category`` keys, idle ns, share of the stream's idle time).
+
+    ``hta_gaps``: the gap is measured from the plain previous row's end, as HTA does (on a GPU stream kernels
+    do not overlap); otherwise from the latest end so far on the stream and never below 0, so that rows
+    overlapping on one track (engine instructions of a simulated Neuron core) count no idle time, instead of
+    negative idle time that would push the other categories above 100 %."""
     so, st, en, la, hl, first = _by_stream(s_codes, start, end, launch, has_launch)
-    prev_end = np.empty_like(en)  # end of the previous kernel on the stream (plain previous row, as HTA)
+    if not hta_gaps:
+        en = pd.Series(en).groupby(so, sort=False).cummax().to_numpy()
+    prev_end = np.empty_like(en)  # end of the previous kernel(s) on the stream
     prev_end[0] = 0
     prev_end[1:] = en[:-1]
     del en
     gap = st - prev_end
+    if not hta_gaps:
+        np.maximum(gap, 0, out=gap)
     gap[first] = 0  # first kernel of a stream: no gap (HTA: NaN, summed as 0)
     host_wait = hl & (la > prev_end)
     host_wait[first] = False
@@ -402,7 +416,9 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
     For consecutive kernels on a stream, the gap before a kernel is ``host_wait`` when the host call that
     launched it (``launch`` flow) started after the previous kernel ended, else ``kernel_wait`` when the gap
     is shorter than ``consecutive_kernel_delay_ns`` (HTA: 30 µs), else ``other``. Kineto cuda_sync rows are
-    left out as in HTA; Neuron instructions count per engine track.
+    left out as in HTA; Neuron instructions count per engine track. The previous kernel's end is the latest
+    end so far on the stream, so overlapping rows (engine instructions of a simulated core) add no idle time;
+    with ``hta_rounding`` / ``hta_compatible`` it is the previous row's, as in HTA.
 
     Columns: ``rank``, ``stream`` (GPU stream id from ``tracks.tid`` when ``tracks`` is given, else the track
     id), ``idle_category`` (host_wait / kernel_wait / other), ``idle_time_ns`` (ns), ``idle_time_ratio``
@@ -440,7 +456,7 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
                              "idle_category": pd.Series(dtype=object), "idle_time_ns": pd.Series(dtype=np.int64),
                              "idle_time_ratio": pd.Series(dtype=float)})
     present, idle, ratio = _gaps_by_category(s_codes, len(s_vals), start, end, launch, has_launch,
-                                             consecutive_kernel_delay_ns)
+                                             consecutive_kernel_delay_ns, hta_gaps=hta_rounding)
     return pd.DataFrame({"rank": np.full(len(present), int(rank), dtype=np.int64),
                          "stream": np.asarray(s_vals)[present // 3].astype(np.int64),
                          "idle_category": np.array(IDLE_CATEGORIES, dtype=object)[present % 3],

@@ -19,12 +19,18 @@ def _as_json(v: Any) -> str:
     return v if isinstance(v, str) else ("" if v is None else json.dumps(v))
 
 
+def concrete_strings(concrete: Sequence[Any]) -> list[str]:
+    """Recorded scalar arguments as Kineto writes its "Concrete Inputs": one string per argument ("" for a
+    tensor or an unrecorded value)."""
+    return [_as_json(c) for c in concrete]
+
+
 def op_flops(name: str, shapes: Sequence[Any], concrete: Sequence[Any] | None = None,
              dtypes: Sequence[Any] | None = None) -> int:
     """FLOPs of one aten op from its input shapes; ``concrete`` = the recorded scalar arguments (stride,
     padding, dilation, transposed, groups of a convolution). 0 for other ops and malformed records."""
     if name not in COUNTED_OPS or not shapes:
         return 0
-    conc = [_as_json(c) for c in concrete] if concrete else None
+    conc = concrete_strings(concrete) if concrete else None
     work = lower_signature(name, json.dumps(list(shapes)), json.dumps(list(dtypes or [])), 0, conc)
     return int(work.flops) if work.cls in ("matmul", "conv") else 0

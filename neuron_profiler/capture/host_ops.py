@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from neuron_profiler.capture.comms import annotate_collectives
-from neuron_profiler.capture.flops import op_flops
+from neuron_profiler.capture.flops import concrete_strings, op_flops
+from neuron_profiler.opmodel import wants_concrete
 
 _SKIP_NAMES = {"[memory]", "[OutOfMemory]"}
 _SKIP_FRAME_PARTS = ("torch/profiler/", "torch/autograd/profiler", "neuron_profiler/")
@@ -105,12 +106,15 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
         shapes = e.shapes()
         dtypes = e.dtypes()
         concrete = None
-        if name == "aten::convolution":
+        if wants_concrete(name):  # scalar arguments the op model reads (stride, window, reduction, dtype...)
             try:
                 concrete = e.concrete_inputs()
             except (RuntimeError, TypeError, ValueError):  # not recorded for this event: fall back
                 concrete = None
         flops = op_flops(name, shapes, concrete, dtypes) if shapes else 0
+        # kept as Kineto writes them (one string per argument, "" for tensors), for analysis and the simulator
+        args = json.dumps({"Concrete Inputs": concrete_strings(concrete)}, separators=(",", ":")) \
+            if concrete and any(c not in ("", None, []) for c in concrete) else ""
         if not flops and name not in _CONV_PARENTS:  # their aten::convolution child carries the count
             try:
                 flops = int(e.flops() or 0)
@@ -130,7 +134,7 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
                     "input_dtypes": json.dumps(dtypes, separators=(",", ":")) if dtypes else "",
                     "module": "", "stack": "", "sequence_number": int(e.sequence_nr()),
                     "correlation_id": int(e.correlation_id()) or -1, "external_id": int(e.external_id()) or -1,
-                    "flops": int(flops), "args": "", "fwd_tid": int(e.fwd_thread_id())})
+                    "flops": int(flops), "args": args, "fwd_tid": int(e.fwd_thread_id())})
     ops.sort(key=lambda o: (o["start_ts"], -o["duration_ns"]))
     if with_stack:
         _attach_stacks(ops, events)

@@ -125,6 +125,20 @@ def test_idle_time_breakdown_categories():
     assert r["idle_time_ratio"].sum() == pytest.approx(1.0, abs=1e-3)
 
 
+def test_idle_time_of_overlapping_rows_is_never_negative():
+    """Rows overlapping on one track (a simulated engine): k1 [10, 50] µs lies inside k0 [0, 100] µs, k2 starts
+    at 120 µs. The idle time before k2 is 120 - 100 = 20 µs (kernel_wait, < 30 µs), none before k1. HTA's
+    plain previous row gives k1 10 - 100 = -90 µs (kernel_wait) and k2 120 - 50 = 70 µs (other, >= 30 µs),
+    which hta_rounding keeps for parity."""
+    us = 1000
+    ins = _ins([("k0", 0, 100 * us), ("k1", 10 * us, 40 * us), ("k2", 120 * us, 10 * us)])
+    r = idle_time_breakdown(ins).set_index("idle_category")
+    assert r.loc["kernel_wait", "idle_time_ns"] == 20 * us and r.loc["kernel_wait", "idle_time_ratio"] == 1.0
+    assert (r["idle_time_ns"] >= 0).all()
+    hta = idle_time_breakdown(ins, hta_rounding=True).set_index("idle_category")
+    assert (hta.loc["kernel_wait", "idle_time_ns"], hta.loc["other", "idle_time_ns"]) == (-90 * us, 70 * us)
+
+
 def test_hta_kernel_selection_drops_last_step_and_stream_minus_one():
     us = 1000
     host = pd.DataFrame({"name": ["ProfilerStep#1", "cudaLaunchKernel", "ProfilerStep#2", "cudaLaunchKernel"],
@@ -194,3 +208,19 @@ def test_figures_from_an_imported_trace():
     assert 0 < ov.data[0].y[0] < 100
     empty = kernel_breakdown_figure(kernel_breakdown(_ins([])))
     assert not empty.data and "no device kernels" in empty.layout.annotations[0].text
+
+
+def test_idle_time_breakdown_of_a_neuron_trace_is_per_engine_track():
+    """All engine tracks of a Neuron core share tid 0; each engine runs its instructions in order, so each is
+    its own stream (merged, the engines' overlapping rows read as negative idle time)."""
+    from pathlib import Path
+
+    import analysis
+
+    t = analysis.load(Path(__file__).resolve().parents[2] / "sample_traces" / "cnn_inference.nprof")
+    r = t.idle_time_breakdown()
+    engine_tracks = set(t.table("instructions")["track"].unique().tolist())
+    assert len(engine_tracks) > 1 and set(r["stream"]) == engine_tracks
+    assert (t.tracks.loc[sorted(engine_tracks), "kind"] == "engine").all()
+    assert (r["idle_time_ns"] >= 0).all()
+    assert r.groupby("stream")["idle_time_ratio"].sum().round(3).eq(1.0).all()

@@ -131,6 +131,36 @@ def test_no_schedule_is_one_window(tmp_path):
     assert (read_trace(npf.paths[0]).table("host_ops")["name"] == "aten::addmm").sum() == 4
 
 
+def test_scalar_arguments_the_op_model_reads_are_kept(tmp_path):
+    """Ops priced from their scalar arguments keep them as Kineto writes them (args "Concrete Inputs"): a 2x2
+    max-pool's window and the loss reduction; other ops keep empty args. The op model then prices them:
+    max_pool2d_with_indices over [2, 3, 8, 8] fp32 -> 96 outputs reads 1,536 B and writes 96 x 4 B of values
+    plus 96 x 8 B of int64 indices = 1,152 B (one compare less than the window per output: 3 x 96 FLOPs);
+    nll_loss (mean) over 2 targets reads the targets and the picked
+    elements and writes 1 value."""
+    from neuron_profiler.opmodel import lower_signature
+
+    cfg = NeuronConfig(profile_output_dir=tmp_path, run_id="concrete")
+    npf = NeuronProfiler(cfg, runtime=FakeRuntime())
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([1, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+                     on_trace_ready=npf.export_trace, record_shapes=True):
+            pooled = torch.nn.functional.max_pool2d(x, 2)
+            torch.nn.functional.nll_loss(torch.log_softmax(pooled.flatten(1)[:, :3], 1), y)
+    ops = read_trace(npf.paths[0]).table("host_ops")
+    ops = ops.assign(name=ops["name"].astype(str), args=ops["args"].astype(str))
+    pool = ops[ops["name"] == "aten::max_pool2d_with_indices"].iloc[0]
+    assert json.loads(pool["args"])["Concrete Inputs"][1:3] == ["[2, 2]", "[]"]  # kernel 2x2, stride default
+    w = lower_signature(pool["name"], pool["input_shapes"], pool["input_dtypes"], 0,
+                        json.loads(pool["args"])["Concrete Inputs"])
+    assert (w.read_bytes, w.write_bytes, w.bytes_known, w.flops) == (1536, 96 * 4 + 96 * 8, True, 3 * 96)
+    nll = ops[ops["name"] == "aten::nll_loss_forward"].iloc[0]
+    assert json.loads(nll["args"])["Concrete Inputs"][3] == "1"  # reduction: mean
+    assert (ops.loc[ops["name"] == "aten::log_softmax", "args"] == "").all()
+
+
 def test_host_counters(tmp_path):
     cfg = NeuronConfig(modes=[ProfileMode.RUNTIME, ProfileMode.CPU_UTIL, ProfileMode.HOST_MEMORY],
                        profile_output_dir=tmp_path, run_id="ctr", cpu_sample_interval_s=0.005)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from neuron_profiler.capture.sync import SYNC_PREFIX
 from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
-from neuron_profiler.opmodel import OpWork, classify, lower_signature
+from neuron_profiler.opmodel import OpWork, classify, lower_signature, wants_concrete
 from neuron_profiler.runtime.simulated.collectives import find_collectives
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
 from neuron_profiler.runtime.simulated.lowering import leaf_compute_mask
@@ -159,7 +159,7 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     calls = np.flatnonzero(is_call).tolist()
     inside = _descendants(calls, o.parent, o.order) if calls else np.zeros(o.n, dtype=bool)
     leaf &= ~inside
-    kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf, cls)
+    kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf)
     graph_nodes, used = _graph_calls(o, calls, graphs or {}, kernel, sigs)
 
     # host costs: a framework op from Python, an op inside an op, autograd nodes; annotations cost nothing
@@ -190,8 +190,7 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
                    unpriced=[str(x) for x in names_unpriced], graph_nodes=graph_nodes, graphs_used=used)
 
 
-def _lower_leaves(host_ops: pd.DataFrame, o: _Ops, leaf: np.ndarray, cls: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, list]:
+def _lower_leaves(host_ops: pd.DataFrame, o: _Ops, leaf: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
     """(kernel signature per op (-1 none), host-scalar flags, signatures): each distinct (name, shapes, dtypes)
     of the leaf ops lowered once by the op model."""
     n = o.n
@@ -204,9 +203,9 @@ def _lower_leaves(host_ops: pd.DataFrame, o: _Ops, leaf: np.ndarray, cls: np.nda
     cols = {c: (_codes(host_ops[c]) if c in host_ops.columns else (np.full(n, -1, np.int64), np.zeros(0, object)))
             for c in ("input_shapes", "input_dtypes", "args")}
     flops = host_ops["flops"].to_numpy(np.int64) if "flops" in host_ops.columns else np.zeros(n, np.int64)
-    conv = cls[rows] == "conv"
+    reads_args = o.per_name(wants_concrete).astype(bool)[rows]  # ops whose Concrete Inputs the op model reads
     key = np.stack([o.name_c[rows], cols["input_shapes"][0][rows], cols["input_dtypes"][0][rows], flops[rows],
-                    np.where(conv, cols["args"][0][rows], -1)], axis=1)
+                    np.where(reads_args, cols["args"][0][rows], -1)], axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
     sig_of_uniq = np.full(len(uniq), -1, dtype=np.int64)
     scalar_of_uniq = np.zeros(len(uniq), dtype=bool)
