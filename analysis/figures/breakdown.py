@@ -76,15 +76,28 @@ def idle_time_figure(obj: Any, ratio: bool = True) -> go.Figure:
     title = "Idle time breakdown per stream"
     if df.empty:
         return empty_figure(title, "no kernels on any stream")
+    engines = {} if isinstance(obj, pd.DataFrame) else _engine_names(obj.tracks, df["stream"].unique())
     fig = go.Figure()
     for cat in ("host_wait", "kernel_wait", "other"):
         d = df[df["idle_category"] == cat]
         y = d["idle_time_ratio"] * 100 if ratio else d["idle_time_ns"] / 1e6
-        fig.add_trace(go.Bar(name=cat, x=[f"r{r} s{s}" for r, s in zip(d["rank"], d["stream"])], y=y,
-                             marker_color=_COLORS[cat]))
-    fig.update_layout(barmode="stack", title=title, template="plotly_white", xaxis_title="rank / stream",
+        fig.add_trace(go.Bar(name=cat.replace("_", " "), y=y, marker_color=_COLORS[cat],
+                             x=[f"rank {r} · {engines.get(s, f'stream {s}')}" for r, s in zip(d["rank"], d["stream"])]))
+    fig.update_layout(barmode="stack", title=title, template="plotly_white", xaxis_title="rank · stream or engine",
                       yaxis_title="% of the stream's idle time" if ratio else "idle time (ms)")
     return fig
+
+
+def _engine_names(tracks: pd.DataFrame, streams: Any) -> dict[int, str]:
+    """Stream id -> "<core> <engine>" for the ids that are Neuron engine tracks (their idle is per engine)."""
+    out = {}
+    for s in streams:
+        s = int(s)
+        if s in tracks.index and str(tracks.at[s, "kind"]) == "engine":
+            parent = int(tracks.at[s, "parent"])
+            core = str(tracks.at[parent, "name"]) + " " if parent in tracks.index else ""
+            out[s] = f"{core}{tracks.at[s, 'name']}"
+    return out
 
 
 def comm_comp_overlap_figure(obj: Any) -> go.Figure:

@@ -224,3 +224,7 @@ def test_idle_time_breakdown_of_a_neuron_trace_is_per_engine_track():
     assert (t.tracks.loc[sorted(engine_tracks), "kind"] == "engine").all()
     assert (r["idle_time_ns"] >= 0).all()
     assert r.groupby("stream")["idle_time_ratio"].sum().round(3).eq(1.0).all()
+    from analysis.figures.breakdown import idle_time_figure
+
+    labels = set(idle_time_figure(t).data[2].x)  # "other" bars: one per engine, named by core and engine
+    assert "rank 0 · nc0 TensorMatrix" in labels and len(labels) == len(engine_tracks)
