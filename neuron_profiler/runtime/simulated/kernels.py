@@ -247,8 +247,8 @@ def _streamed(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Ke
         deps = (0,) if st else None
         st.extend(_compute(w, base, tiles, free, n_in, elem, f, cast_copy, p, deps))
         if fusion.store:
-            st.append(_store(w.out_bytes * f, descriptor_for(free if w.out_elems >= total else max(
-                w.out_elems / max(rows, 1), 1), elem), f"{base}.out", p))
+            st.append(_store(w.out_bytes * f, descriptor_for(_out_free(w.out_elems, total, free, free_row, rows),
+                                                             elem), f"{base}.out", p))
         else:
             st[-1].sbuf_release = True
         if not any(s.sbuf_acquire for s in st):
@@ -256,6 +256,18 @@ def _streamed(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Ke
         groups.append(Group(st, tiles, sbuf_bytes=p.partitions * free * elem * (n_in + 1)))
     note = f"{n_tiles} tiles of 128x{free} {w.dtype}"
     return KernelPlan(groups, note=note)
+
+
+def _out_free(out_elems: int, total: int, free: int, free_row: int, rows: int) -> float:
+    """Elements per partition of a streamed op's output tile (its store descriptor): the input tile's when
+    the output is as large; a row op's (softmax, norm, reduce) output elements per row; else the input
+    tile's scaled by output / input elements (a 2x2 pooling writes a quarter of each tile, not one element
+    per descriptor)."""
+    if out_elems >= total:
+        return free
+    if free_row:
+        return max(out_elems / max(rows, 1), 1)
+    return max(free * out_elems / total, 1)
 
 
 def _compute(w: OpWork, base: str, tiles: int, free: int, n_in: int, elem: int, f: float, cast_copy: bool,
