@@ -16,7 +16,8 @@ COUNTED_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"
 
 
 def _as_json(v: Any) -> str:
-    return v if isinstance(v, str) else ("" if v is None else json.dumps(v))
+    # default=str: a value JSON has no form for (an enum, a dtype object) must never break the export
+    return v if isinstance(v, str) else ("" if v is None else json.dumps(v, default=str))
 
 
 def concrete_strings(concrete: Sequence[Any]) -> list[str]:

@@ -76,3 +76,16 @@ def test_known_no_work():
     assert all(map(known_no_work, ("aten::view", "aten::empty_strided", "aten::empty_permuted", "c10d::allreduce_")))
     assert not known_no_work("aten::mm") and not known_no_work("aten::add_")
     assert not known_no_work("triton_poi_fused_add_0") and not known_no_work("ProfilerStep#3")
+
+
+def test_concrete_strings_never_raise_on_unusual_values():
+    """Recorded scalar arguments become Kineto's strings; a value JSON has no form for becomes its str()
+    instead of breaking the trace export."""
+    from neuron_profiler.capture.flops import concrete_strings
+
+    class Odd:
+        def __str__(self) -> str:
+            return "odd"
+
+    assert concrete_strings([None, "", 3, [2, 2], False, 0.5, Odd()]) == ["", "", "3", "[2, 2]", "false", "0.5",
+                                                                         '"odd"']
