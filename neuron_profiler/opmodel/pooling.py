@@ -24,7 +24,7 @@ import math
 
 from neuron_profiler.hardware import dtype_size_bytes
 
-from .shapes import Tensor
+from .shapes import Tensor, concrete_flag
 from .traffic import Traffic
 
 __all__ = ["is_pool_op", "pool_work"]
@@ -103,7 +103,7 @@ def pool_work(base: str, ts: list[Tensor | None], concrete: list | None) -> tupl
         p = _ints(concrete, 3, n) or [0] * n
         d = (_ints(concrete, 4, n) or [1] * n) if base.startswith("max") else [1] * n
         ci = 5 if base.startswith("max") else 4
-        ceil = concrete is not None and ci < len(concrete) and str(concrete[ci]).strip() in ("True", "true", "1")
+        ceil = concrete_flag(concrete, ci)
         out = lead * math.prod(_out_len(spatial[i], k[i], s[i], p[i], d[i], ceil) for i in range(n))
         kk = math.prod(k)
         flops = out * (kk if base.startswith("avg") else kk - 1)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
 
-__all__ = ["parse_json_list", "Tensor", "tensor_args", "is_shape", "unrecorded_tensor_list"]
+__all__ = ["parse_json_list", "Tensor", "tensor_args", "is_shape", "unrecorded_tensor_list", "concrete_int",
+           "concrete_flag"]
 
 
 def parse_json_list(s: object) -> list | None:
@@ -70,3 +71,19 @@ def unrecorded_tensor_list(shapes: list, dtypes: list) -> bool:
     """True when a TensorList argument is recorded as an empty dims list: older Kineto writes ``[]`` for
     every tensor list (``aten::cat``, ``aten::_foreach_add_``), so its tensors' shapes are not in the trace."""
     return any(i < len(dtypes) and dtypes[i] == "TensorList" and s == [] for i, s in enumerate(shapes))
+
+
+def concrete_int(concrete: list | None, i: int) -> int | None:
+    """Argument ``i`` of Kineto's "Concrete Inputs" (one string per argument) as an int; None when absent or
+    not an integer."""
+    if not concrete or i >= len(concrete):
+        return None
+    try:
+        return int(str(concrete[i]).strip())
+    except ValueError:
+        return None
+
+
+def concrete_flag(concrete: list | None, i: int) -> bool:
+    """Argument ``i`` of Kineto's "Concrete Inputs" is a true bool ("True", "true" or "1")."""
+    return concrete is not None and i < len(concrete) and str(concrete[i]).strip() in ("True", "true", "1")

@@ -27,22 +27,13 @@ from __future__ import annotations
 
 from neuron_profiler.hardware import dtype_size_bytes
 
-from .shapes import Tensor
+from .shapes import Tensor, concrete_int
 from .traffic import Traffic
 
 __all__ = ["SPARSE_OPS", "sparse_work"]
 
 SPARSE_OPS = ("permute_2D_sparse_data", "permute_sparse_features", "permute_pooled_embs",
               "permute_pooled_embs_auto_grad", "bounds_check_indices", "asynchronous_complete_cumsum", "diff")
-
-
-def _int(concrete: list | None, i: int) -> int | None:
-    if not concrete or i >= len(concrete):
-        return None
-    try:
-        return int(str(concrete[i]).strip())
-    except ValueError:
-        return None
 
 
 def _size(t: Tensor) -> int:
@@ -73,7 +64,7 @@ def _permute_2d(base: str, ts: list[Tensor | None], concrete: list | None) -> Tr
         return Traffic(0, 0, False, f"{base}: permute, lengths [T, B] and indices not recorded")
     permute, lengths, indices = ts[0], ts[1], ts[2]
     weights = ts[3] if len(ts) > 3 else None
-    moved = _int(concrete, 4)
+    moved = concrete_int(concrete, 4)
     if moved is None and permute.numel == lengths.shape[0]:
         moved = indices.numel
     if moved is None:
@@ -87,7 +78,7 @@ def _permute_2d(base: str, ts: list[Tensor | None], concrete: list | None) -> Tr
 
 def _diff(ts: list[Tensor | None], concrete: list | None) -> tuple[int, bool, Traffic]:
     t = ts[0]
-    n, dim = _int(concrete, 1), _int(concrete, 2)
+    n, dim = concrete_int(concrete, 1), concrete_int(concrete, 2)
     if t is None or not t.shape:
         return 0, False, Traffic(0, 0, False, "diff: no input shape recorded")
     if any(x is not None for x in ts[3:5]):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from neuron_profiler.hardware import dtype_size_bytes
 
-from .shapes import Tensor
+from .shapes import Tensor, concrete_int
 
 __all__ = ["Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]
 
@@ -160,7 +160,7 @@ def _gather(base: str, ts: list[Tensor | None], tensors: list[Tensor], concrete:
     elif base in ("gather", "take", "take_along_dim"):
         rows = idx.numel
     elif base == "index_select":  # index_select(self, dim, index): index.numel slices along dim
-        dim = _int_arg(concrete, 1)
+        dim = concrete_int(concrete, 1)
         if dim is None:
             dim, note = 0, "index_select: dim not recorded, assumed 0"
         dim = dim % len(src.shape) if src.shape else 0
@@ -173,15 +173,6 @@ def _gather(base: str, ts: list[Tensor | None], tensors: list[Tensor], concrete:
                        f"{base}: bag count not recorded")
     rows = min(rows, max(src.numel, idx.numel))
     return Traffic(idx.nbytes + rows * elem, rows * elem, True, note)
-
-
-def _int_arg(concrete: list | None, i: int) -> int | None:
-    if not concrete or i >= len(concrete):
-        return None
-    try:
-        return int(str(concrete[i]).strip())
-    except ValueError:
-        return None
 
 
 def elementwise_flops(base: str, cls: str, elems: int, out_elems: int) -> tuple[int, bool]:

@@ -16,7 +16,7 @@ from .lists import is_list_op, list_op_work
 from .losses import LOSS_OPS, loss_work
 from .pooling import is_pool_op, pool_work
 from .quant import QUANT_OPS, quant_work
-from .shapes import Tensor, parse_json_list, tensor_args, unrecorded_tensor_list
+from .shapes import Tensor, concrete_flag, parse_json_list, tensor_args, unrecorded_tensor_list
 from .sparse import SPARSE_OPS, sparse_work
 from .traffic import Traffic, elementwise_flops, traffic
 
@@ -139,7 +139,7 @@ def _conv_geometry(base: str, ts: list[Tensor | None], concrete: list | None) ->
             return [int(d) for d in v] if isinstance(v, list) and len(v) == nsp else default
         ps, pp, pd_ = _CONV_ARG_POS.get(base, (3, 4, 5))
         stride, padding, dilation = vec(ps, stride), vec(pp, padding), vec(pd_, dilation)
-        if base in ("convolution", "_convolution") and len(concrete) > 6 and concrete[6] in ("True", "1", "true"):
+        if base in ("convolution", "_convolution") and concrete_flag(concrete, 6):
             transposed = True
     out_sp = []
     for i in range(nsp):
