@@ -382,8 +382,11 @@ def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, en
     overlapping on one track (engine instructions of a simulated Neuron core) count no idle time, instead of
     negative idle time that would push the other categories above 100 %."""
     so, st, en, la, hl, first = _by_stream(s_codes, start, end, launch, has_launch)
-    if not hta_gaps:
-        en = pd.Series(en).groupby(so, sort=False).cummax().to_numpy()
+    if not hta_gaps:  # latest end so far, per stream (rows are grouped by stream: one C pass per stream)
+        en = en.copy()
+        bounds = np.flatnonzero(first).tolist() + [len(en)]
+        for a, b in zip(bounds, bounds[1:]):
+            np.maximum.accumulate(en[a:b], out=en[a:b])
     prev_end = np.empty_like(en)  # end of the previous kernel(s) on the stream
     prev_end[0] = 0
     prev_end[1:] = en[:-1]
