@@ -8,10 +8,12 @@ samples). Each per-event value goes through the same conversion as a whole-trace
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 from functools import partial
 from itertools import chain, compress, count, repeat
-from operator import contains, is_not, itemgetter
+from operator import contains, is_, is_not, itemgetter, methodcaller
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,14 @@ from neuron_profiler.importers.kineto.events import (
     usable_ts_array,
 )
 from neuron_profiler.importers.kineto.exact import apply_exact
+
+compiled: ModuleType | None  # the C passes (``_fastextract``); None: the Python path only
+try:
+    if os.environ.get("NEURON_PROFILER_PURE_PYTHON"):  # the oracle path, e.g. to compare or to debug
+        raise ImportError
+    import neuron_profiler.importers.kineto._fastextract as compiled
+except ImportError:  # built without a C compiler: same results, ~2x slower extraction
+    compiled = None
 
 try:
     import orjson
@@ -200,13 +210,54 @@ def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarra
     return out
 
 
-def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
+def args_columns(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str] | None = None) -> dict[str, Any]:
     """Columns read from the args dicts of complete events of row classes ``cls``: the ``_INT_ARGS`` int64
     columns, the ``_JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
-    nothing is left) and ``coll`` (rows whose args hold collective metadata).
+    nothing is left) and ``coll`` (rows whose args hold collective metadata). ``memo``: equal texts of the
+    compiled pass are shared through it (the Python path shares texts within a group).
 
-    Events are grouped by key tuple, so a key is only looked up in the groups that have it, and a group
-    with one kept int/str key is encoded once per distinct value."""
+    In C when ``compiled`` is there (one pass over the dicts), else in Python (``args_columns_py``)."""
+    if compiled is not None:
+        out = _args_columns_compiled(args, cls, {} if memo is None else memo)
+        if out is not None:
+            return out
+    return args_columns_py(args, cls)
+
+
+def _key_info() -> dict[str, int]:
+    """What the compiled ``args_columns`` does with each args key (bits of ``_fastextract.c``)."""
+    info: dict[str, int] = {}
+    for i, (k, _d) in enumerate(_INT_ARGS.values()):
+        info[k] = info.get(k, 0) | (i + 1)
+    for k, bit in zip(_JSON_ARGS.values(), (0x10, 0x20)):
+        info[k] = info.get(k, 0) | bit
+    info["Collective name"] = info.get("Collective name", 0) | 0x40
+    for keys, bit in ((HOST_DROP, 0x80), (INSTR_DROP, 0x100)):
+        for k in keys:
+            info[k] = info.get(k, 0) | bit
+    return info
+
+
+_INT_DEFAULTS = np.array([d for _k, d in _INT_ARGS.values()], dtype=np.int64)
+
+
+def _args_columns_compiled(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str]) -> dict[str, Any] | None:
+    assert compiled is not None
+    ints = np.empty((len(_INT_ARGS), len(args)), dtype=np.int64)
+    ints[:] = _INT_DEFAULTS[:, None]
+    got = compiled.args_columns(args, np.ascontiguousarray(cls, dtype=np.int8), ints, _KEY_INFO, memo, safe_dumps)
+    if got is None:  # a value only the Python path decides on (a numeric string beyond int64)
+        return None
+    shapes, dtypes, texts, coll = got
+    out: dict[str, Any] = dict(zip(_INT_ARGS, ints))
+    out.update(input_shapes=_objects(shapes), input_dtypes=_objects(dtypes), args=_objects(texts),
+               coll=np.array(coll, dtype=np.int64))
+    return out
+
+
+def args_columns_py(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
+    """``args_columns`` in Python: events are grouped by key tuple, so a key is only looked up in the groups
+    that have it, and a group with one kept int/str key is encoded once per distinct value."""
     n = len(args)
     out: dict[str, Any] = {c: np.full(n, d, dtype=np.int64) for c, (_k, d) in _INT_ARGS.items()}
     for c in (*_JSON_ARGS, "args"):
@@ -238,6 +289,7 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
     return out
 
 
+_KEY_INFO = _key_info()
 _FLOW_FIELDS = itemgetter("ph", "cat", "id", "pid", "tid", "ts")
 
 
@@ -259,6 +311,7 @@ def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any
 
 
 _KEY_LIMIT = 2**62
+_GET_PY_ID, _GET_PY_PARENT = methodcaller("get", "Python id"), methodcaller("get", "Python parent id")
 
 
 class IdKeys:
@@ -271,6 +324,8 @@ class IdKeys:
     def keys(self, values: list[Any]) -> np.ndarray:
         """Keys of ``values`` (as read from the events). Ints go through numpy; only the others (Kineto's
         one "Spans" event has string ids, so nearly every slice has a few) are looked up one by one."""
+        if compiled is not None and type(values) is list:
+            return np.frombuffer(compiled.id_keys(values, self.other), dtype=np.int64)
         odd = [] if set(map(type, values)) <= {int} else \
             list(compress(count(), map(is_not, map(type, values), repeat(int))))
         try:
@@ -335,7 +390,8 @@ class EventColumns:
         self.skipped: Counter = Counter()          # unreadable events, by reason
         self.skipped_memory: Counter = Counter()   # unreadable [memory] instants
         self.skipped_counters: Counter = Counter()  # unreadable ph:"C" events
-        self._memo: dict[str, str] = {}
+        self._memo: dict[str, str] = {}       # cat / name strings
+        self._text_memo: dict[str, str] = {}  # args JSON texts (compiled pass)
         self._ids = IdKeys()
         self._x: dict[str, list[Any]] = {k: [] for k in (
             "cat", "name", "pid", "tid", "pid_key", "tid_key", "ts", "dur", "cls", *_INT_ARGS, *_JSON_ARGS,
@@ -362,6 +418,8 @@ class EventColumns:
         already made the events' ``ts`` exact int ns (``exact.apply_exact``); ``float_ts_checked``: the caller
         found no ``ts`` that needs it (``exact.needs_exact``)."""
         self.n_events += len(events)
+        if compiled is not None and self._add_compiled(events, ns, float_ts_checked):
+            return
         split = split_events(events, ns, float_ts_checked)
         if split.big_float_ts:
             if text is not None and apply_exact(events, text, *(span or (0, len(text)))):
@@ -370,17 +428,36 @@ class EventColumns:
             else:
                 self.inexact_ts += len(events)
         self.skipped.update(split.skipped)
-        self.meta.extend(split.meta)
-        self.n_instants += len(split.instants)
-        self.n_counters += len(split.counters)
-        if split.instants:
-            self._mem.append(kc.memory_samples(split.instants, self.skipped_memory, ns))
-        if split.counters:
-            self.ctr.extend(kc.counter_samples(split.counters, self.skipped_counters, ns))
-        if split.flows:
-            self._add_flows(split.flows, ns)
+        self._add_other(split.meta, split.instants, split.counters, split.flows, ns)
         if split.n_x:
             self._add_x(*split.x_cols, ns=ns)
+
+    def _add_compiled(self, events: list[Any], ns: bool, float_ts_checked: bool) -> bool:
+        """``add`` by the compiled pass; False (nothing added) when a slice needs the Python path's checks."""
+        assert compiled is not None
+        got = compiled.split(events, ns, not (ns or float_ts_checked), self._memo, _CLASS, _EMPTY) \
+            if type(events) is list else None
+        if got is None:
+            return False
+        (cat, name, pid, tid, ts, dur, cls, args), (flows, meta, instants, counters) = got
+        self._add_other(meta, instants, counters, flows, ns)
+        if cat:
+            self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
+                           np.frombuffer(cls, np.int8), args)
+        return True
+
+    def _add_other(self, meta: list[Any], instants: list[Any], counters: list[Any], flows: list[Any],
+                   ns: bool) -> None:
+        """The events of a slice that are not complete events."""
+        self.meta.extend(meta)
+        self.n_instants += len(instants)
+        self.n_counters += len(counters)
+        if instants:
+            self._mem.append(kc.memory_samples(instants, self.skipped_memory, ns))
+        if counters:
+            self.ctr.extend(kc.counter_samples(counters, self.skipped_counters, ns))
+        if flows:
+            self._add_flows(flows, ns)
 
     def _add_flows(self, flows: list[dict[str, Any]], ns: bool = False) -> None:
         cols = _fast_flows(flows, ns)
@@ -403,29 +480,38 @@ class EventColumns:
 
     def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any] | np.ndarray,
                dur: list[Any] | np.ndarray, args: list[Any], ns: bool = False) -> None:
-        first = self.n_x
-        x = self._x
         if not set(map(type, args)) <= {dict}:
             args = [a if type(a) is dict else _EMPTY for a in args]
         cat = _str_list(cat, self._memo)
         cls = np.fromiter(map(_CLASS.get, cat, repeat(HOST)), dtype=np.int8, count=len(cat))
+        self._append_x(cat, _str_list(name, self._memo), pid, tid, ts_to_ns(ts, ns), us_to_ns(dur), cls, args)
+
+    def _append_x(self, cat: list[str], name: list[str], pid: list[Any], tid: list[Any], ts_ns: np.ndarray,
+                  dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]]) -> None:
+        """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
+        args dicts (``_EMPTY`` for missing args)."""
+        first = self.n_x
+        x = self._x
         x["cat"].extend(cat)
-        x["name"].extend(_str_list(name, self._memo))
+        x["name"].extend(name)
         x["pid"].extend(pid)
         x["tid"].extend(tid)
         x["pid_key"].append(self._ids.keys(pid))
         x["tid_key"].append(self._ids.keys(tid))
-        x["ts"].append(ts_to_ns(ts, ns))
-        x["dur"].append(us_to_ns(dur))
+        x["ts"].append(ts_ns)
+        x["dur"].append(dur_ns)
         x["cls"].append(cls)
-        cols = args_columns(args, cls)
+        cols = args_columns(args, cls, self._text_memo)
         for c in (*_INT_ARGS, *_JSON_ARGS, "args"):
             x[c].append(cols[c])
         for i in cols["coll"].tolist():
             self.coll_args[first + i] = args[i]
-        if "python_function" in self._memo:
-            for i in [i for i, c in enumerate(cat) if c == "python_function"]:
-                self.py_frames[first + i] = (args[i].get("Python id"), args[i].get("Python parent id"))
+        py = self._memo.get("python_function")
+        if py is not None:  # cat strings are shared through the memo: an identity test finds the frames
+            rows = list(compress(count(), map(is_, cat, repeat(py))))
+            frames = list(map(args.__getitem__, rows))
+            self.py_frames.update(zip(map(first.__add__, rows),
+                                      zip(map(_GET_PY_ID, frames), map(_GET_PY_PARENT, frames))))
 
     def finish(self) -> dict[str, Any]:
         """All columns as arrays: X columns (``cat``/``name`` object str, ``pid``/``tid`` as ``IdColumn`` and

@@ -1,0 +1,195 @@
+"""The compiled per-event passes of the Kineto importer (``_fastextract``) against their oracle, the Python
+path (``NEURON_PROFILER_PURE_PYTHON``'s path), and its JSON text against orjson's.
+
+The Python path is the specification: every test runs both on the same input and compares everything
+``EventColumns`` keeps. CI (``.ci/run``) fails when the extension did not build, so these never all skip there.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from realdata import REAL_TRACE_FILES, real_trace
+
+from neuron_profiler.importers.kineto import extract
+from neuron_profiler.importers.kineto.read import load_document
+
+compiled = extract.compiled
+pytestmark = pytest.mark.skipif(compiled is None, reason="the C extension _fastextract is not built")
+
+
+def _columns(events: list[Any], use_compiled: bool, monkeypatch: pytest.MonkeyPatch,
+             **add: Any) -> tuple[dict[str, Any], extract.EventColumns]:
+    monkeypatch.setattr(extract, "compiled", compiled if use_compiled else None)
+    if "text" in add:  # the exact path writes int ns into the events it re-reads: each run gets its own
+        events = copy.deepcopy(events)
+    ev = extract.EventColumns()
+    for i in range(0, max(len(events), 1), 5000):
+        ev.add(events[i:i + 5000], **add)
+    out = ev.finish()
+    monkeypatch.setattr(extract, "compiled", compiled)
+    return out, ev
+
+
+def _same(a: Any, b: Any, path: str = "") -> None:
+    """Deep equality of the extraction results (arrays element-wise, NaN equal to NaN)."""
+    if isinstance(a, extract.IdColumn):
+        a, b = a.raw, b.raw
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, path
+        if a.dtype.kind == "f":
+            np.testing.assert_array_equal(a, b, err_msg=path)
+        else:
+            assert a.tolist() == b.tolist(), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), path
+    else:
+        assert type(a) is type(b) and a == b, f"{path}: {a!r} != {b!r}"
+
+
+def _assert_paths_agree(events: list[Any], monkeypatch: pytest.MonkeyPatch, **add: Any) -> dict[str, Any]:
+    """Both paths' ``finish()`` and kept attributes are equal; returns the compiled path's columns."""
+    fast, ev_fast = _columns(events, True, monkeypatch, **add)
+    slow, ev_slow = _columns(events, False, monkeypatch, **add)
+    _same(fast, slow, "finish()")
+    for attr in ("n_events", "n_instants", "n_counters", "skipped", "skipped_memory", "skipped_counters",
+                 "coll_args", "py_frames", "bad_flows", "inexact_ts", "meta", "ctr"):
+        _same(getattr(ev_fast, attr), getattr(ev_slow, attr), attr)
+    return fast
+
+
+@pytest.mark.parametrize("rel", REAL_TRACE_FILES, ids=lambda r: r.split("/")[-1][:28])
+def test_compiled_and_python_paths_agree_on_every_real_trace(rel, monkeypatch):
+    events = load_document(real_trace(rel))["traceEvents"]
+    cols = _assert_paths_agree(events, monkeypatch)
+    assert len(cols["start_ts"]) > 0
+
+
+# ------------------------------------------------------------------------------------ JSON text vs orjson
+_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**65, 2**65), st.floats(allow_nan=True,
+                     allow_infinity=True), _text)
+_json = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(_text, kids, max_size=4),
+                     max_leaves=20)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_json)
+def test_json_text_is_orjsons_or_left_to_the_fallback(value):
+    """Every value the encoder writes is byte-equal to orjson's text; a value it leaves (None) is one orjson
+    refuses too (ints beyond 64 bits, lone surrogates)."""
+    try:
+        expected: bytes | None = orjson.dumps(value)
+    except TypeError:
+        expected = None
+    assert compiled.dumps(value) == expected
+
+
+@pytest.mark.parametrize("value, text", [
+    (1e-5, b"0.00001"), (2.5e-05, b"0.000025"), (1.5e-07, b"1.5e-7"), (1e16, b"1e+16"), (-0.0, b"-0.0"),
+    (float("nan"), b"null"), (float("-inf"), b"null"), (2**64 - 1, b"18446744073709551615"),
+    ("\x01\x1f\x7f\u2028\u00e9\"\\\n", b'"\\u0001\\u001f\x7f\xe2\x80\xa8\xc3\xa9\\"\\\\\\n"'),
+])
+def test_json_text_by_hand(value, text):
+    assert compiled.dumps(value) == text
+
+
+def test_deep_values_and_unencodable_ones_go_to_the_fallback():
+    deep: Any = 1
+    for _ in range(80):
+        deep = [deep]
+    assert compiled.dumps(deep) is None
+    assert compiled.dumps(2**64) is None and compiled.dumps("\ud800") is None
+
+
+# ------------------------------------------------------------------------------------ args columns
+_arg_keys = st.sampled_from(["External id", "correlation", "Sequence number", "flops", "bytes", "device",
+                             "stream", "Input Dims", "Input type", "Collective name", "Ev Idx",
+                             "Record function id", "grid", "Concrete Inputs", "name", "\u00e9t\u00e9"])
+_arg_values = st.one_of(_scalars, st.sampled_from(["12", " 7 ", "1_000", "x", "9" * 30, "-3", 2**62, -2**62,
+                                                   2**62 - 1, 1 - 2**62, 2.0**62, -(2.0**62), 2**63]),
+                        st.lists(st.one_of(st.integers(-5, 5), _text), max_size=3),
+                        st.lists(st.lists(st.integers(0, 4096), max_size=3), max_size=3))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.dictionaries(_arg_keys, _arg_values, max_size=6), st.sampled_from([0, 1, 2, 3])),
+                min_size=1, max_size=12))
+def test_args_columns_agree_with_the_python_path(rows):
+    args, cls = [a for a, _c in rows], np.array([c for _a, c in rows], dtype=np.int8)
+    try:
+        slow = extract.args_columns_py(args, cls)
+    except OverflowError:  # a numeric string beyond int64: the Python path's own answer; C leaves it to it
+        assert extract._args_columns_compiled(args, cls, {}) is None
+        return
+    fast = extract._args_columns_compiled(args, cls, {})
+    if fast is None:  # only for a numeric string beyond int64 that the Python path stores
+        assert any(isinstance(v, str) and v.strip().lstrip("+-").replace("_", "").isdigit()
+                   and abs(int(v)) >= 2**63 for a in args for v in a.values())
+        return
+    _same(fast, slow, "args_columns")
+
+
+# ------------------------------------------------------------------------------------ odd events
+_ODD_VALUES = [None, True, -1, -0.5, float("nan"), float("inf"), 2**70, "12", 4e15 + 1, 9e12, 2.0**43 + 0.25,
+               [1], {"a": 1}, 1.5, 0, 17]
+
+
+def _mutated(events: list[dict[str, Any]], rng: random.Random) -> list[Any]:
+    out: list[Any] = []
+    for e in events:
+        e = dict(e)
+        r = rng.random()
+        if r < 0.04:
+            e.pop(rng.choice(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]), None)
+        elif r < 0.10:
+            e[rng.choice(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"])] = rng.choice(_ODD_VALUES)
+        elif r < 0.11:
+            out.append(rng.choice([[], 3, "x", None]))
+        out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_paths_agree_on_mutated_real_events(seed, monkeypatch):
+    """Real events with missing keys and odd values (bools, NaN, negative, huge, strings, float epoch
+    timestamps): whatever the Python path keeps, skips or counts, the compiled path gives the same."""
+    rng = random.Random(seed)
+    rel = REAL_TRACE_FILES[seed % len(REAL_TRACE_FILES)]
+    events = load_document(real_trace(rel))["traceEvents"]
+    start = rng.randrange(0, max(len(events) - 3000, 1))
+    window = [e for e in events[:100] + events[start:start + 3000] if isinstance(e, dict)]
+    for rate in (0.0, 1.0):  # unmutated slices take the compiled path, mutated ones mostly the Python one
+        picked = _mutated(window, rng) if rate else window
+        _assert_paths_agree(picked, monkeypatch)
+    _assert_paths_agree(window, monkeypatch, float_ts_checked=True)
+
+
+def test_epoch_float_timestamps_take_the_exact_path(monkeypatch):
+    """A float ts too large for float64 to keep its ns (epoch microseconds, no baseTimeNanoseconds) sends the
+    slice to the exact re-read from the text, on both paths: the ns come from the digits."""
+    text = (b'[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1700000000123456.789,"dur":1.5,'
+            b'"args":{"stream":7}},{"ph":"M","name":"thread_name","pid":0,"tid":7,"args":{"name":"s"}}]')
+    events = orjson.loads(text)
+    cols = _assert_paths_agree(events, monkeypatch, text=text)
+    assert cols["start_ts"].tolist() == [1700000000123456789] and cols["duration_ns"].tolist() == [1500]
+    # the large float is on a flow only: the complete events' integer ts are exact either way
+    text = (b'[{"ph":"X","cat":"cpu_op","name":"op","pid":0,"tid":1,"ts":1700000000123455,"dur":3,"args":{}},'
+            b'{"ph":"s","cat":"ac2g","id":4,"pid":0,"tid":1,"ts":1700000000123455.123}]')
+    cols = _assert_paths_agree(orjson.loads(text), monkeypatch, text=text)
+    assert cols["flows"]["ts"].tolist() == [1700000000123455123]
