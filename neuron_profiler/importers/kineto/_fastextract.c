@@ -1,10 +1,11 @@
 /* Compiled per-event passes of the Kineto importer (``extract``): the same results as its Python path,
  * which stays the fallback (no compiler, ``NEURON_PROFILER_PURE_PYTHON=1``) and the oracle of the tests.
  *
- * split(events, ns, check_ts, memo, classes, empty)
+ * split(events, ns, check_ts, memo, classes, empty, flow_cats)
  *     One pass over a slice of parsed ``traceEvents``: complete events become columns (cat and name as
  *     strings shared through ``memo``, pid / tid as read, ts / dur as int64 ns, row class, args dict or
- *     ``empty``), the other phases are grouped. Returns None whenever the Python path would have to look at
+ *     ``empty``), so do flow halves (phase and category codes, id, pid / tid as read, ts ns), the other
+ *     phases are grouped. Returns None whenever the Python path would have to look at
  *     an event more closely (not an object, unknown ph, a complete event missing a key, a ts / dur that is
  *     not a plain number in range, a float ts too large for float64 to keep its ns): the caller then runs
  *     that path, so every odd case keeps exactly one implementation.
@@ -42,7 +43,7 @@
 
 enum { HOST = 0, DEVICE = 1, ANNOTATION = 2, TRACE = 3 };
 
-static PyObject *S_ph, *S_cat, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_args, *S_empty;
+static PyObject *S_ph, *S_cat, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_args, *S_id, *S_empty;
 
 /* ------------------------------------------------------------------ growable byte buffer */
 typedef struct {
@@ -259,6 +260,45 @@ static PyObject *json_text(Buf *b, PyObject *v, PyObject *memo, PyObject *fallba
 }
 
 /* ------------------------------------------------------------------ split */
+/* ``events.int_column``'s value rule: 1 stored in *out, 0 keep the default, -1 error, 2 the Python path. */
+static int int_arg(PyObject *v, int64_t *out) {
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow || x <= -KEY_LIMIT || x >= KEY_LIMIT)
+            return 0;
+        *out = x;
+        return 1;
+    }
+    if (PyFloat_CheckExact(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        if (d == d && fabs(d) < (double)KEY_LIMIT) {
+            *out = (int64_t)d; /* truncation, as int(v) */
+            return 1;
+        }
+        return 0;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        PyObject *x = PyLong_FromUnicodeObject(v, 10);
+        if (x == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError))
+                return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        int overflow = 0;
+        long long y = PyLong_AsLongLongAndOverflow(x, &overflow);
+        Py_DECREF(x);
+        if (overflow)
+            return 2;
+        *out = y;
+        return 1;
+    }
+    return 0; /* None, bool, containers: the default */
+}
+
 /* ts / dur as int64 ns: 1 ok, 0 not a plain in-range number (or a float ts needing the exact path). */
 static int to_ns(PyObject *v, int is_ts, int ns, int64_t *out) {
     if (PyLong_CheckExact(v)) {
@@ -320,8 +360,36 @@ static int big_float_ts(PyObject *e) {
 }
 
 typedef struct {
-    PyObject *cat, *name, *pid, *tid, *args, *flows, *meta, *instants, *counters;
+    PyObject *cat, *name, *pid, *tid, *args, *meta, *instants, *counters, *fpid, *ftid;
+    Buf fph, fcat, fid, fts; /* flow columns: int8 phase / category codes, int64 id and ts ns */
 } Lists;
+
+/* A flow half as columns (``extract._fast_flows``): 1 taken, 0 the Python path must look, -1 error. */
+static int flow_event(PyObject *e, char phase, int ns, PyObject *flow_cats, Lists *L) {
+    PyObject *f[5];
+    PyObject *keys[5] = {S_cat, S_id, S_pid, S_tid, S_ts};
+    for (int k = 0; k < 5; k++) {
+        f[k] = PyDict_GetItemWithError(e, keys[k]);
+        if (f[k] == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyUnicode_CheckExact(f[0]) || f[1] == Py_None)
+        return 0;
+    PyObject *code = PyDict_GetItemWithError(flow_cats, f[0]);
+    if (code == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int64_t id = -1, ts;
+    int rc = int_arg(f[1], &id);
+    if (rc < 0 || rc == 2)
+        return rc < 0 ? -1 : 0;
+    if (!to_ns(f[4], 1, ns, &ts))
+        return 0;
+    char ph = phase == 's' ? 0 : phase == 'f' ? 1 : 2, cat = (char)PyLong_AsLong(code);
+    if (buf_putc(&L->fph, ph) < 0 || buf_putc(&L->fcat, cat) < 0 || buf_put(&L->fid, (char *)&id, 8) < 0 ||
+        buf_put(&L->fts, (char *)&ts, 8) < 0 || PyList_Append(L->fpid, f[2]) < 0 || PyList_Append(L->ftid, f[3]) < 0)
+        return -1;
+    return 1;
+}
 
 static int x_event(PyObject *e, int ns, PyObject *memo, PyObject *classes, PyObject *empty, Lists *L,
                    int64_t *ts, int64_t *dur, int8_t *cls, Py_ssize_t j) {
@@ -353,7 +421,7 @@ static int x_event(PyObject *e, int ns, PyObject *memo, PyObject *classes, PyObj
 
 /* 1 taken, 0 the Python path must look (None to the caller), -1 error. */
 static int split_one(PyObject *e, int ns, int check_ts, PyObject *memo, PyObject *classes, PyObject *empty,
-                     Lists *L, int64_t *ts, int64_t *dur, int8_t *cls, Py_ssize_t *nx) {
+                     PyObject *flow_cats, Lists *L, int64_t *ts, int64_t *dur, int8_t *cls, Py_ssize_t *nx) {
     if (!PyDict_CheckExact(e))
         return 0;
     PyObject *ph = PyDict_GetItemWithError(e, S_ph);
@@ -370,7 +438,7 @@ static int split_one(PyObject *e, int ns, int check_ts, PyObject *memo, PyObject
             (*nx)++;
         return rc;
     }
-    case 's': case 'f': case 't': dest = L->flows; break;
+    case 's': case 'f': case 't': return flow_event(e, (char)c, ns, flow_cats, L);
     case 'M': dest = L->meta; break;
     case 'i': case 'I': dest = L->instants; break;
     case 'C': dest = L->counters; break;
@@ -383,27 +451,30 @@ static int split_one(PyObject *e, int ns, int check_ts, PyObject *memo, PyObject
     return PyList_Append(dest, e) < 0 ? -1 : 1;
 }
 
+static PyObject *bytes_of(Buf *b) { return PyByteArray_FromStringAndSize(b->p ? b->p : "", b->n); }
+
 static PyObject *py_split(PyObject *self, PyObject *argv) {
-    PyObject *events, *memo, *classes, *empty;
+    PyObject *events, *memo, *classes, *empty, *flow_cats;
     int ns, check_ts;
-    if (!PyArg_ParseTuple(argv, "O!ppO!O!O!", &PyList_Type, &events, &ns, &check_ts, &PyDict_Type, &memo,
-                          &PyDict_Type, &classes, &PyDict_Type, &empty))
+    if (!PyArg_ParseTuple(argv, "O!ppO!O!O!O!", &PyList_Type, &events, &ns, &check_ts, &PyDict_Type, &memo,
+                          &PyDict_Type, &classes, &PyDict_Type, &empty, &PyDict_Type, &flow_cats))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(events), nx = 0;
     Lists L = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0),
-               PyList_New(0), PyList_New(0), PyList_New(0)};
+               PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
     PyObject *bts = PyByteArray_FromStringAndSize(NULL, n * 8), *bdur = PyByteArray_FromStringAndSize(NULL, n * 8);
     PyObject *bcls = PyByteArray_FromStringAndSize(NULL, n);
-    PyObject *result = NULL;
-    PyObject **all[] = {&L.cat, &L.name, &L.pid, &L.tid, &L.args, &L.flows, &L.meta, &L.instants, &L.counters,
-                        &bts, &bdur, &bcls};
+    PyObject *flows = NULL, *result = NULL;
+    PyObject **all[] = {&L.cat, &L.name, &L.pid, &L.tid, &L.args, &L.meta, &L.instants, &L.counters, &L.fpid,
+                        &L.ftid, &bts, &bdur, &bcls};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         if (*all[k] == NULL)
             goto done;
     int64_t *ts = (int64_t *)PyByteArray_AS_STRING(bts), *dur = (int64_t *)PyByteArray_AS_STRING(bdur);
     int8_t *cls = (int8_t *)PyByteArray_AS_STRING(bcls);
     for (Py_ssize_t i = 0; i < n; i++) {
-        int rc = split_one(PyList_GET_ITEM(events, i), ns, check_ts, memo, classes, empty, &L, ts, dur, cls, &nx);
+        int rc = split_one(PyList_GET_ITEM(events, i), ns, check_ts, memo, classes, empty, flow_cats, &L, ts, dur,
+                           cls, &nx);
         if (rc < 0)
             goto done;
         if (rc == 0) {
@@ -415,54 +486,24 @@ static PyObject *py_split(PyObject *self, PyObject *argv) {
     if (PyByteArray_Resize(bts, nx * 8) < 0 || PyByteArray_Resize(bdur, nx * 8) < 0 ||
         PyByteArray_Resize(bcls, nx) < 0)
         goto done;
-    result = Py_BuildValue("(OOOOOOOO)(OOOO)", L.cat, L.name, L.pid, L.tid, bts, bdur, bcls, L.args, L.flows,
-                           L.meta, L.instants, L.counters);
+    flows = Py_BuildValue("(NNNNOO)", bytes_of(&L.fph), bytes_of(&L.fcat), bytes_of(&L.fid), bytes_of(&L.fts),
+                          L.fpid, L.ftid);
+    if (flows == NULL)
+        goto done;
+    result = Py_BuildValue("(OOOOOOOO)(OOOO)", L.cat, L.name, L.pid, L.tid, bts, bdur, bcls, L.args, flows, L.meta,
+                           L.instants, L.counters);
 done:
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         Py_XDECREF(*all[k]);
+    Py_XDECREF(flows);
+    PyMem_Free(L.fph.p);
+    PyMem_Free(L.fcat.p);
+    PyMem_Free(L.fid.p);
+    PyMem_Free(L.fts.p);
     return result;
 }
 
 /* ------------------------------------------------------------------ args_columns */
-/* ``events.int_column``'s value rule: 1 stored in *out, 0 keep the default, -1 error, 2 the Python path. */
-static int int_arg(PyObject *v, int64_t *out) {
-    if (PyLong_CheckExact(v)) {
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred())
-            return -1;
-        if (overflow || x <= -KEY_LIMIT || x >= KEY_LIMIT)
-            return 0;
-        *out = x;
-        return 1;
-    }
-    if (PyFloat_CheckExact(v)) {
-        double d = PyFloat_AS_DOUBLE(v);
-        if (d == d && fabs(d) < (double)KEY_LIMIT) {
-            *out = (int64_t)d; /* truncation, as int(v) */
-            return 1;
-        }
-        return 0;
-    }
-    if (PyUnicode_CheckExact(v)) {
-        PyObject *x = PyLong_FromUnicodeObject(v, 10);
-        if (x == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_ValueError))
-                return -1;
-            PyErr_Clear();
-            return 0;
-        }
-        int overflow = 0;
-        long long y = PyLong_AsLongLongAndOverflow(x, &overflow);
-        Py_DECREF(x);
-        if (overflow)
-            return 2;
-        *out = y;
-        return 1;
-    }
-    return 0; /* None, bool, containers: the default */
-}
-
 typedef struct {
     PyObject *keyinfo, *memo, *fallback;
     int64_t *ints;
@@ -688,7 +729,7 @@ static PyObject *py_dumps(PyObject *self, PyObject *v) {
 }
 
 static PyMethodDef methods[] = {
-    {"split", py_split, METH_VARARGS, "split(events, ns, check_ts, memo, classes, empty) -> tuple | None"},
+    {"split", py_split, METH_VARARGS, "split(events, ns, check_ts, memo, classes, empty, flow_cats) -> tuple | None"},
     {"args_columns", py_args_columns, METH_VARARGS,
      "args_columns(args, cls, ints, keyinfo, memo, fallback) -> (shapes, dtypes, texts, coll) | None"},
     {"id_keys", py_id_keys, METH_VARARGS, "id_keys(values, other) -> bytearray of int64 keys"},
@@ -699,8 +740,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastextract", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__fastextract(void) {
-    const char *names[] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args", ""};
-    PyObject **slots[] = {&S_ph, &S_cat, &S_name, &S_pid, &S_tid, &S_ts, &S_dur, &S_args, &S_empty};
+    const char *names[] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", ""};
+    PyObject **slots[] = {&S_ph, &S_cat, &S_name, &S_pid, &S_tid, &S_ts, &S_dur, &S_args, &S_id, &S_empty};
     for (size_t k = 0; k < sizeof slots / sizeof *slots; k++) {
         *slots[k] = PyUnicode_InternFromString(names[k]);
         if (*slots[k] == NULL)

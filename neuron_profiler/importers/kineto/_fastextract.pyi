@@ -3,9 +3,10 @@ from collections.abc import Callable
 from typing import Any
 
 def split(events: list[Any], ns: bool, check_ts: bool, memo: dict[str, str], classes: dict[str, int],
-          empty: dict[str, Any], /) -> tuple[tuple[list[str], list[str], list[Any], list[Any], bytearray, bytearray,
-                                                   bytearray, list[dict[str, Any]]],
-                                             tuple[list[Any], list[Any], list[Any], list[Any]]] | None: ...
+          empty: dict[str, Any], flow_cats: dict[str, int], /) -> tuple[
+              tuple[list[str], list[str], list[Any], list[Any], bytearray, bytearray, bytearray, list[dict[str, Any]]],
+              tuple[tuple[bytearray, bytearray, bytearray, bytearray, list[Any], list[Any]], list[Any], list[Any],
+                    list[Any]]] | None: ...
 def args_columns(args: list[dict[str, Any]], cls: Any, ints: Any, keyinfo: dict[str, int], memo: dict[str, str],
                  fallback: Callable[[Any], str], /) -> tuple[list[str], list[str], list[str], list[int]] | None: ...
 def id_keys(values: list[Any], other: dict[Any, int], /) -> bytearray: ...

@@ -373,6 +373,7 @@ class IdColumn:
 FLOW_PHASES = ("s", "f", "t")  # flows["ph"] codes index these
 FLOW_CATS = tuple(sorted(FLOW_CATEGORIES))  # flows["cat"] codes index these
 _FLOW_PHASES, _FLOW_CATS = FLOW_PHASES, FLOW_CATS
+_FLOW_CAT_CODES = {c: i for i, c in enumerate(FLOW_CATS)}  # for the compiled pass
 
 
 def _flow_codes(values: list[str], categories: tuple[str, ...]) -> np.ndarray:
@@ -435,12 +436,16 @@ class EventColumns:
     def _add_compiled(self, events: list[Any], ns: bool, float_ts_checked: bool) -> bool:
         """``add`` by the compiled pass; False (nothing added) when a slice needs the Python path's checks."""
         assert compiled is not None
-        got = compiled.split(events, ns, not (ns or float_ts_checked), self._memo, _CLASS, _EMPTY) \
-            if type(events) is list else None
+        got = compiled.split(events, ns, not (ns or float_ts_checked), self._memo, _CLASS, _EMPTY,
+                             _FLOW_CAT_CODES) if type(events) is list else None
         if got is None:
             return False
         (cat, name, pid, tid, ts, dur, cls, args), (flows, meta, instants, counters) = got
-        self._add_other(meta, instants, counters, flows, ns)
+        self._add_other(meta, instants, counters, [], ns)
+        fph, fcat, fid, fts, fpid, ftid = flows
+        if fpid:
+            self._append_flows(np.frombuffer(fph, np.int8), np.frombuffer(fcat, np.int8),
+                               np.frombuffer(fid, np.int64), fpid, ftid, np.frombuffer(fts, np.int64))
         if cat:
             self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
                            np.frombuffer(cls, np.int8), args)
@@ -469,14 +474,20 @@ class EventColumns:
         self.bad_flows += len(flows) - len(cols[0])
         if not cols[0]:
             return
-        c = self._flows
         ph, cat, fid, pid, tid, ts = cols
-        c["ph"].append(_flow_codes(ph, _FLOW_PHASES))
-        c["cat"].append(_flow_codes(cat, _FLOW_CATS))
-        c["id"].append(int_column(fid))
+        self._append_flows(_flow_codes(ph, _FLOW_PHASES), _flow_codes(cat, _FLOW_CATS), int_column(fid), pid, tid,
+                           ts_to_ns(ts, ns))
+
+    def _append_flows(self, ph: np.ndarray, cat: np.ndarray, fid: np.ndarray, pid: list[Any], tid: list[Any],
+                      ts_ns: np.ndarray) -> None:
+        """Append flow halves already converted: phase / category codes, int64 ids and ns."""
+        c = self._flows
+        c["ph"].append(ph)
+        c["cat"].append(cat)
+        c["id"].append(fid)
         c["pid"].append(self._ids.keys(pid))
         c["tid"].append(self._ids.keys(tid))
-        c["ts"].append(ts_to_ns(ts, ns))
+        c["ts"].append(ts_ns)
 
     def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any] | np.ndarray,
                dur: list[Any] | np.ndarray, args: list[Any], ns: bool = False) -> None:
