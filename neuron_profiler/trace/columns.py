@@ -5,7 +5,9 @@ unit and referenced table are field options (see ``schemas/neuron_trace.proto``)
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
@@ -96,9 +98,15 @@ for _name, _cols in TABLES.items():
         TIME_COLUMNS[_name] = ("ts", "")
 
 
-def columns_of(table: str) -> dict[str, Column]:
-    """Columns of ``table`` by name; ValueError naming the valid tables for an unknown one."""
+#: table -> its columns by name, read-only (built once: the writer looks them up for every batch and chunk)
+_BY_NAME: dict[str, Mapping[str, Column]] = {t: MappingProxyType({c.name: c for c in cols})
+                                             for t, cols in TABLES.items()}
+
+
+def columns_of(table: str) -> Mapping[str, Column]:
+    """Columns of ``table`` by name (a read-only mapping, in field order); ValueError naming the valid tables
+    for an unknown one."""
     try:
-        return {c.name: c for c in TABLES[table]}
+        return _BY_NAME[table]
     except KeyError:
         raise ValueError(f"unknown table {table!r}; valid tables: {', '.join(TABLES)}") from None

@@ -103,11 +103,11 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
                 continue  # string id 0 = ""
         elif (arr == default).all():
             continue
-        if max_wire is not None and len(arr) and int(arr.max()) > max_wire:
+        if max_wire is not None and arr.dtype != np.uint32 and len(arr) and int(arr.max()) > max_wire:
             raise ValueError(f"column {name!r} holds {int(arr.max())}, above the {max_wire} its "
-                             f"32-bit field can store")
-        raw = np.ascontiguousarray(arr, dtype=wire).tobytes()
-        body += [key, encode_varint(len(raw)), raw]
+                             f"32-bit field can store")  # (uint32 arrays, e.g. string ids, always fit)
+        raw = np.ascontiguousarray(arr, dtype=wire)  # joined below through the buffer protocol: no extra copy
+        body += [key, encode_varint(raw.nbytes), raw]
     payload = b"".join(body)
     head = [1 << 3, first_row, 2 << 3, rows, table_field << 3 | 2, len(payload)]  # field keys and values
     return b"".join([*map(encode_varint, head), payload])

@@ -46,6 +46,7 @@ from neuron_profiler.trace.errors import TraceFormatError
 
 PRODUCER = "neuron_profiler.importers.kineto"
 _MAX_RANK = 2**31 - 1  # Header.rank / world_size are int32
+_KEY_LIMIT = 2**62  # pid / tid keys at or below -_KEY_LIMIT stand for values that are not in-range ints
 _MAX_BASE_NS = 2**62  # baseTimeNanoseconds beyond (year 2116) would overflow int64 ns once ts is added
 _OP_PRIO = {"cpu_op": 0, "Operator": 0, "user_annotation": 1}
 _DEVICE_KIND = {"mtia_ccp_events": "mtia"}
@@ -187,8 +188,8 @@ def _rows(x: dict[str, Any], base_ns: int, skipped: Counter) -> _Rows:
     dev_rows = np.flatnonzero(is_dev | is_anno)
     d_arg = x["device"][dev_rows]
     s_arg = x["stream"][dev_rows]
-    pid_int = int_column(pid[dev_rows].tolist())
-    tid_int = int_column(tid[dev_rows].tolist())
+    pid_int = _int_ids(pid, x["pid_key"], dev_rows)
+    tid_int = _int_ids(tid, x["tid_key"], dev_rows)
     annos = is_anno[dev_rows]
     dev_id = np.where((d_arg >= 0) & ~annos, d_arg, pid_int)
     # an explicit stream -1 (device-wide "Event Sync") stays -1; a missing one stays MISSING_STREAM: its rows
@@ -206,6 +207,16 @@ def _rows(x: dict[str, Any], base_ns: int, skipped: Counter) -> _Rows:
     return _Rows(x=x, start=x["start_ts"] + base_ns, dur=x["duration_ns"], is_host=cls == HOST, is_dev=is_dev,
                  is_anno=is_anno, is_trace=cls == TRACE, dev_rows=dev_rows, dev_id=dev_id, stream=stream,
                  dev_of=dev_of)
+
+
+def _int_ids(ids: Any, keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``int_column`` of the pid / tid ``ids`` (an ``IdColumn``) of ``rows``: an int within +-2**62 is its own
+    key (``extract.IdKeys``), so only the rows with other values (strings, out-of-range ints) are converted."""
+    out = keys[rows]
+    odd = np.flatnonzero(out <= -_KEY_LIMIT)
+    if len(odd):
+        out[odd] = int_column(ids[rows[odd]].tolist())
+    return out
 
 
 def _track_table(b: TraceBuilder, ev: EventColumns, r: _Rows, doc: dict[str, Any], rank: int) -> TrackTable:
@@ -252,7 +263,7 @@ def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
     }
     if is_py.any():
         py_pos = np.flatnonzero(is_py)
-        frames = {h: ev.py_frames[row] for h, row in zip(py_pos.tolist(), h_rows[py_pos].tolist())}
+        frames = dict(zip(py_pos.tolist(), map(ev.py_frames.__getitem__, h_rows[py_pos].tolist())))
         cols["stack"] = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
                                         h_start, h_start + h_dur, h_names, frames)
     for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
@@ -279,8 +290,7 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
     nbytes = x["bytes"][i_rows]
     is_memset = i_engine == "Memset"
     is_memcpy = i_engine == "Memcpy"
-    htod = is_memcpy & map_values(i_names, lambda n: "HtoD" in n).astype(bool)
-    dtoh = is_memcpy & map_values(i_names, lambda n: "DtoH" in n).astype(bool)
+    htod, dtoh = _copy_directions(i_names, is_memcpy)
     instr = {"pid": x["pid_key"][i_rows], "tid": x["tid_key"][i_rows], "start_ts": start[i_rows],
              "correlation_id": x["corr"][i_rows], "external_id": x["ext"][i_rows]}
     links = resolve_links(host.link, instr, flows, host.runtime, host.op_prio)
@@ -299,6 +309,19 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
         "args": x["args"][i_rows],
     }
     return i_cols, links, coll
+
+
+def _copy_directions(names: np.ndarray, is_memcpy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(host-to-device, device-to-host) masks of the memcpy rows, from their names; False on other rows
+    (only the memcpy rows' names are read: a trace has few)."""
+    htod = np.zeros(len(names), dtype=bool)
+    dtoh = np.zeros(len(names), dtype=bool)
+    rows = np.flatnonzero(is_memcpy)
+    if len(rows):
+        copy_names = names[rows].tolist()
+        htod[rows] = ["HtoD" in n for n in copy_names]
+        dtoh[rows] = ["DtoH" in n for n in copy_names]
+    return htod, dtoh
 
 
 def _rows_of(by_x_row: dict[int, Any], table_rows: np.ndarray, n_x: int) -> dict[int, Any]:

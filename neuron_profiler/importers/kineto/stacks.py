@@ -7,11 +7,13 @@ thread when it has frames, else on the single Python thread of the trace (ambigu
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 MAX_DEPTH = 128
+_NO_FRAME = (None, None)
 
 
 def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, start: np.ndarray,
@@ -39,17 +41,17 @@ class _Stacks:
 
     def __init__(self, py_rows: np.ndarray, frames: dict[int, tuple[Any, Any]], names: np.ndarray) -> None:
         self.names = names
-        self.by_id: dict[int, int] = {}       # Python id -> frame row
-        self.parent_of: dict[int, int] = {}   # frame row -> parent's Python id (-1: none)
-        for r in py_rows.tolist():
-            pid_, par = frames.get(r, (None, None))
-            if type(pid_) is int:
-                self.by_id[pid_] = r
-                self.parent_of[r] = par if type(par) is int else -1
+        self.frames = frames
+        rows = py_rows.tolist()
+        # Python id -> frame row (the last row of an id wins)
+        self.by_id: dict[int, int] = {f[0]: r for r, f in zip(rows, map(frames.get, rows, repeat(_NO_FRAME)))
+                                      if type(f[0]) is int}
         self.cache: dict[int, tuple[str, int]] = {}  # frame row -> (its stack, its depth)
 
     def _parent(self, r: int) -> int:
-        return self.by_id.get(self.parent_of.get(r, -1), -1)
+        """The frame row of ``r``'s parent (-1: none), read when first needed (most frames never are)."""
+        pid_, par = self.frames.get(r, _NO_FRAME)
+        return self.by_id.get(par if type(pid_) is int and type(par) is int else -1, -1)
 
     def of(self, r: int) -> str:
         """The chain of frames from ``r`` up (innermost ``MAX_DEPTH`` frames), built on the cached stack of
@@ -85,8 +87,9 @@ def _innermost_frames(py_rows: np.ndarray, ops: np.ndarray, thread: np.ndarray, 
     py_threads = np.unique(thread[py_rows])
     order = py_rows[np.lexsort((start[py_rows], thread[py_rows]))]
     key = thread[order]
-    own = np.isin(thread[ops], py_threads)
-    th = np.where(own, thread[ops], py_threads[0] if len(py_threads) == 1 else thread[ops])
+    op_th = thread[ops]
+    own = py_threads[np.minimum(np.searchsorted(py_threads, op_th), len(py_threads) - 1)] == op_th
+    th = np.where(own, op_th, py_threads[0] if len(py_threads) == 1 else op_th)
     ok = own | (len(py_threads) == 1)
     ops, th = ops[ok], th[ok]
     # per operator, the last frame of that thread starting at or before it (one searchsorted per thread)

@@ -138,7 +138,9 @@ class TrackTable:
 
 
 def _props(p: dict[str, Any]) -> dict[str, str]:
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in p.items()}
+    """Device properties as text: strings as they are, ints as their digits (what ``json.dumps`` gives them,
+    without its per-call cost), anything else as JSON."""
+    return {str(k): v if isinstance(v, str) else str(v) if type(v) is int else json.dumps(v) for k, v in p.items()}
 
 
 def add_devices(b: TraceBuilder, tracks: TrackTable, used: dict[int, str], doc: dict[str, Any]) -> list[str]:
