@@ -201,11 +201,22 @@ class Trace:
     # ------------------------------------------------------------------ tables
     def _load_table(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The unrestricted table (shared by all windows) with at least ``columns`` (None: all). Columns load
-        on demand: a table first read for the analyses gets its other columns added when a caller wants them."""
+        on demand: a table first read for the analyses gets its other columns added when a caller wants them.
+        Threads asking for one table at the same time (the explorer's workers) read it once."""
         cache, complete = self._shared["tables"], self._shared["complete"]
         have = cache.get(name)
         if have is not None and (name in complete or (columns is not None and set(columns) <= set(have.columns))):
             return have
+        with _LOCKS_GUARD:
+            lock = self._shared.setdefault("table_locks", {}).setdefault(name, threading.RLock())
+        with lock:
+            return self._load_table_locked(name, columns)
+
+    def _load_table_locked(self, name: str, columns: tuple[str, ...] | None) -> pd.DataFrame:
+        cache, complete = self._shared["tables"], self._shared["complete"]
+        have = cache.get(name)
+        if have is not None and (name in complete or (columns is not None and set(columns) <= set(have.columns))):
+            return have  # another thread loaded it while this one waited
         if not _accepts_columns(self._source):
             df = self._source.table(name)
         else:

@@ -39,6 +39,37 @@ def test_memo_computes_once_for_concurrent_callers():
     assert w.memo("k", lambda: 7) == 7             # a window keeps its own memo
 
 
+def test_a_table_asked_for_by_two_threads_is_read_once():
+    """The explorer's workers may ask for one table at the same time: the second waits for the first's read
+    (before, both read it, doubling the memory of a 5M-row table for a while)."""
+    reader = analysis.Trace.from_file(sample_trace("cnn_inference.nprof"))._source
+    entered, release, reads = threading.Event(), threading.Event(), []
+
+    class SlowSource:
+        header = reader.header
+
+        def table(self, name, columns=None):
+            reads.append(name)
+            entered.set()
+            release.wait(30)
+            return reader.table(name, columns=columns)
+
+    t = analysis.Trace(SlowSource(), name="slow")
+    got = []
+    first = threading.Thread(target=lambda: got.append(t.table("instructions")))
+    first.start()
+    assert entered.wait(30)
+    second = threading.Thread(target=lambda: got.append(t.table("instructions")))
+    second.start()
+    second.join(0.5)
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert reads == ["instructions"] and len(got) == 2
+    pd.testing.assert_frame_equal(got[0], got[1])
+    assert len(got[0]) == len(reader.table("instructions")) > 0
+
+
 def _string_profile(trace, keys):
     """The op profile's groups the plain way: one Python string per row and key, a pandas groupby."""
     w = instruction_work(trace)
