@@ -6,8 +6,9 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
     "neuron_profiler.importers.kineto._fastextract",
-    sources=["neuron_profiler/importers/kineto/_fastextract.c"],
-    extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter",
+    sources=[f"neuron_profiler/importers/kineto/csrc/{f}.c" for f in ("fastextract", "encode", "objects", "tokens", "scan")],
+    depends=[f"neuron_profiler/importers/kineto/csrc/{f}.h" for f in ("common", "scan")],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers"],
     optional=True,
 )])

@@ -108,7 +108,7 @@ def encode_chunk(table_field: int, first_row: int, rows: int, spec: Mapping[str,
                              f"32-bit field can store")  # (uint32 arrays, e.g. string ids, always fit)
         raw = np.ascontiguousarray(arr, dtype=wire)  # joined below through the buffer protocol: no extra copy
         body += [key, encode_varint(raw.nbytes), raw]
-    payload = b"".join(body)
+    payload = b"".join(body)  # type: ignore[arg-type]  # bytes and contiguous arrays (buffers)
     head = [1 << 3, first_row, 2 << 3, rows, table_field << 3 | 2, len(payload)]  # field keys and values
     return b"".join([*map(encode_varint, head), payload])
 

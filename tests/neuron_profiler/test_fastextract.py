@@ -218,3 +218,121 @@ def test_epoch_float_timestamps_take_the_exact_path(monkeypatch):
             b'{"ph":"s","cat":"ac2g","id":4,"pid":0,"tid":1,"ts":1700000000123455.123}]')
     cols = _assert_paths_agree(orjson.loads(text), monkeypatch, text=text)
     assert cols["flows"]["ts"].tolist() == [1700000000123455123]
+
+
+# ------------------------------------------------------------------------------------ the scan of the text
+def _read(src, use_compiled: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Any]:
+    from neuron_profiler.importers.kineto import api
+
+    monkeypatch.setattr(extract, "compiled", compiled if use_compiled else None)
+    doc, ev = api._read_events(src, lambda _s: None)
+    monkeypatch.setattr(extract, "compiled", compiled)
+    return doc, ev
+
+
+@pytest.mark.parametrize("rel", REAL_TRACE_FILES, ids=lambda r: r.split("/")[-1][:28])
+def test_the_scan_of_the_text_gives_what_the_parse_gives_on_every_real_trace(rel, monkeypatch):
+    """The importer's read of a real trace, with the compiled scan of the text (slice by slice, or the whole
+    events array of a small file) against the orjson parse and the Python passes: the same document and columns."""
+    doc_fast, fast = _read(real_trace(rel), True, monkeypatch)
+    doc_slow, slow = _read(real_trace(rel), False, monkeypatch)
+    assert doc_fast == doc_slow
+    for attr in ("n_events", "n_instants", "n_counters", "skipped", "coll_args", "py_frames", "bad_flows",
+                 "inexact_ts", "meta", "ctr"):
+        _same(getattr(fast, attr), getattr(slow, attr), attr)
+    _same(fast.finish(), slow.finish(), "finish()")
+
+
+def _scan_or_parse(text: bytes, use_scan: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    """The columns of a JSON array of events: by the scan (which must take it), or by orjson + the Python path."""
+    ev = extract.EventColumns()
+    if use_scan:
+        start = text.index(b"[") + 1
+        end = ev.add_text(text, start, len(text), array=True)
+        assert end == text.rindex(b"]")
+    else:
+        monkeypatch.setattr(extract, "compiled", None)
+        doc = orjson.loads(text)
+        ev.add(doc["traceEvents"] if isinstance(doc, dict) else doc, text)
+        monkeypatch.setattr(extract, "compiled", compiled)
+    return ev.finish(), ev.coll_args, ev.py_frames, ev.meta, ev.n_events
+
+
+_kineto_keys = st.sampled_from(["External id", "correlation", "Input Dims", "Input type", "Concrete Inputs",
+                                "Collective name", "stream", "device", "flops", "grid", "occupancy", "Python id",
+                                "Python parent id", "\u00e9\u00e8", "a\"b", "tab\tkey"])
+_plain_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)  # what JSON text can hold
+_nested = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1), st.floats(allow_nan=False,
+                                 allow_infinity=False), _plain_text),
+                       lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_plain_text, kids, max_size=3),
+                       max_leaves=8)
+
+
+@st.composite
+def _event(draw):
+    """A Kineto-like event the scan takes (it defers on others, which the parse path handles)."""
+    ph = draw(st.sampled_from(["X", "X", "X", "s", "f", "t", "M", "i", "C"]))
+    cats = ["ac2g", "fwdbwd"] if ph in "sft" else ["cpu_op", "kernel", "python_function", "Trace", "gpu_memcpy",
+                                                  "user_annotation", "cuda_runtime", "ac2g"]
+    e = {"ph": ph, "cat": draw(st.sampled_from(cats)), "name": draw(_plain_text),
+         "pid": draw(st.one_of(st.integers(0, 2**40), st.sampled_from(["Spans", "p"]))),
+         "tid": draw(st.integers(-5, 2**31)), "ts": draw(st.one_of(st.integers(0, 2**40), st.floats(0, 2.0**42))),
+         "dur": draw(st.one_of(st.integers(0, 10**6), st.floats(0, 1e6))),
+         "id": draw(st.one_of(st.integers(-5, 2**63 - 1), st.sampled_from(["12", "x", 1.5, True]))),
+         "args": draw(st.dictionaries(_kineto_keys, st.one_of(_nested, st.sampled_from(["7", " 8", "x", 2**62, 1.5])),
+                                      max_size=5))}
+    if ph in "MiC":
+        e["args"] = {"name": "n", "value": 1}
+    return e
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(events=st.lists(_event(), min_size=1, max_size=8), style=st.sampled_from(["orjson", "indent", "ascii"]))
+def test_the_scan_agrees_with_the_parse_on_generated_events(events, style, monkeypatch):
+    """Generated Kineto-like events written compactly (orjson), indented (json) or with every non-ASCII
+    character escaped (json ensure_ascii: \\uXXXX and surrogate pairs): the scan gives what the parse gives."""
+    import json
+
+    doc = {"traceEvents": events}
+    text = (orjson.dumps(doc) if style == "orjson" else
+            json.dumps(doc, indent=1).encode() if style == "indent" else json.dumps(doc).encode())
+    _same(_scan_or_parse(text, True, monkeypatch), _scan_or_parse(text, False, monkeypatch), style)
+
+
+@pytest.mark.parametrize("text", [
+    b'[{"ph":"X","ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1}]',        # duplicate key
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"a":1,"a":2}}]',
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"a":{"b":1,"b":2}}}]',
+    b'[{"ph":"X","cat":"c","name":"\\ud800","pid":1,"tid":1,"ts":1,"dur":1}]',             # lone surrogates
+    b'[{"ph":"X","cat":"c","name":"\\udc00x","pid":1,"tid":1,"ts":1,"dur":1}]',
+    b'[{"ph":"i","name":"m","pid":1,"tid":1,"s":"t","ts":1700000000123456.5}]',            # exact path too
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"v":1e999}}]',  # infinite
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"v":18446744073709551616}}]',
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1700000000123456.5,"dur":1}]',    # the exact path
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"args":{"v":01}}]',     # not JSON
+    b'[{"ph":"X","cat":"c","name":"n\x01","pid":1,"tid":1,"ts":1,"dur":1}]',
+    b'[{"ph":"X","cat":"c","name":"\xff","pid":1,"tid":1,"ts":1,"dur":1}]',
+    b'[{"ph":"X","cat":"c","name":"n","pid":1.5,"tid":1,"ts":1,"dur":1}]',
+    b'[{"ph":"Q","cat":"c"}]', b'[3]', b'[{"ph":"X"}]',
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1},]',
+])
+def test_the_scan_leaves_what_it_does_not_take_as_is_to_the_parse(text):
+    """Text the scan must not read (orjson reads it differently, refuses it, or the Python path decides):
+    it gives None and adds nothing."""
+    ev = extract.EventColumns()
+    assert ev.add_text(text, 1, len(text), array=True) is None
+    assert ev.n_events == 0 and ev.n_x == 0
+
+
+def test_the_scan_reads_escapes_numbers_and_nested_args_as_orjson(monkeypatch):
+    text = (b'[{"ph":"X","cat":"cpu_op","name":"a\\u00e9\\ud83d\\ude00\\/\\n","pid":1,"tid":-2,"ts":2.5,'
+            b'"dur":1E3,"args":{"Input Dims":[[1,2],[]],"occupancy":{"x":-0,"y":[1.50,2e-7]},"Ev Idx":3,'
+            b'"stream":"7","flops":1.9}}]')
+    cols = _scan_or_parse(text, True, monkeypatch)
+    _same(cols, _scan_or_parse(text, False, monkeypatch), "scan")
+    x = cols[0]
+    assert x["name"].tolist() == ["a\u00e9\U0001F600/\n"] and x["start_ts"].tolist() == [2500]
+    assert x["duration_ns"].tolist() == [1_000_000] and x["input_shapes"].tolist() == ["[[1,2],[]]"]
+    assert x["args"].tolist() == ['{"occupancy":{"x":0,"y":[1.5,2e-7]},"stream":"7"}']
+    assert x["stream"].tolist() == [7] and x["flops"].tolist() == [1]

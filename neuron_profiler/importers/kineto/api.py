@@ -31,6 +31,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,13 @@ from neuron_profiler.importers.kineto.build import build_from_columns
 from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 from neuron_profiler.importers.kineto.extract import EventColumns
 from neuron_profiler.importers.kineto.read import decode_text, parse_json, read_bytes
-from neuron_profiler.importers.kineto.split import SliceError, iter_slice_texts, split_document
+from neuron_profiler.importers.kineto.split import (
+    SliceError,
+    document_around,
+    events_start,
+    iter_slice_texts,
+    split_document,
+)
 from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError
@@ -126,6 +133,9 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
         raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
     raw = read_bytes(src)
     stage("parse")
+    scanned = _scan_whole(raw) if len(raw) <= _WHOLE_PARSE_BYTES else None
+    if scanned is not None:  # small: the events extracted from the text at once, the rest parsed by orjson
+        return scanned
     doc = _whole_document(raw) if len(raw) <= _WHOLE_PARSE_BYTES else None
     if doc is not None:  # small: one orjson parse beats slicing (the memory it saves is small)
         return _from_document(doc, raw)
@@ -134,8 +144,9 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
         doc, ranges = split
         ev: EventColumns | roundtrip.Collector = (roundtrip.Collector() if roundtrip.embedded(doc) is not None
                                                   else EventColumns())
+        take = None if isinstance(ev, roundtrip.Collector) else partial(_take_text, ev, raw)
         try:
-            for events, a, b in iter_slice_texts(raw, ranges):
+            for events, a, b in iter_slice_texts(raw, ranges, take):
                 if isinstance(ev, roundtrip.Collector):
                     ev.add(events)
                 else:
@@ -148,6 +159,26 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
             doc.pop("traceEvents")
             return doc, ev
     return _from_document(parse_json(decode_text(raw, src), str(src)), raw)
+
+
+def _take_text(ev: EventColumns, raw: bytes, a: int, b: int) -> bool:
+    """Extract the slice ``raw[a:b]`` straight from the text when the compiled scan takes it."""
+    return ev.add_text(raw, a, b) is not None
+
+
+def _scan_whole(raw: bytes) -> tuple[dict[str, Any], EventColumns] | None:
+    """The document (without its events) and the events extracted straight from the text (the compiled
+    scan), or None when the scan does not take the text (the caller parses it whole)."""
+    at = events_start(raw)
+    if at is None:
+        return None
+    ev = EventColumns()
+    end = ev.add_text(raw, at[1], len(raw), array=True)
+    doc = None if end is None else document_around(raw, at[0], end)
+    if doc is None or roundtrip.embedded(doc) is not None:  # our own export: its tables come back as they were
+        return None
+    doc.pop("traceEvents")
+    return doc, ev
 
 
 def _whole_document(raw: bytes) -> dict[str, Any] | None:

@@ -46,6 +46,7 @@ try:
 
     _ORJSON_OPT = orjson.OPT_NON_STR_KEYS
     _dumps_bytes: Any = partial(orjson.dumps, option=_ORJSON_OPT)
+    _orjson_loads: Any = orjson.loads
 
     def dumps(v: Any) -> str:
         """Compact JSON text of ``v``."""
@@ -54,6 +55,7 @@ except ImportError:  # pragma: no cover - orjson is optional
     import json
 
     _dumps_bytes = None
+    _orjson_loads = None
 
     def dumps(v: Any) -> str:
         """Compact JSON text of ``v``."""
@@ -239,6 +241,7 @@ def _key_info() -> dict[str, int]:
 
 
 _INT_DEFAULTS = np.array([d for _k, d in _INT_ARGS.values()], dtype=np.int64)
+_INT_DEFAULT_TUPLE = tuple(d for _k, d in _INT_ARGS.values())
 
 
 def _args_columns_compiled(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str]) -> dict[str, Any] | None:
@@ -433,6 +436,37 @@ class EventColumns:
         if split.n_x:
             self._add_x(*split.x_cols, ns=ns)
 
+    def add_text(self, text: bytes, start: int, stop: int, *, array: bool = False) -> int | None:
+        """Extract the events of ``text[start:stop]`` (a slice of ``traceEvents``: events separated by commas)
+        straight from the JSON text, without parsing it into dicts (the compiled scan, ``csrc/scan.c``).
+        ``array``: ``start`` is just past the events' ``[`` and the scan stops at its ``]``. Returns where the
+        scan stopped (the offset of that ``]``), or None when the text needs the parse and ``add`` (nothing
+        was added): no compiled pass or no orjson, or an event the scan does not take as is."""
+        if compiled is None or _orjson_loads is None:
+            return None
+        got = compiled.scan(text, start, stop, array, True, self._memo, _CLASS, _EMPTY, _FLOW_CAT_CODES, _KEY_INFO,
+                            self._text_memo, _orjson_loads, _INT_DEFAULT_TUPLE)
+        if got is None:
+            return None
+        x, flows, meta, instants, counters, (ints, shapes, dtypes, texts, coll), n_events, end = got
+        self.n_events += n_events
+        self._add_other(meta, instants, counters, [], False)
+        self._add_flow_columns(flows)
+        cat, name, pid, tid, ts, dur, cls, args = x
+        if cat:
+            cols: dict[str, Any] = {c: np.frombuffer(b, np.int64) for c, b in zip(_INT_ARGS, ints)}
+            cols.update(input_shapes=_objects(shapes), input_dtypes=_objects(dtypes), args=_objects(texts),
+                        coll=np.array(coll, dtype=np.int64))
+            self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
+                           np.frombuffer(cls, np.int8), args, cols)
+        return end
+
+    def _add_flow_columns(self, flows: tuple[Any, ...]) -> None:
+        fph, fcat, fid, fts, fpid, ftid = flows
+        if fpid:
+            self._append_flows(np.frombuffer(fph, np.int8), np.frombuffer(fcat, np.int8),
+                               np.frombuffer(fid, np.int64), fpid, ftid, np.frombuffer(fts, np.int64))
+
     def _add_compiled(self, events: list[Any], ns: bool, float_ts_checked: bool) -> bool:
         """``add`` by the compiled pass; False (nothing added) when a slice needs the Python path's checks."""
         assert compiled is not None
@@ -442,10 +476,7 @@ class EventColumns:
             return False
         (cat, name, pid, tid, ts, dur, cls, args), (flows, meta, instants, counters) = got
         self._add_other(meta, instants, counters, [], ns)
-        fph, fcat, fid, fts, fpid, ftid = flows
-        if fpid:
-            self._append_flows(np.frombuffer(fph, np.int8), np.frombuffer(fcat, np.int8),
-                               np.frombuffer(fid, np.int64), fpid, ftid, np.frombuffer(fts, np.int64))
+        self._add_flow_columns(flows)
         if cat:
             self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
                            np.frombuffer(cls, np.int8), args)
@@ -498,9 +529,11 @@ class EventColumns:
         self._append_x(cat, _str_list(name, self._memo), pid, tid, ts_to_ns(ts, ns), us_to_ns(dur), cls, args)
 
     def _append_x(self, cat: list[str], name: list[str], pid: list[Any], tid: list[Any], ts_ns: np.ndarray,
-                  dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]]) -> None:
+                  dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]],
+                  cols: dict[str, Any] | None = None) -> None:
         """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
-        args dicts (``_EMPTY`` for missing args)."""
+        args dicts (``_EMPTY`` for missing args; the scan gives the dicts of collective and python_function
+        rows only, with their ``args_columns`` in ``cols``)."""
         first = self.n_x
         x = self._x
         x["cat"].extend(cat)
@@ -512,7 +545,8 @@ class EventColumns:
         x["ts"].append(ts_ns)
         x["dur"].append(dur_ns)
         x["cls"].append(cls)
-        cols = args_columns(args, cls, self._text_memo)
+        if cols is None:
+            cols = args_columns(args, cls, self._text_memo)
         for c in (*_INT_ARGS, *_JSON_ARGS, "args"):
             x[c].append(cols[c])
         for i in cols["coll"].tolist():

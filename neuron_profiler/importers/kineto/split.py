@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -83,14 +83,29 @@ def split_document(raw: bytes, slice_bytes: int | None = None) -> tuple[dict[str
     end = _array_end(raw, cuts)
     if end is None:
         return None
+    doc = document_around(raw, m.start(), end)
+    if doc is None:
+        return None
+    cuts = [c for c in cuts if c < end] + [end]
+    return doc, list(zip(cuts, cuts[1:]))
+
+
+def events_start(raw: bytes) -> tuple[int, int] | None:
+    """(offset of the ``"traceEvents"`` key, offset just past its ``[``), or None."""
+    m = _EVENTS_KEY.search(raw)
+    return None if m is None else (m.start(), m.end())
+
+
+def document_around(raw: bytes, key_start: int, array_end: int) -> dict[str, Any] | None:
+    """The top-level document with the events array (its key at ``key_start``, its ``]`` at ``array_end``)
+    replaced by a sentinel, when that parses and the sentinel is the document's top-level ``traceEvents``."""
     try:
-        doc = loads(b"".join((raw[:m.start()], b'"traceEvents":', _SENTINEL_JSON, raw[end + 1:])))
+        doc = loads(b"".join((raw[:key_start], b'"traceEvents":', _SENTINEL_JSON, raw[array_end + 1:])))
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("traceEvents") != _SENTINEL:
         return None
-    cuts = [c for c in cuts if c < end] + [end]
-    return doc, list(zip(cuts, cuts[1:]))
+    return doc
 
 
 def _parse_slice(raw: bytes, a: int, b: int) -> list[Any] | None:
@@ -112,13 +127,18 @@ def iter_slices(raw: bytes, ranges: list[tuple[int, int]]) -> Iterator[list[Any]
         yield events
 
 
-def iter_slice_texts(raw: bytes, ranges: list[tuple[int, int]]) -> Iterator[tuple[list[Any], int, int]]:
+def iter_slice_texts(raw: bytes, ranges: list[tuple[int, int]],
+                     take: Callable[[int, int], bool] | None = None) -> Iterator[tuple[list[Any], int, int]]:
     """(events, first byte, end byte) of each byte range, in order; a range that does not parse is merged with
     the next one. Raises ``SliceError`` when the last merged range still does not parse (invalid JSON), or
-    after ``_MAX_MERGES`` merges in a row (which would make the parse quadratic)."""
+    after ``_MAX_MERGES`` merges in a row (which would make the parse quadratic). ``take(a, b)``: True when the
+    caller extracted the range from the text itself (nothing is parsed or yielded for it)."""
     i = 0
     while i < len(ranges):
         a, b = ranges[i]
+        if take is not None and take(a, b):
+            i += 1
+            continue
         events = _parse_slice(raw, a, b)
         merged = 0
         while events is None and i + 1 < len(ranges) and merged < _MAX_MERGES:
