@@ -8,8 +8,9 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neuron_profiler.importers.kineto.args import HOST_DROP, _args_text
 from neuron_profiler.importers.kineto.events import factorize
-from neuron_profiler.importers.kineto.extract import HOST_DROP, IdKeys, _args_text
+from neuron_profiler.importers.kineto.extract import IdKeys
 
 _KEYS = st.text(alphabet=st.sampled_from('ab%"\\\n é{}'), min_size=1, max_size=6)
 _INTS = st.one_of(st.integers(min_value=-(2**64), max_value=2**64), st.none())

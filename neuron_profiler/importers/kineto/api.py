@@ -14,12 +14,13 @@ Time: ``ts``/``dur`` are microseconds (with ns decimals) in every Kineto version
 changes how viewers display them; timestamps become int64 ns, offset by ``baseTimeNanoseconds`` when the
 file has it (Kineto writes ``ts`` relative to that base), so ranks of one run share a time axis.
 
-Pipeline (speed and peak memory): ``read`` gunzips the file (ISA-L when installed); texts up to 2 MB are
-parsed at once by orjson, larger ones by ``split`` (the top-level keys once, ``traceEvents`` in slices of a few
-hundred KB); each slice is turned into flat columns by ``extract`` (timestamps exact to the ns: ``exact``) and
-freed before the next one is parsed; ``build`` assembles the tables from those columns. Text that cannot be
-sliced safely is parsed whole, as is invalid JSON (for the exact error). A document carrying our own Chrome
-export's ``neuronProfiler`` key is rebuilt by ``roundtrip`` instead.
+Pipeline (speed and peak memory): ``read`` gunzips the file (ISA-L when installed); ``split`` finds the top-level
+keys and cuts ``traceEvents`` in slices of a few hundred KB (texts up to 2 MB: the whole events array at once);
+``extract`` turns each slice into flat columns, straight from its text by the compiled scan
+(``EventColumns.add_text``) or, for a slice the scan does not take as is, from the events orjson parses
+(timestamps exact to the ns: ``exact``), freed before the next slice; ``build`` assembles the tables. Text that
+cannot be sliced safely is parsed whole, as is invalid JSON (for the exact error). A document carrying our own
+Chrome export's ``neuronProfiler`` key is rebuilt by ``roundtrip`` instead.
 
 Where events go: see ``build``. GPU user annotations (``gpu_user_annotation``) are host_ops with that
 category on the stream's track: they are labels over kernels, not device work, so ``instructions`` holds

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from neuron_profiler.importers.kineto import counters as kc
+from neuron_profiler.importers.kineto.args import ANNOTATION, DEVICE, HOST, TRACE, dumps, safe_dumps
 from neuron_profiler.importers.kineto.collectives import collective_rows
 from neuron_profiler.importers.kineto.events import (
     DEVICE_CATEGORIES,
@@ -29,15 +30,7 @@ from neuron_profiler.importers.kineto.events import (
     key_codes,
     map_values,
 )
-from neuron_profiler.importers.kineto.extract import (
-    ANNOTATION,
-    DEVICE,
-    HOST,
-    TRACE,
-    EventColumns,
-    dumps,
-    safe_dumps,
-)
+from neuron_profiler.importers.kineto.extract import EventColumns
 from neuron_profiler.importers.kineto.links import resolve_links
 from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta

@@ -1,27 +1,38 @@
 """Per-chunk extraction of Kineto events into flat columns, so that the event dicts of one chunk can be
 freed before the next chunk is parsed (peak memory) and every per-event Python step runs once.
 
-``EventColumns.add(events)`` takes any slice of ``traceEvents`` (in file order); ``finish()`` returns the
-columns of all complete events plus what the other phases yield (flows, metadata, memory and counter
-samples). Each per-event value goes through the same conversion as a whole-trace pass would (the helpers of
-``events`` work element by element), so the result does not depend on how the events were chunked.
+``EventColumns.add(events)`` takes any slice of ``traceEvents`` (in file order), ``add_text`` the JSON text of one
+(the compiled scan, when it takes the text); ``finish()`` returns the columns of all complete events plus what
+the other phases yield (flows, metadata, memory and counter samples). Each per-event value goes through the
+same conversion as a whole-trace pass would (the helpers of ``events`` work element by element), so the result
+does not depend on how the events were chunked.
 """
 from __future__ import annotations
 
 import os
 from collections import Counter
-from functools import partial
-from itertools import chain, compress, count, repeat
-from operator import contains, is_, is_not, itemgetter, methodcaller
+from itertools import compress, count, repeat
+from operator import is_, is_not, itemgetter, methodcaller
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from neuron_profiler.importers.kineto import counters as kc
+from neuron_profiler.importers.kineto.args import (
+    CLASS_OF_CAT,
+    EMPTY_ARGS,
+    HOST,
+    HOST_DROP,
+    INSTR_DROP,
+    INT_ARGS,
+    JSON_ARGS,
+    args_columns_py,
+    objects,
+    orjson_loads,
+    safe_dumps,
+)
 from neuron_profiler.importers.kineto.events import (
-    DEVICE_ANNOTATION_CATEGORIES,
-    DEVICE_CATEGORIES,
     FLOW_CATEGORIES,
     id_column,
     int_column,
@@ -41,63 +52,6 @@ try:
 except ImportError:  # built without a C compiler: same results, ~2x slower extraction
     compiled = None
 
-try:
-    import orjson
-
-    _ORJSON_OPT = orjson.OPT_NON_STR_KEYS
-    _dumps_bytes: Any = partial(orjson.dumps, option=_ORJSON_OPT)
-    _orjson_loads: Any = orjson.loads
-
-    def dumps(v: Any) -> str:
-        """Compact JSON text of ``v``."""
-        return orjson.dumps(v, option=_ORJSON_OPT).decode()
-except ImportError:  # pragma: no cover - orjson is optional
-    import json
-
-    _dumps_bytes = None
-    _orjson_loads = None
-
-    def dumps(v: Any) -> str:
-        """Compact JSON text of ``v``."""
-        return json.dumps(v, separators=(",", ":"), default=str)
-
-
-def safe_dumps(v: Any) -> str:
-    """``dumps(v)``, or "" when ``v`` cannot be encoded."""
-    try:
-        return dumps(v)
-    except (TypeError, ValueError):
-        return ""
-
-
-def safe_dumps_all(values: Any) -> list[str]:
-    """``[safe_dumps(v) for v in values]`` in C-level passes (orjson encodes, ``bytes.decode`` decodes): the
-    args of events with distinct args are encoded one by one, ~20k per 200k events."""
-    values = values if isinstance(values, list) else list(values)
-    if _dumps_bytes is not None:
-        try:
-            return list(map(bytes.decode, map(_dumps_bytes, values)))
-        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
-            pass
-    return [safe_dumps(v) for v in values]
-
-
-#: row classes of complete events
-HOST, DEVICE, ANNOTATION, TRACE = 0, 1, 2, 3
-_CLASS = {**{c: DEVICE for c in DEVICE_CATEGORIES}, **{c: ANNOTATION for c in DEVICE_ANNOTATION_CATEGORIES},
-          "Trace": TRACE}
-MISSING_STREAM = -(2**62)  # args.stream absent (an explicit -1 is kept)
-
-#: args stored in their own columns, or Kineto-internal per-event ids ("Ev Idx" = position in Kineto's event
-#: list, "Record function id"): left out of the ``args`` JSON so that equal args give equal (interned) strings
-HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input Dims", "Input type", "flops",
-                       "Ev Idx", "Record function id"})
-INSTR_DROP = frozenset({"External id", "correlation", "Ev Idx"})
-_DROP = {HOST: HOST_DROP, ANNOTATION: HOST_DROP, DEVICE: INSTR_DROP}
-_EMPTY: dict[str, Any] = {}
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1  # orjson writes ints in this range (and up to 2**64 - 1)
-
-
 def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     """Values that should be strings (None -> "", others str()), equal strings shared through ``memo``."""
     if not set(map(type, values)) <= {str}:
@@ -105,116 +59,9 @@ def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     return list(map(memo.setdefault, values, values))
 
 
-def _objects(values: list[Any]) -> np.ndarray:
-    """Object array holding the very objects of ``values`` (no conversion to a numpy string dtype)."""
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
-
-
-def _json_or_empty(values: list[Any]) -> list[str]:
-    if None not in values:
-        return safe_dumps_all(values)
-    return ["" if v is None else safe_dumps(v) for v in values]
-
-
-#: int columns read from args: column -> (args key, default)
-_INT_ARGS = {"corr": ("correlation", -1), "ext": ("External id", -1), "seq": ("Sequence number", -1),
-             "flops": ("flops", 0), "bytes": ("bytes", 0), "device": ("device", -1),
-             "stream": ("stream", MISSING_STREAM)}
-#: JSON text columns read from args: column -> args key
-_JSON_ARGS = {"input_shapes": "Input Dims", "input_dtypes": "Input type"}
-
-
-def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[str]) -> list[str] | None:
-    """The args JSON of a group of events sharing the key tuple ``keys`` (None: all empty)."""
-    kept = tuple(k for k in keys if k not in drop)
-    if not kept:
-        return None
-    if len(kept) == 1:
-        vals = list(map(itemgetter(kept[0]), ga))
-        if set(map(type, vals)) <= {int, str}:  # not bool/float: 1 == True == 1.0 would share a text
-            enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
-            return [enc[v] for v in vals]
-        return _one_key_texts(kept[0], vals)
-    vals = list(map(itemgetter(*kept), ga))
-    try:
-        uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
-    except TypeError:
-        uniq = None
-    if uniq is not None and len(uniq) * 2 <= len(vals):
-        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike)
-        types = {type(x) for u in uniq for x in u}
-        if bool not in types and not (int in types and float in types):
-            enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
-            return [enc[v] for v in vals]
-    texts = _int_args_text(kept, vals)
-    if texts is not None:
-        return texts
-    if len(kept) == len(keys):
-        return safe_dumps_all(ga)
-    return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
-
-
-def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
-    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: each value encoded alone (lists such as a
-    cpu_op's "Concrete Inputs" cannot be shared through a dict) inside the object's fixed text."""
-    if _dumps_bytes is not None:
-        tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
-        try:
-            return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
-        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
-            pass
-    return [safe_dumps({key: v}) for v in vals]
-
-
-def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
-    """The args texts of value tuples that are ints (and a few None: a root frame's ``Python parent id``), as
-    orjson writes them, through one %-template; None when other values are present."""
-    flat = list(chain.from_iterable(vals))
-    types = set(map(type, flat))
-    if not types <= _INT_NONE or int not in types:
-        return None
-    ints = list(filter(partial(is_not, None), flat)) if type(None) in types else flat
-    if not _I64_MIN <= min(ints) <= max(ints) <= _I64_MAX:
-        return None
-    nulls = list(compress(count(), map(contains, vals, repeat(None)))) if len(ints) < len(flat) else []
-    if nulls:
-        vals = list(vals)
-        zero = (0,) * len(kept)
-        for i in nulls:
-            vals[i] = zero
-    tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
-    out = list(map(tmpl.__mod__, vals))
-    for i in nulls:  # rows holding a None: encoded one by one
-        out[i] = safe_dumps(dict(zip(kept, flat[i * len(kept):(i + 1) * len(kept)])))
-    return out
-
-
-_INT_NONE = frozenset({int, type(None)})
-
-
-def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:
-    """(key tuple, rows, args dicts) per distinct key tuple of ``args``, rows ascending: one C-level pass
-    gives every event its group id (``dict.setdefault`` with fresh ids), numpy sorts the rows by group."""
-    index: dict[tuple[str, ...], int] = {}
-    gid = np.fromiter(map(index.setdefault, map(tuple, args), count()), dtype=np.int64, count=len(args))
-    if len(index) == 1:
-        return [(next(iter(index)), np.arange(len(args), dtype=np.int64), args)]
-    order = np.argsort(gid, kind="stable")
-    sg = gid[order]
-    bounds = np.flatnonzero(np.diff(sg)) + 1
-    key_of = {v: k for k, v in index.items()}
-    out = []
-    for rows in np.split(order, bounds):
-        ga = list(itemgetter(*rows.tolist())(args)) if len(rows) > 1 else [args[int(rows[0])]]
-        out.append((key_of[int(gid[rows[0]])], rows, ga))
-    return out
-
-
 def args_columns(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str] | None = None) -> dict[str, Any]:
-    """Columns read from the args dicts of complete events of row classes ``cls``: the ``_INT_ARGS`` int64
-    columns, the ``_JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
+    """Columns read from the args dicts of complete events of row classes ``cls``: the ``INT_ARGS`` int64
+    columns, the ``JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
     nothing is left) and ``coll`` (rows whose args hold collective metadata). ``memo``: equal texts of the
     compiled pass are shared through it (the Python path shares texts within a group).
 
@@ -229,66 +76,34 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, st
 def _key_info() -> dict[str, int]:
     """What the compiled ``args_columns`` does with each args key (bits of ``_fastextract.c``)."""
     info: dict[str, int] = {}
-    for i, (k, _d) in enumerate(_INT_ARGS.values()):
+    for i, (k, _d) in enumerate(INT_ARGS.values()):
         info[k] = info.get(k, 0) | (i + 1)
-    for k, bit in zip(_JSON_ARGS.values(), (0x10, 0x20)):
+    for k, bit in zip(JSON_ARGS.values(), (0x10, 0x20)):
         info[k] = info.get(k, 0) | bit
     info["Collective name"] = info.get("Collective name", 0) | 0x40
+    info["Python id"] = info.get("Python id", 0) | 0x200
+    info["Python parent id"] = info.get("Python parent id", 0) | 0x400
     for keys, bit in ((HOST_DROP, 0x80), (INSTR_DROP, 0x100)):
         for k in keys:
             info[k] = info.get(k, 0) | bit
     return info
 
 
-_INT_DEFAULTS = np.array([d for _k, d in _INT_ARGS.values()], dtype=np.int64)
-_INT_DEFAULT_TUPLE = tuple(d for _k, d in _INT_ARGS.values())
+_INT_DEFAULTS = np.array([d for _k, d in INT_ARGS.values()], dtype=np.int64)
+_INT_DEFAULT_TUPLE = tuple(d for _k, d in INT_ARGS.values())
 
 
 def _args_columns_compiled(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str]) -> dict[str, Any] | None:
     assert compiled is not None
-    ints = np.empty((len(_INT_ARGS), len(args)), dtype=np.int64)
+    ints = np.empty((len(INT_ARGS), len(args)), dtype=np.int64)
     ints[:] = _INT_DEFAULTS[:, None]
     got = compiled.args_columns(args, np.ascontiguousarray(cls, dtype=np.int8), ints, _KEY_INFO, memo, safe_dumps)
     if got is None:  # a value only the Python path decides on (a numeric string beyond int64)
         return None
     shapes, dtypes, texts, coll = got
-    out: dict[str, Any] = dict(zip(_INT_ARGS, ints))
-    out.update(input_shapes=_objects(shapes), input_dtypes=_objects(dtypes), args=_objects(texts),
+    out: dict[str, Any] = dict(zip(INT_ARGS, ints))
+    out.update(input_shapes=objects(shapes), input_dtypes=objects(dtypes), args=objects(texts),
                coll=np.array(coll, dtype=np.int64))
-    return out
-
-
-def args_columns_py(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
-    """``args_columns`` in Python: events are grouped by key tuple, so a key is only looked up in the groups
-    that have it, and a group with one kept int/str key is encoded once per distinct value."""
-    n = len(args)
-    out: dict[str, Any] = {c: np.full(n, d, dtype=np.int64) for c, (_k, d) in _INT_ARGS.items()}
-    for c in (*_JSON_ARGS, "args"):
-        out[c] = np.full(n, "", dtype=object)
-    coll: list[np.ndarray] = []
-    groups = _groups(args)
-    for keys, rows, ga in groups:
-        if not keys:
-            continue
-        present = set(keys)
-        for c, (k, d) in _INT_ARGS.items():
-            if k in present:
-                out[c][rows] = int_column(list(map(itemgetter(k), ga)), d)
-        for c, k in _JSON_ARGS.items():
-            if k in present:
-                out[c][rows] = _objects(_json_or_empty(list(map(itemgetter(k), ga))))
-        if "Collective name" in present:
-            coll.append(rows)
-        g_cls = cls[rows]
-        for c in np.unique(g_cls).tolist():
-            drop = _DROP.get(c)
-            if drop is None:
-                continue
-            sel = g_cls == c
-            texts = _args_text(ga if sel.all() else [a for a, s in zip(ga, sel.tolist()) if s], keys, drop)
-            if texts is not None:
-                out["args"][rows[sel]] = _objects(texts)
-    out["coll"] = np.sort(np.concatenate(coll)) if coll else np.zeros(0, np.int64)
     return out
 
 
@@ -398,7 +213,7 @@ class EventColumns:
         self._text_memo: dict[str, str] = {}  # args JSON texts (compiled pass)
         self._ids = IdKeys()
         self._x: dict[str, list[Any]] = {k: [] for k in (
-            "cat", "name", "pid", "tid", "pid_key", "tid_key", "ts", "dur", "cls", *_INT_ARGS, *_JSON_ARGS,
+            "cat", "name", "pid", "tid", "pid_key", "tid_key", "ts", "dur", "cls", *INT_ARGS, *JSON_ARGS,
             "args")}
         self.coll_args: dict[int, dict[str, Any]] = {}         # X row -> args with "Collective name"
         self.py_frames: dict[int, tuple[Any, Any]] = {}        # python_function X row -> (Python id, parent id)
@@ -442,10 +257,10 @@ class EventColumns:
         ``array``: ``start`` is just past the events' ``[`` and the scan stops at its ``]``. Returns where the
         scan stopped (the offset of that ``]``), or None when the text needs the parse and ``add`` (nothing
         was added): no compiled pass or no orjson, or an event the scan does not take as is."""
-        if compiled is None or _orjson_loads is None:
+        if compiled is None or orjson_loads is None:
             return None
-        got = compiled.scan(text, start, stop, array, True, self._memo, _CLASS, _EMPTY, _FLOW_CAT_CODES, _KEY_INFO,
-                            self._text_memo, _orjson_loads, _INT_DEFAULT_TUPLE)
+        got = compiled.scan(text, start, stop, array, True, self._memo, CLASS_OF_CAT, EMPTY_ARGS, _FLOW_CAT_CODES,
+                            _KEY_INFO, self._text_memo, orjson_loads, _INT_DEFAULT_TUPLE)
         if got is None:
             return None
         x, flows, meta, instants, counters, (ints, shapes, dtypes, texts, coll), n_events, end = got
@@ -454,8 +269,8 @@ class EventColumns:
         self._add_flow_columns(flows)
         cat, name, pid, tid, ts, dur, cls, args = x
         if cat:
-            cols: dict[str, Any] = {c: np.frombuffer(b, np.int64) for c, b in zip(_INT_ARGS, ints)}
-            cols.update(input_shapes=_objects(shapes), input_dtypes=_objects(dtypes), args=_objects(texts),
+            cols: dict[str, Any] = {c: np.frombuffer(b, np.int64) for c, b in zip(INT_ARGS, ints)}
+            cols.update(input_shapes=objects(shapes), input_dtypes=objects(dtypes), args=objects(texts),
                         coll=np.array(coll, dtype=np.int64))
             self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
                            np.frombuffer(cls, np.int8), args, cols)
@@ -470,7 +285,7 @@ class EventColumns:
     def _add_compiled(self, events: list[Any], ns: bool, float_ts_checked: bool) -> bool:
         """``add`` by the compiled pass; False (nothing added) when a slice needs the Python path's checks."""
         assert compiled is not None
-        got = compiled.split(events, ns, not (ns or float_ts_checked), self._memo, _CLASS, _EMPTY,
+        got = compiled.split(events, ns, not (ns or float_ts_checked), self._memo, CLASS_OF_CAT, EMPTY_ARGS,
                              _FLOW_CAT_CODES) if type(events) is list else None
         if got is None:
             return False
@@ -523,16 +338,16 @@ class EventColumns:
     def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any] | np.ndarray,
                dur: list[Any] | np.ndarray, args: list[Any], ns: bool = False) -> None:
         if not set(map(type, args)) <= {dict}:
-            args = [a if type(a) is dict else _EMPTY for a in args]
+            args = [a if type(a) is dict else EMPTY_ARGS for a in args]
         cat = _str_list(cat, self._memo)
-        cls = np.fromiter(map(_CLASS.get, cat, repeat(HOST)), dtype=np.int8, count=len(cat))
+        cls = np.fromiter(map(CLASS_OF_CAT.get, cat, repeat(HOST)), dtype=np.int8, count=len(cat))
         self._append_x(cat, _str_list(name, self._memo), pid, tid, ts_to_ns(ts, ns), us_to_ns(dur), cls, args)
 
     def _append_x(self, cat: list[str], name: list[str], pid: list[Any], tid: list[Any], ts_ns: np.ndarray,
                   dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]],
                   cols: dict[str, Any] | None = None) -> None:
         """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
-        args dicts (``_EMPTY`` for missing args; the scan gives the dicts of collective and python_function
+        args dicts (``EMPTY_ARGS`` for missing args; the scan gives the dicts of collective and python_function
         rows only, with their ``args_columns`` in ``cols``)."""
         first = self.n_x
         x = self._x
@@ -547,7 +362,7 @@ class EventColumns:
         x["cls"].append(cls)
         if cols is None:
             cols = args_columns(args, cls, self._text_memo)
-        for c in (*_INT_ARGS, *_JSON_ARGS, "args"):
+        for c in (*INT_ARGS, *JSON_ARGS, "args"):
             x[c].append(cols[c])
         for i in cols["coll"].tolist():
             self.coll_args[first + i] = args[i]
@@ -573,9 +388,9 @@ class EventColumns:
         out["pid"], out["tid"] = IdColumn(x.pop("pid")), IdColumn(x.pop("tid"))
         for k, col in (("ts", "start_ts"), ("dur", "duration_ns"), ("pid_key", "pid_key"), ("tid_key", "tid_key")):
             out[col] = np.concatenate(x.pop(k)) if x[k] else np.zeros(0, np.int64)
-        for k in ("cls", *_INT_ARGS, *_JSON_ARGS, "args"):
+        for k in ("cls", *INT_ARGS, *JSON_ARGS, "args"):
             parts = x.pop(k)
-            out[k] = np.concatenate(parts) if parts else np.zeros(0, dtype=object if k in _JSON_ARGS or k == "args"
+            out[k] = np.concatenate(parts) if parts else np.zeros(0, dtype=object if k in JSON_ARGS or k == "args"
                                                                   else np.int8 if k == "cls" else np.int64)
         for k in ("flops", "bytes"):
             out[k][out[k] < 0] = 0

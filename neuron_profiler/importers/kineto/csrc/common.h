@@ -20,6 +20,8 @@
 #define K_COLL 0x40
 #define K_DROP_HOST 0x80
 #define K_DROP_DEVICE 0x100
+#define K_PY_ID 0x200     /* "Python id": read for python_function rows */
+#define K_PY_PARENT 0x400 /* "Python parent id" */
 
 enum { HOST = 0, DEVICE = 1, ANNOTATION = 2, TRACE = 3 };
 

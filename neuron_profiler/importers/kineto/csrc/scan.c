@@ -41,6 +41,8 @@ typedef struct {
         *coll;
     Buf ts, dur, cls, ints[N_INT_COLS], fph, fcat, fid, fts;
     Buf text, val, keys; /* scratch: an args text, one value's text, an args object's keys (duplicates) */
+    uc *py[2][2];        /* the row's "Python id" / "Python parent id" value (start, end), NULL when absent */
+    PyObject *py_keys[2];
     Py_ssize_t nx;
 } Scan;
 
@@ -134,6 +136,43 @@ static int int_value(Scan *X, uc *at, int64_t *out) {
     return 0;
 }
 
+/* The text in ``b`` as a str shared through text_memo (new reference). */
+static PyObject *shared_text(Scan *X, Buf *b) {
+    PyObject *s = cached_str(&X->cache, b->p, b->n, 2, X->text_memo, NULL, NULL);
+    Py_XINCREF(s);
+    return s;
+}
+
+/* A python_function row's args as the caller reads them: a dict of its "Python id" / "Python parent id"
+ * (new reference; a value that is not an int64 is parsed by ``loads``). */
+static PyObject *py_frame_args(Scan *X) {
+    PyObject *d = PyDict_New();
+    for (int k = 0; d != NULL && k < 2; k++) {
+        uc *v0 = X->py[k][0], *v1 = X->py[k][1];
+        if (v0 == NULL)
+            continue;
+        Cur *c = &X->c;
+        int kind;
+        long long i;
+        unsigned long long u;
+        double dbl;
+        PyObject *v = NULL;
+        c->p = v0;
+        if ((*v0 == '-' || (*v0 >= '0' && *v0 <= '9')) && num_tok(c, &kind, &i, &u, &dbl) == 0 && kind == NUM_I64)
+            v = PyLong_FromLongLong(i);
+        else {
+            PyErr_Clear();
+            PyObject *view = PyMemoryView_FromMemory((char *)v0, v1 - v0, PyBUF_READ);
+            v = view ? PyObject_CallOneArg(X->loads, view) : NULL;
+            Py_XDECREF(view);
+        }
+        if (v == NULL || PyDict_SetItem(d, X->py_keys[k], v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
 /* The args object at ``at`` of an X row of class ``cls``: int columns into ints, shapes / dtypes / args texts
  * (new references), *coll when it holds "Collective name", *end just past it. */
 static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, int *coll, uc **end) {
@@ -183,9 +222,13 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
             TRY(int_value(X, v0, &ints[(bits & K_INT_MASK) - 1]));
         if ((bits & (K_SHAPES | K_DTYPES)) && *v0 != 'n') {
             PyObject **dest = &texts[bits & K_SHAPES ? 0 : 1];
-            Py_XSETREF(*dest, memo_text(&X->val, X->text_memo));
+            Py_XSETREF(*dest, shared_text(X, &X->val));
             if (*dest == NULL)
                 return -1;
+        }
+        if (bits & (K_PY_ID | K_PY_PARENT)) {
+            X->py[bits & K_PY_ID ? 0 : 1][0] = v0;
+            X->py[bits & K_PY_ID ? 0 : 1][1] = after;
         }
         if (bits & K_COLL)
             *coll = 1;
@@ -213,7 +256,7 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
     if (kept) {
         if (buf_putc(t, '}') < 0)
             return -1;
-        Py_XSETREF(texts[2], memo_text(t, X->text_memo));
+        Py_XSETREF(texts[2], shared_text(X, t));
         if (texts[2] == NULL)
             return -1;
     }
@@ -243,19 +286,25 @@ static int x_row(Scan *X, uc **f) {
         goto done;
     if (f[F_ARGS]) {
         uc *end;
+        memset(X->py, 0, sizeof X->py);
         if ((rc = scan_args(X, f[F_ARGS], cls, ints, texts, &coll, &end)))
             goto done;
-        /* rows whose args dict the caller reads: collectives, python frames */
-        if (*f[F_ARGS] == '{' && (coll || PyUnicode_CompareWithASCIIString(cat, "python_function") == 0)) {
+        /* rows whose args dict the caller reads: collectives (the whole dict), python frames (their ids) */
+        PyObject *d = NULL;
+        if (*f[F_ARGS] == '{' && coll) {
             PyObject *view = PyMemoryView_FromMemory((char *)f[F_ARGS], end - f[F_ARGS], PyBUF_READ);
-            PyObject *d = view ? PyObject_CallOneArg(X->loads, view) : NULL;
+            d = view ? PyObject_CallOneArg(X->loads, view) : NULL;
             Py_XDECREF(view);
-            if (d == NULL) {
-                rc = -1;
-                goto done;
-            }
-            Py_SETREF(a, d);
+        } else if (*f[F_ARGS] == '{' && PyUnicode_CompareWithASCIIString(cat, "python_function") == 0) {
+            d = py_frame_args(X);
+        } else {
+            d = Py_NewRef(a);
         }
+        if (d == NULL) {
+            rc = -1;
+            goto done;
+        }
+        Py_SETREF(a, d);
     }
     int8_t c8 = (int8_t)cls;
     if (coll) {
@@ -465,6 +514,9 @@ PyObject *py_scan(PyObject *self, PyObject *argv) {
     }
     for (int k = 0; k < N_INT_COLS; k++)
         X.defaults[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(defaults, k));
+    if ((X.py_keys[0] = PyUnicode_InternFromString("Python id")) == NULL ||
+        (X.py_keys[1] = PyUnicode_InternFromString("Python parent id")) == NULL)
+        goto done;
     for (size_t k = 0; k < n_lists; k++)
         if ((*lists[k] = PyList_New(0)) == NULL)
             goto done;
@@ -489,6 +541,8 @@ done:
     for (int k = 0; k < N_INT_COLS; k++)
         PyMem_Free(X.ints[k].p);
     cache_free(&X.cache);
+    Py_XDECREF(X.py_keys[0]);
+    Py_XDECREF(X.py_keys[1]);
     PyBuffer_Release(&text);
     return result;
 }

@@ -20,6 +20,7 @@ typedef struct {
     char *bytes;
     PyObject *obj;
     long bits;
+    int kind;
 } Entry;
 
 typedef struct {

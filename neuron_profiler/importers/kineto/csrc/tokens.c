@@ -27,10 +27,9 @@ void cache_free(Cache *c) {
     PyMem_Free(c->e);
 }
 
-/* The str of UTF-8 ``s`` (borrowed, alive while the cache is): kind 0 a key (``*bits`` its keyinfo), kind 1
- * a string shared through ``memo``. */
-PyObject *cached_str(Cache *c, const char *s, Py_ssize_t n, int kind, PyObject *memo, PyObject *keyinfo,
-                            long *bits) {
+/* The str of UTF-8 ``s`` (borrowed, alive while the cache is): kind 0 a key (``*bits`` its keyinfo), other
+ * kinds (1 names, 2 texts) a string shared through ``memo``. */
+PyObject *cached_str(Cache *c, const char *s, Py_ssize_t n, int kind, PyObject *memo, PyObject *keyinfo, long *bits) {
     uint64_t h = hash_bytes(s, n, kind);
     Py_ssize_t i = (Py_ssize_t)(h & (CACHE_SIZE - 1));
     if (c->e == NULL) {
@@ -42,7 +41,7 @@ PyObject *cached_str(Cache *c, const char *s, Py_ssize_t n, int kind, PyObject *
     }
     for (Py_ssize_t probe = 0; c->e[i].h && probe < CACHE_SIZE; probe++, i = (i + 1) & (CACHE_SIZE - 1)) {
         Entry *e = &c->e[i];
-        if (e->h == h && e->n == n && memcmp(e->bytes, s, (size_t)n) == 0) {
+        if (e->h == h && e->kind == kind && e->n == n && memcmp(e->bytes, s, (size_t)n) == 0) {
             if (bits)
                 *bits = e->bits;
             return e->obj;
@@ -87,7 +86,7 @@ PyObject *cached_str(Cache *c, const char *s, Py_ssize_t n, int kind, PyObject *
         return NULL;
     }
     memcpy(copy, s, (size_t)n);
-    c->e[i] = (Entry){h, n, copy, obj, b};
+    c->e[i] = (Entry){h, n, copy, obj, b, kind};
     c->used++;
     return obj;
 }
@@ -237,10 +236,11 @@ int str_tok(Cur *c, const char **s, Py_ssize_t *n) {
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* A decimal without exponent ("123.456"; digits from ``p``, the '.' at ``dot``, the end at ``end``) whose
- * digits fit in 2**53: one exact division by an exact power of ten, so correctly rounded (as strtod). */
+/* A decimal without exponent ("123.456"; digits from ``p``, the '.' at ``dot``, the end at ``end``; 0 for a
+ * token with an exponent) whose digits fit in 2**53: one exact division by an exact power of ten, so correctly
+ * rounded (as strtod). */
 static int fast_double(uc *p, uc *dot, uc *end, int neg, double *d) {
-    if (end - p > 17 || *end == 'e' || *end == 'E')
+    if (end - p > 17)
         return 0;
     uint64_t m = 0;
     int frac = 0;

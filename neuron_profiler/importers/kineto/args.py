@@ -1,0 +1,213 @@
+"""The columns read from the args dicts of complete events, in Python (``args_columns_py``): the oracle of the
+compiled passes (``csrc/objects.c``, ``csrc/scan.c``), and the JSON text helpers of the importer.
+
+What is read: the ``INT_ARGS`` int64 columns, the ``JSON_ARGS`` text columns, ``args`` (the JSON text without the
+keys the row class drops, "" when nothing is left) and the rows whose args hold collective metadata.
+"""
+from __future__ import annotations
+
+from functools import partial
+from itertools import chain, compress, count, repeat
+from operator import contains, is_not, itemgetter
+from typing import Any
+
+import numpy as np
+
+from neuron_profiler.importers.kineto.events import DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, int_column
+
+try:
+    import orjson
+
+    _ORJSON_OPT = orjson.OPT_NON_STR_KEYS
+    _dumps_bytes: Any = partial(orjson.dumps, option=_ORJSON_OPT)
+    orjson_loads: Any = orjson.loads
+
+    def dumps(v: Any) -> str:
+        """Compact JSON text of ``v``."""
+        return orjson.dumps(v, option=_ORJSON_OPT).decode()
+except ImportError:  # pragma: no cover - orjson is optional
+    import json
+
+    _dumps_bytes = None
+    orjson_loads = None
+
+    def dumps(v: Any) -> str:
+        """Compact JSON text of ``v``."""
+        return json.dumps(v, separators=(",", ":"), default=str)
+
+
+def safe_dumps(v: Any) -> str:
+    """``dumps(v)``, or "" when ``v`` cannot be encoded."""
+    try:
+        return dumps(v)
+    except (TypeError, ValueError):
+        return ""
+
+
+def safe_dumps_all(values: Any) -> list[str]:
+    """``[safe_dumps(v) for v in values]`` in C-level passes (orjson encodes, ``bytes.decode`` decodes): the
+    args of events with distinct args are encoded one by one, ~20k per 200k events."""
+    values = values if isinstance(values, list) else list(values)
+    if _dumps_bytes is not None:
+        try:
+            return list(map(bytes.decode, map(_dumps_bytes, values)))
+        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
+            pass
+    return [safe_dumps(v) for v in values]
+
+
+#: row classes of complete events
+HOST, DEVICE, ANNOTATION, TRACE = 0, 1, 2, 3
+CLASS_OF_CAT = {**{c: DEVICE for c in DEVICE_CATEGORIES}, **{c: ANNOTATION for c in DEVICE_ANNOTATION_CATEGORIES},
+          "Trace": TRACE}
+MISSING_STREAM = -(2**62)  # args.stream absent (an explicit -1 is kept)
+
+#: args stored in their own columns, or Kineto-internal per-event ids ("Ev Idx" = position in Kineto's event
+#: list, "Record function id"): left out of the ``args`` JSON so that equal args give equal (interned) strings
+HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input Dims", "Input type", "flops",
+                       "Ev Idx", "Record function id"})
+INSTR_DROP = frozenset({"External id", "correlation", "Ev Idx"})
+_DROP = {HOST: HOST_DROP, ANNOTATION: HOST_DROP, DEVICE: INSTR_DROP}
+EMPTY_ARGS: dict[str, Any] = {}
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1  # orjson writes ints in this range (and up to 2**64 - 1)
+
+
+def objects(values: list[Any]) -> np.ndarray:
+    """Object array holding the very objects of ``values`` (no conversion to a numpy string dtype)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _json_or_empty(values: list[Any]) -> list[str]:
+    if None not in values:
+        return safe_dumps_all(values)
+    return ["" if v is None else safe_dumps(v) for v in values]
+
+
+#: int columns read from args: column -> (args key, default)
+INT_ARGS = {"corr": ("correlation", -1), "ext": ("External id", -1), "seq": ("Sequence number", -1),
+             "flops": ("flops", 0), "bytes": ("bytes", 0), "device": ("device", -1),
+             "stream": ("stream", MISSING_STREAM)}
+#: JSON text columns read from args: column -> args key
+JSON_ARGS = {"input_shapes": "Input Dims", "input_dtypes": "Input type"}
+
+
+def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[str]) -> list[str] | None:
+    """The args JSON of a group of events sharing the key tuple ``keys`` (None: all empty)."""
+    kept = tuple(k for k in keys if k not in drop)
+    if not kept:
+        return None
+    if len(kept) == 1:
+        vals = list(map(itemgetter(kept[0]), ga))
+        if set(map(type, vals)) <= {int, str}:  # not bool/float: 1 == True == 1.0 would share a text
+            enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
+            return [enc[v] for v in vals]
+        return _one_key_texts(kept[0], vals)
+    vals = list(map(itemgetter(*kept), ga))
+    try:
+        uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
+    except TypeError:
+        uniq = None
+    if uniq is not None and len(uniq) * 2 <= len(vals):
+        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike)
+        types = {type(x) for u in uniq for x in u}
+        if bool not in types and not (int in types and float in types):
+            enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
+            return [enc[v] for v in vals]
+    texts = _int_args_text(kept, vals)
+    if texts is not None:
+        return texts
+    if len(kept) == len(keys):
+        return safe_dumps_all(ga)
+    return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
+
+
+def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
+    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: each value encoded alone (lists such as a
+    cpu_op's "Concrete Inputs" cannot be shared through a dict) inside the object's fixed text."""
+    if _dumps_bytes is not None:
+        tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
+        try:
+            return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
+        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
+            pass
+    return [safe_dumps({key: v}) for v in vals]
+
+
+def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
+    """The args texts of value tuples that are ints (and a few None: a root frame's ``Python parent id``), as
+    orjson writes them, through one %-template; None when other values are present."""
+    flat = list(chain.from_iterable(vals))
+    types = set(map(type, flat))
+    if not types <= _INT_NONE or int not in types:
+        return None
+    ints = list(filter(partial(is_not, None), flat)) if type(None) in types else flat
+    if not _I64_MIN <= min(ints) <= max(ints) <= _I64_MAX:
+        return None
+    nulls = list(compress(count(), map(contains, vals, repeat(None)))) if len(ints) < len(flat) else []
+    if nulls:
+        vals = list(vals)
+        zero = (0,) * len(kept)
+        for i in nulls:
+            vals[i] = zero
+    tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
+    out = list(map(tmpl.__mod__, vals))
+    for i in nulls:  # rows holding a None: encoded one by one
+        out[i] = safe_dumps(dict(zip(kept, flat[i * len(kept):(i + 1) * len(kept)])))
+    return out
+
+
+_INT_NONE = frozenset({int, type(None)})
+
+
+def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:
+    """(key tuple, rows, args dicts) per distinct key tuple of ``args``, rows ascending: one C-level pass
+    gives every event its group id (``dict.setdefault`` with fresh ids), numpy sorts the rows by group."""
+    index: dict[tuple[str, ...], int] = {}
+    gid = np.fromiter(map(index.setdefault, map(tuple, args), count()), dtype=np.int64, count=len(args))
+    if len(index) == 1:
+        return [(next(iter(index)), np.arange(len(args), dtype=np.int64), args)]
+    order = np.argsort(gid, kind="stable")
+    sg = gid[order]
+    bounds = np.flatnonzero(np.diff(sg)) + 1
+    key_of = {v: k for k, v in index.items()}
+    out = []
+    for rows in np.split(order, bounds):
+        ga = list(itemgetter(*rows.tolist())(args)) if len(rows) > 1 else [args[int(rows[0])]]
+        out.append((key_of[int(gid[rows[0]])], rows, ga))
+    return out
+
+
+def args_columns_py(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
+    """``args_columns`` in Python: events are grouped by key tuple, so a key is only looked up in the groups
+    that have it, and a group with one kept int/str key is encoded once per distinct value."""
+    n = len(args)
+    out: dict[str, Any] = {c: np.full(n, d, dtype=np.int64) for c, (_k, d) in INT_ARGS.items()}
+    for c in (*JSON_ARGS, "args"):
+        out[c] = np.full(n, "", dtype=object)
+    coll: list[np.ndarray] = []
+    groups = _groups(args)
+    for keys, rows, ga in groups:
+        if not keys:
+            continue
+        present = set(keys)
+        for c, (k, d) in INT_ARGS.items():
+            if k in present:
+                out[c][rows] = int_column(list(map(itemgetter(k), ga)), d)
+        for c, k in JSON_ARGS.items():
+            if k in present:
+                out[c][rows] = objects(_json_or_empty(list(map(itemgetter(k), ga))))
+        if "Collective name" in present:
+            coll.append(rows)
+        g_cls = cls[rows]
+        for c in np.unique(g_cls).tolist():
+            drop = _DROP.get(c)
+            if drop is None:
+                continue
+            sel = g_cls == c
+            texts = _args_text(ga if sel.all() else [a for a, s in zip(ga, sel.tolist()) if s], keys, drop)
+            if texts is not None:
+                out["args"][rows[sel]] = objects(texts)
+    out["coll"] = np.sort(np.concatenate(coll)) if coll else np.zeros(0, np.int64)
+    return out
