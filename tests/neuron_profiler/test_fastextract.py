@@ -315,6 +315,9 @@ def test_the_scan_agrees_with_the_parse_on_generated_events(events, style, monke
     b'[{"ph":"X","cat":"c","name":"n\x01","pid":1,"tid":1,"ts":1,"dur":1}]',
     b'[{"ph":"X","cat":"c","name":"\xff","pid":1,"tid":1,"ts":1,"dur":1}]',
     b'[{"ph":"X","cat":"c","name":"n","pid":1.5,"tid":1,"ts":1,"dur":1}]',
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"other":1e999}]',  # orjson refuses it
+    b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1,"other":' + b"9" * 400 + b'}]',  # too
+    b'[{"ph":"X","cat":"c","name":"a long name \x01 with a raw control","pid":1,"tid":1,"ts":1,"dur":1}]',
     b'[{"ph":"Q","cat":"c"}]', b'[3]', b'[{"ph":"X"}]',
     b'[{"ph":"X","cat":"c","name":"n","pid":1,"tid":1,"ts":1,"dur":1},]',
 ])
@@ -337,3 +340,15 @@ def test_the_scan_reads_escapes_numbers_and_nested_args_as_orjson(monkeypatch):
     assert x["duration_ns"].tolist() == [1_000_000] and x["input_shapes"].tolist() == ["[[1,2],[]]"]
     assert x["args"].tolist() == ['{"occupancy":{"x":0,"y":[1.5,2e-7]},"stream":"7"}']
     assert x["stream"].tolist() == [7] and x["flops"].tolist() == [1]
+
+
+@pytest.mark.parametrize("special", ['"', "\\", "\n", "\x1f", "\u00e9", "\U0001F600", "\x7f", "~"])
+def test_the_scan_finds_a_special_character_at_any_position_of_a_long_string(special, monkeypatch):
+    """Strings are scanned 8 bytes at a time: a quote, a backslash, a control or a non-ASCII character at every
+    position of strings up to 40 characters reads as the parse reads it."""
+    import json
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "a" * i + special + "b" * (40 - i), "pid": 1, "tid": 1, "ts": i,
+               "dur": 1, "args": {"k" * (i % 11): "x" * i + special}} for i in range(41)]
+    for text in (orjson.dumps({"traceEvents": events}), json.dumps({"traceEvents": events}).encode()):
+        _same(_scan_or_parse(text, True, monkeypatch), _scan_or_parse(text, False, monkeypatch), repr(special))

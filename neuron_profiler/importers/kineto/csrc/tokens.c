@@ -157,11 +157,23 @@ static int put_cp(Buf *b, unsigned cp) {
 
 /* The string at c->p ('"'): its UTF-8 bytes in (*s, *n): the text itself, or c->str when it has escapes
  * (valid until the next string). 0 ok, DEFER, -1 error. */
+/* Some byte of w is '"', '\\', below 0x20 or at or above 0x80 (exact: no false positives or negatives). */
+static inline int has_special(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs) != 0;
+}
+
 int str_tok(Cur *c, const char **s, Py_ssize_t *n) {
     uc *p = ++c->p, *end = c->end, *run = p;
     int esc = 0;
     c->str.n = 0;
     while (p < end) {
+        uint64_t w;
+        while (end - p >= 8 && (memcpy(&w, p, 8), !has_special(w)))
+            p += 8;
+        if (p >= end)
+            break;
         unsigned ch = *p;
         if (ch == '"') {
             if (!esc) {
@@ -327,10 +339,13 @@ int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
     c->p = p;
     if (!isf) {
         unsigned long long v = 0;
+        Py_ssize_t nd = int_end - (st + neg);
+        if (nd > 20)
+            return DEFER; /* beyond 64 bits: orjson reads a float */
         for (uc *q = st + neg; q < int_end; q++) {
             unsigned dgt = *q - '0';
-            if (v > (18446744073709551615ULL - dgt) / 10)
-                return DEFER; /* beyond 64 bits: orjson reads a float */
+            if (nd == 20 && v > (18446744073709551615ULL - dgt) / 10)
+                return DEFER;
             v = v * 10 + dgt;
         }
         if (neg) {
@@ -362,6 +377,40 @@ int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
     if (!isfinite(*d))
         return DEFER; /* orjson refuses it */
     *kind = NUM_F64;
+    return 0;
+}
+
+/* The number at c->p, checked but not converted (a value nobody reads): the text must still be one orjson
+ * reads, so an exponent makes it parse the value (orjson refuses infinite ones). */
+static int num_skip(Cur *c) {
+    uc *p = c->p, *end = c->end;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end)
+        return DEFER;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    else
+        return DEFER;
+    if (p < end && *p == '.') {
+        if (++p >= end || *p < '0' || *p > '9')
+            return DEFER;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        int kind;
+        long long i;
+        unsigned long long u;
+        double d;
+        return num_tok(c, &kind, &i, &u, &d);
+    }
+    if (p - c->p > 300)
+        return DEFER; /* could exceed the float range */
+    c->p = p;
     return 0;
 }
 
@@ -479,10 +528,10 @@ int value(Cur *c, Buf *out, int depth) {
         long long i;
         unsigned long long u;
         double d;
+        if (!out)
+            return num_skip(c);
         uc *st = c->p;
         TRY(num_tok(c, &kind, &i, &u, &d));
-        if (!out)
-            return 0;
         if (kind == NUM_F64 && !float_token_is_canonical(st, c->p))
             return enc_float(out, d);
         if (kind == NUM_I64 && i == 0)
