@@ -352,3 +352,14 @@ def test_the_scan_finds_a_special_character_at_any_position_of_a_long_string(spe
                "dur": 1, "args": {"k" * (i % 11): "x" * i + special}} for i in range(41)]
     for text in (orjson.dumps({"traceEvents": events}), json.dumps({"traceEvents": events}).encode()):
         _same(_scan_or_parse(text, True, monkeypatch), _scan_or_parse(text, False, monkeypatch), repr(special))
+
+
+def test_the_key_bits_of_python_and_c_are_the_same():
+    """``extract._key_info`` builds the dict the C passes read with the K_* bits of ``csrc/common.h``."""
+    import re
+    from pathlib import Path
+
+    header = (Path(extract.__file__).parent / "csrc" / "common.h").read_text()
+    bits = {name: int(v, 16) for name, v in re.findall(r"#define K_(\w+) (0x[0-9A-Fa-f]+)", header)}
+    assert bits.pop("INT_MASK") == 0x0F and len(extract.INT_ARGS) < 0x0F
+    assert bits == {name: getattr(extract, f"_K_{name}") for name in bits} and len(bits) == 7

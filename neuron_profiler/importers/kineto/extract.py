@@ -49,8 +49,9 @@ try:
     if os.environ.get("NEURON_PROFILER_PURE_PYTHON"):  # the oracle path, e.g. to compare or to debug
         raise ImportError
     import neuron_profiler.importers.kineto._fastextract as compiled
-except ImportError:  # built without a C compiler: same results, ~2x slower extraction
+except ImportError:  # built without a C compiler: same results, slower
     compiled = None
+
 
 def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     """Values that should be strings (None -> "", others str()), equal strings shared through ``memo``."""
@@ -73,19 +74,28 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, st
     return args_columns_py(args, cls)
 
 
+#: what the compiled passes do with an args key: the K_* bits of ``csrc/common.h`` (int column + 1 in the low bits)
+_K_SHAPES, _K_DTYPES, _K_COLL, _K_DROP_HOST, _K_DROP_DEVICE, _K_PY_ID, _K_PY_PARENT = (
+    0x10, 0x20, 0x40, 0x80, 0x100, 0x200, 0x400)
+
+
 def _key_info() -> dict[str, int]:
-    """What the compiled ``args_columns`` does with each args key (bits of ``_fastextract.c``)."""
+    """The ``keyinfo`` dict of the compiled passes: args key -> its K_* bits."""
     info: dict[str, int] = {}
+
+    def add(key: str, bit: int) -> None:
+        info[key] = info.get(key, 0) | bit
+
     for i, (k, _d) in enumerate(INT_ARGS.values()):
-        info[k] = info.get(k, 0) | (i + 1)
-    for k, bit in zip(JSON_ARGS.values(), (0x10, 0x20)):
-        info[k] = info.get(k, 0) | bit
-    info["Collective name"] = info.get("Collective name", 0) | 0x40
-    info["Python id"] = info.get("Python id", 0) | 0x200
-    info["Python parent id"] = info.get("Python parent id", 0) | 0x400
-    for keys, bit in ((HOST_DROP, 0x80), (INSTR_DROP, 0x100)):
+        add(k, i + 1)
+    for k, bit in zip(JSON_ARGS.values(), (_K_SHAPES, _K_DTYPES)):
+        add(k, bit)
+    add("Collective name", _K_COLL)
+    add("Python id", _K_PY_ID)
+    add("Python parent id", _K_PY_PARENT)
+    for keys, bit in ((HOST_DROP, _K_DROP_HOST), (INSTR_DROP, _K_DROP_DEVICE)):
         for k in keys:
-            info[k] = info.get(k, 0) | bit
+            add(k, bit)
     return info
 
 

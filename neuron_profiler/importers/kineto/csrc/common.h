@@ -13,7 +13,7 @@
 #define MAX_DEPTH 64                   /* deeper values go to the fallback (orjson stops at 255) */
 #define N_INT_COLS 7
 
-/* keyinfo bits (extract._key_info builds the dict) */
+/* keyinfo bits: extract._key_info builds the dict with the same values (extract._K_*; a test compares them) */
 #define K_INT_MASK 0x0F   /* int column + 1 */
 #define K_SHAPES 0x10
 #define K_DTYPES 0x20
