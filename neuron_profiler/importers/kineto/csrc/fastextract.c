@@ -25,7 +25,7 @@
  *     event dicts: see there.
  *
  * Sources: common.h (shared declarations), encode.c (JSON text, value rules), objects.c (passes over dicts),
- * scan.c (pass over text), this file (module).
+ * scan.h / strcache.c / tokens.c / scan.c (pass over text), this file (module).
  */
 #include "common.h"
 

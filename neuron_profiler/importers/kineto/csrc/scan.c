@@ -209,11 +209,7 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
         PyObject *key = cached_str(&X->cache, s, n, 0, NULL, X->keyinfo, &bits);
         if (key == NULL)
             return -1;
-        ws(c);
-        if (c->p >= c->end || *c->p != ':')
-            return DEFER;
-        c->p++;
-        ws(c);
+        TRY(expect_colon(c));
         uc *v0 = c->p;
         X->val.n = 0;
         TRY(value(c, &X->val, 1));
@@ -240,17 +236,11 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
                 return -1;
         }
         c->p = after;
-        ws(c);
-        if (c->p >= c->end)
-            return DEFER;
-        if (*c->p == '}') {
-            c->p++;
+        int next = next_item(c, '}');
+        if (next == CLOSED)
             break;
-        }
-        if (*c->p != ',')
-            return DEFER;
-        c->p++;
-        ws(c);
+        if (next != MORE)
+            return next;
     }
     *end = (uc *)c->p;
     if (kept) {
@@ -397,28 +387,18 @@ static int event(Scan *X) {
             return DEFER;
         TRY(str_tok(c, &s, &n));
         int k = field_of(s, n);
-        ws(c);
-        if (c->p >= c->end || *c->p != ':')
-            return DEFER;
-        c->p++;
-        ws(c);
+        TRY(expect_colon(c));
         if (k >= 0) {
             if (f[k])
                 return DEFER; /* a duplicate key */
             f[k] = (uc *)c->p;
         }
         TRY(value(c, NULL, 1));
-        ws(c);
-        if (c->p >= c->end)
-            return DEFER;
-        if (*c->p == '}') {
-            c->p++;
+        int next = next_item(c, '}');
+        if (next == CLOSED)
             break;
-        }
-        if (*c->p != ',')
-            return DEFER;
-        c->p++;
-        ws(c);
+        if (next != MORE)
+            return next;
     }
     uc *end = c->p;
     if (f[F_PH] == NULL || *f[F_PH] != '"')

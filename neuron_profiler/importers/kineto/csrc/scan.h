@@ -4,6 +4,8 @@
 #include "common.h"
 
 #define DEFER 1
+#define MORE 0   /* next_item: another member or element follows */
+#define CLOSED 2 /* next_item: the object or array is closed */
 #define TRY(x)                                                                                                     \
     do {                                                                                                           \
         int rc_ = (x);                                                                                             \
@@ -48,4 +50,6 @@ int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d);
 int literal(Cur *c, const char *word, Py_ssize_t n);
 int dup_key(Buf *keys, const char *s, Py_ssize_t n);
 int value(Cur *c, Buf *out, int depth);
+int expect_colon(Cur *c);
+int next_item(Cur *c, char close);
 #endif

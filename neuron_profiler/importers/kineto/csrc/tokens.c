@@ -6,91 +6,6 @@
 
 #include "scan.h"
 
-/* ------------------------------------------------------------------ strings seen in a slice */
-/* keys -> (str, keyinfo bits); cat / name / flow category -> the str shared through memo */
-static uint64_t hash_bytes(const char *s, Py_ssize_t n, int kind) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)kind;
-    for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h | 1; /* 0 marks an empty slot */
-}
-
-void cache_free(Cache *c) {
-    Py_XDECREF(c->keep);
-    if (c->e == NULL)
-        return;
-    for (Py_ssize_t i = 0; i < CACHE_SIZE; i++)
-        if (c->e[i].h) {
-            PyMem_Free(c->e[i].bytes);
-            Py_DECREF(c->e[i].obj);
-        }
-    PyMem_Free(c->e);
-}
-
-/* The str of UTF-8 ``s`` (borrowed, alive while the cache is): kind 0 a key (``*bits`` its keyinfo), other
- * kinds (1 names, 2 texts) a string shared through ``memo``. */
-PyObject *cached_str(Cache *c, const char *s, Py_ssize_t n, int kind, PyObject *memo, PyObject *keyinfo, long *bits) {
-    uint64_t h = hash_bytes(s, n, kind);
-    Py_ssize_t i = (Py_ssize_t)(h & (CACHE_SIZE - 1));
-    if (c->e == NULL) {
-        c->e = PyMem_Calloc(CACHE_SIZE, sizeof(Entry));
-        if (c->e == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-    }
-    for (Py_ssize_t probe = 0; c->e[i].h && probe < CACHE_SIZE; probe++, i = (i + 1) & (CACHE_SIZE - 1)) {
-        Entry *e = &c->e[i];
-        if (e->h == h && e->kind == kind && e->n == n && memcmp(e->bytes, s, (size_t)n) == 0) {
-            if (bits)
-                *bits = e->bits;
-            return e->obj;
-        }
-    }
-    PyObject *str = PyUnicode_DecodeUTF8(s, n, NULL);
-    if (str == NULL)
-        return NULL;
-    long b = 0;
-    PyObject *obj = str;
-    if (kind == 0) {
-        PyObject *info = PyDict_GetItemWithError(keyinfo, str);
-        if (info == NULL && PyErr_Occurred()) {
-            Py_DECREF(str);
-            return NULL;
-        }
-        b = info ? PyLong_AsLong(info) : 0;
-    } else {
-        obj = PyDict_SetDefault(memo, str, str);
-        if (obj == NULL) {
-            Py_DECREF(str);
-            return NULL;
-        }
-        Py_INCREF(obj);
-        Py_DECREF(str);
-    }
-    if (bits)
-        *bits = b;
-    if (c->used * 4 >= CACHE_SIZE * 3) { /* full enough: not kept in the table, the cache still owns it */
-        if (c->keep == NULL && (c->keep = PyList_New(0)) == NULL) {
-            Py_DECREF(obj);
-            return NULL;
-        }
-        int rc = PyList_Append(c->keep, obj);
-        Py_DECREF(obj);
-        return rc < 0 ? NULL : obj;
-    }
-    char *copy = PyMem_Malloc((size_t)n + 1);
-    if (copy == NULL) {
-        Py_DECREF(obj);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    memcpy(copy, s, (size_t)n);
-    c->e[i] = (Entry){h, n, copy, obj, b, kind};
-    c->used++;
-    return obj;
-}
-
 /* ------------------------------------------------------------------ tokens */
 /* Length of the UTF-8 sequence at p (first byte >= 0x80), 0 when invalid (overlong, surrogate, > U+10FFFF). */
 static int utf8_len(uc *p, uc *end) {
@@ -301,15 +216,13 @@ static int float_token_is_canonical(uc *st, uc *end) {
     return dot - q <= 16;
 }
 
-/* The number at c->p: *kind and its value. 0 ok, DEFER (not a number, an int beyond 64 bits, a float out of
- * range), -1 error. */
-int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
-    uc *st = c->p, *p = c->p, *end = c->end;
-    int neg = 0, isf = 0;
-    if (p < end && *p == '-') {
-        neg = 1;
+/* The grammar of the number at c->p (RFC 8259): the end of its integer part, whether it has a fraction or an
+ * exponent, and its end (c->p is not moved). 0 ok, DEFER. */
+static int num_span(Cur *c, uc **int_end, int *has_frac, int *has_exp, uc **end_out) {
+    uc *p = c->p, *end = c->end;
+    *has_frac = *has_exp = 0;
+    if (p < end && *p == '-')
         p++;
-    }
     if (p >= end)
         return DEFER;
     if (*p == '0')
@@ -319,16 +232,16 @@ int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
             p++;
     else
         return DEFER;
-    uc *int_end = p;
+    *int_end = p;
     if (p < end && *p == '.') {
-        isf = 1;
+        *has_frac = 1;
         if (++p >= end || *p < '0' || *p > '9')
             return DEFER;
         while (p < end && *p >= '0' && *p <= '9')
             p++;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
-        isf = 1;
+        *has_exp = 1;
         if (++p < end && (*p == '+' || *p == '-'))
             p++;
         if (p >= end || *p < '0' || *p > '9')
@@ -336,6 +249,17 @@ int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
         while (p < end && *p >= '0' && *p <= '9')
             p++;
     }
+    *end_out = p;
+    return 0;
+}
+
+/* The number at c->p: *kind and its value. 0 ok, DEFER (not a number, an int beyond 64 bits, a float out of
+ * range), -1 error. */
+int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
+    uc *st = c->p, *int_end, *p;
+    int has_frac, has_exp;
+    TRY(num_span(c, &int_end, &has_frac, &has_exp, &p));
+    int neg = *st == '-', isf = has_frac || has_exp;
     c->p = p;
     if (!isf) {
         unsigned long long v = 0;
@@ -381,35 +305,18 @@ int num_tok(Cur *c, int *kind, long long *i, unsigned long long *u, double *d) {
 }
 
 /* The number at c->p, checked but not converted (a value nobody reads): the text must still be one orjson
- * reads, so an exponent makes it parse the value (orjson refuses infinite ones). */
+ * reads, so an exponent or a long integer part makes it parse the value (orjson refuses infinite ones). */
 static int num_skip(Cur *c) {
-    uc *p = c->p, *end = c->end;
-    if (p < end && *p == '-')
-        p++;
-    if (p >= end)
-        return DEFER;
-    if (*p == '0')
-        p++;
-    else if (*p >= '1' && *p <= '9')
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    else
-        return DEFER;
-    if (p < end && *p == '.') {
-        if (++p >= end || *p < '0' || *p > '9')
-            return DEFER;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
+    uc *int_end, *p;
+    int has_frac, has_exp;
+    TRY(num_span(c, &int_end, &has_frac, &has_exp, &p));
+    if (has_exp || int_end - c->p > 300) {
         int kind;
         long long i;
         unsigned long long u;
         double d;
         return num_tok(c, &kind, &i, &u, &d);
     }
-    if (p - c->p > 300)
-        return DEFER; /* could exceed the float range */
     c->p = p;
     return 0;
 }
@@ -431,6 +338,32 @@ int dup_key(Buf *keys, const char *s, Py_ssize_t n) {
         at += (Py_ssize_t)sizeof len + len;
     }
     return buf_put(keys, (const char *)&n, sizeof n) < 0 || buf_put(keys, s, n) < 0 ? -1 : 0;
+}
+
+/* After a key: the ':' and the whitespace around it. */
+int expect_colon(Cur *c) {
+    ws(c);
+    if (c->p >= c->end || *c->p != ':')
+        return DEFER;
+    c->p++;
+    ws(c);
+    return 0;
+}
+
+/* After a member or an element: MORE (a ',' and whitespace), CLOSED (``close``, passed) or DEFER. */
+int next_item(Cur *c, char close) {
+    ws(c);
+    if (c->p >= c->end)
+        return DEFER;
+    if (*c->p == close) {
+        c->p++;
+        return CLOSED;
+    }
+    if (*c->p != ',')
+        return DEFER;
+    c->p++;
+    ws(c);
+    return MORE;
 }
 
 /* The object at c->p ('{'), checked, written to ``out`` (NULL: skipped) with its keys in order. */
@@ -456,23 +389,13 @@ static int object(Cur *c, Buf *out, int depth, Buf *keys) {
             if ((!first && buf_putc(out, ',') < 0) || enc_utf8(out, s, n) < 0 || buf_putc(out, ':') < 0)
                 return -1;
         }
-        ws(c);
-        if (c->p >= c->end || *c->p != ':')
-            return DEFER;
-        c->p++;
-        ws(c);
+        TRY(expect_colon(c));
         TRY(value(c, out, depth + 1));
-        ws(c);
-        if (c->p >= c->end)
-            return DEFER;
-        if (*c->p == '}') {
-            c->p++;
+        int next = next_item(c, '}');
+        if (next == CLOSED)
             return out ? buf_putc(out, '}') : 0;
-        }
-        if (*c->p != ',')
-            return DEFER;
-        c->p++;
-        ws(c);
+        if (next != MORE)
+            return next;
     }
 }
 
@@ -499,17 +422,11 @@ int value(Cur *c, Buf *out, int depth) {
         }
         for (;;) {
             TRY(value(c, out, depth + 1));
-            ws(c);
-            if (c->p >= c->end)
-                return DEFER;
-            if (*c->p == ']') {
-                c->p++;
+            int next = next_item(c, ']');
+            if (next == CLOSED)
                 return out ? buf_putc(out, ']') : 0;
-            }
-            if (*c->p != ',')
-                return DEFER;
-            c->p++;
-            ws(c);
+            if (next != MORE)
+                return next;
             if (out && buf_putc(out, ',') < 0)
                 return -1;
         }
