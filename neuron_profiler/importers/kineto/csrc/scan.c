@@ -173,11 +173,31 @@ static PyObject *py_frame_args(Scan *X) {
     return d;
 }
 
+/* What one args member (K_* ``bits``, its value at ``v0``..``after``, written in X->val) gives the row: int
+ * columns, shapes / dtypes texts, the collective flag, python frame ids. */
+static int args_member(Scan *X, long bits, uc *v0, uc *after, int64_t *ints, PyObject **texts, int *coll) {
+    if (bits & K_INT_MASK)
+        TRY(int_value(X, v0, &ints[(bits & K_INT_MASK) - 1]));
+    if ((bits & (K_SHAPES | K_DTYPES)) && *v0 != 'n') {
+        PyObject **dest = &texts[bits & K_SHAPES ? 0 : 1];
+        Py_XSETREF(*dest, shared_text(X, &X->val));
+        if (*dest == NULL)
+            return -1;
+    }
+    if (bits & (K_PY_ID | K_PY_PARENT)) {
+        X->py[bits & K_PY_ID ? 0 : 1][0] = v0;
+        X->py[bits & K_PY_ID ? 0 : 1][1] = after;
+    }
+    if (bits & K_COLL)
+        *coll = 1;
+    return 0;
+}
+
 /* The args object at ``at`` of an X row of class ``cls``: int columns into ints, shapes / dtypes / args texts
  * (new references), *coll when it holds "Collective name", *end just past it. */
 static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, int *coll, uc **end) {
     Cur *c = &X->c;
-    int drop = cls == DEVICE ? K_DROP_DEVICE : K_DROP_HOST, want_text = cls != TRACE, kept = 0;
+    int drop = cls == DEVICE ? K_DROP_DEVICE : K_DROP_HOST, want_text = cls != TRACE, kept = 0, next = MORE;
     Buf *t = &X->text;
     c->p = at;
     if (*at != '{') { /* null or another type: no args (the other path's ``_EMPTY``) */
@@ -193,12 +213,11 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
         return -1;
     if (c->p < c->end && *c->p == '}') {
         c->p++;
-        *end = (uc *)c->p;
-        return 0;
+        next = CLOSED;
     }
-    for (;;) {
+    while (next == MORE) {
         const char *s;
-        Py_ssize_t n;
+        Py_ssize_t n, kn;
         long bits;
         if (c->p >= c->end || *c->p != '"')
             return DEFER;
@@ -214,34 +233,18 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
         X->val.n = 0;
         TRY(value(c, &X->val, 1));
         uc *after = c->p;
-        if (bits & K_INT_MASK)
-            TRY(int_value(X, v0, &ints[(bits & K_INT_MASK) - 1]));
-        if ((bits & (K_SHAPES | K_DTYPES)) && *v0 != 'n') {
-            PyObject **dest = &texts[bits & K_SHAPES ? 0 : 1];
-            Py_XSETREF(*dest, shared_text(X, &X->val));
-            if (*dest == NULL)
-                return -1;
-        }
-        if (bits & (K_PY_ID | K_PY_PARENT)) {
-            X->py[bits & K_PY_ID ? 0 : 1][0] = v0;
-            X->py[bits & K_PY_ID ? 0 : 1][1] = after;
-        }
-        if (bits & K_COLL)
-            *coll = 1;
+        TRY(args_member(X, bits, v0, after, ints, texts, coll));
         if (want_text && !(bits & drop)) {
-            Py_ssize_t kn;
             const char *ku = PyUnicode_AsUTF8AndSize(key, &kn);
             if (ku == NULL || (kept++ && buf_putc(t, ',') < 0) || enc_utf8(t, ku, kn) < 0 || buf_putc(t, ':') < 0 ||
                 buf_put(t, X->val.p, X->val.n) < 0)
                 return -1;
         }
         c->p = after;
-        int next = next_item(c, '}');
-        if (next == CLOSED)
-            break;
-        if (next != MORE)
-            return next;
+        next = next_item(c, '}');
     }
+    if (next != CLOSED)
+        return next;
     *end = (uc *)c->p;
     if (kept) {
         if (buf_putc(t, '}') < 0)
@@ -253,76 +256,80 @@ static int scan_args(Scan *X, uc *at, int cls, int64_t *ints, PyObject **texts, 
     return 0;
 }
 
+/* One complete event's columns, while it is read (references owned). */
+typedef struct {
+    int64_t ts, dur, ints[N_INT_COLS];
+    int cls, coll;
+    PyObject *cat, *name; /* borrowed from memo */
+    PyObject *pid, *tid, *args, *texts[3];
+} Row;
+
+/* The args dict the caller reads for a row (new reference): a collective's whole dict (parsed by ``loads``), a
+ * python frame's ids, else ``empty``. */
+static PyObject *row_args(Scan *X, uc *at, uc *end, Row *r) {
+    if (*at == '{' && r->coll) {
+        PyObject *view = PyMemoryView_FromMemory((char *)at, end - at, PyBUF_READ);
+        PyObject *d = view ? PyObject_CallOneArg(X->loads, view) : NULL;
+        Py_XDECREF(view);
+        return d;
+    }
+    if (*at == '{' && PyUnicode_CompareWithASCIIString(r->cat, "python_function") == 0)
+        return py_frame_args(X);
+    return Py_NewRef(X->empty);
+}
+
+static int append_row(Scan *X, Row *r) {
+    int8_t c8 = (int8_t)r->cls;
+    if (r->coll && append_new(X->coll, PyLong_FromSsize_t(X->nx)) < 0)
+        return -1;
+    if (PyList_Append(X->cat, r->cat) < 0 || PyList_Append(X->name, r->name) < 0 || PyList_Append(X->pid, r->pid) < 0 ||
+        PyList_Append(X->tid, r->tid) < 0 || PyList_Append(X->args, r->args) < 0 ||
+        PyList_Append(X->shapes, r->texts[0]) < 0 || PyList_Append(X->dtypes, r->texts[1]) < 0 ||
+        PyList_Append(X->texts, r->texts[2]) < 0 || buf_put(&X->ts, (char *)&r->ts, 8) < 0 ||
+        buf_put(&X->dur, (char *)&r->dur, 8) < 0 || buf_put(&X->cls, (char *)&c8, 1) < 0)
+        return -1;
+    for (int k = 0; k < N_INT_COLS; k++)
+        if (buf_put(&X->ints[k], (char *)&r->ints[k], 8) < 0)
+            return -1;
+    X->nx++;
+    return 0;
+}
+
 static int x_row(Scan *X, uc **f) {
     for (int k = F_CAT; k <= F_DUR; k++)
         if (f[k] == NULL)
             return DEFER;
-    int64_t ts, dur, ints[N_INT_COLS];
-    PyObject *cat, *name, *pid = NULL, *tid = NULL, *texts[3] = {S_empty, S_empty, S_empty}, *a = X->empty;
-    TRY(ns_value(X, f[F_TS], 1, &ts));
-    TRY(ns_value(X, f[F_DUR], 0, &dur));
-    TRY(name_value(X, f[F_CAT], &cat));
-    TRY(name_value(X, f[F_NAME], &name));
-    PyObject *cl = PyDict_GetItemWithError(X->classes, cat);
+    Row r = {0};
+    TRY(ns_value(X, f[F_TS], 1, &r.ts));
+    TRY(ns_value(X, f[F_DUR], 0, &r.dur));
+    TRY(name_value(X, f[F_CAT], &r.cat));
+    TRY(name_value(X, f[F_NAME], &r.name));
+    PyObject *cl = PyDict_GetItemWithError(X->classes, r.cat);
     if (cl == NULL && PyErr_Occurred())
         return -1;
-    int cls = cl == NULL ? HOST : (int)PyLong_AsLong(cl), coll = 0, rc = 0;
-    memcpy(ints, X->defaults, sizeof ints);
-    Py_INCREF(S_empty);
-    Py_INCREF(S_empty);
-    Py_INCREF(S_empty);
-    Py_INCREF(a);
-    if ((rc = id_value(X, f[F_PID], &pid)) || (rc = id_value(X, f[F_TID], &tid)))
-        goto done;
-    if (f[F_ARGS]) {
+    r.cls = cl == NULL ? HOST : (int)PyLong_AsLong(cl);
+    memcpy(r.ints, X->defaults, sizeof r.ints);
+    for (int k = 0; k < 3; k++)
+        r.texts[k] = Py_NewRef(S_empty);
+    int rc = id_value(X, f[F_PID], &r.pid);
+    if (rc == 0)
+        rc = id_value(X, f[F_TID], &r.tid);
+    if (rc == 0 && f[F_ARGS]) {
         uc *end;
         memset(X->py, 0, sizeof X->py);
-        if ((rc = scan_args(X, f[F_ARGS], cls, ints, texts, &coll, &end)))
-            goto done;
-        /* rows whose args dict the caller reads: collectives (the whole dict), python frames (their ids) */
-        PyObject *d = NULL;
-        if (*f[F_ARGS] == '{' && coll) {
-            PyObject *view = PyMemoryView_FromMemory((char *)f[F_ARGS], end - f[F_ARGS], PyBUF_READ);
-            d = view ? PyObject_CallOneArg(X->loads, view) : NULL;
-            Py_XDECREF(view);
-        } else if (*f[F_ARGS] == '{' && PyUnicode_CompareWithASCIIString(cat, "python_function") == 0) {
-            d = py_frame_args(X);
-        } else {
-            d = Py_NewRef(a);
-        }
-        if (d == NULL) {
+        rc = scan_args(X, f[F_ARGS], r.cls, r.ints, r.texts, &r.coll, &end);
+        if (rc == 0 && (r.args = row_args(X, f[F_ARGS], end, &r)) == NULL)
             rc = -1;
-            goto done;
-        }
-        Py_SETREF(a, d);
+    } else if (rc == 0) {
+        r.args = Py_NewRef(X->empty);
     }
-    int8_t c8 = (int8_t)cls;
-    if (coll) {
-        PyObject *row = PyLong_FromSsize_t(X->nx);
-        if ((rc = append_new(X->coll, row)))
-            goto done;
-    }
-    if (PyList_Append(X->cat, cat) < 0 || PyList_Append(X->name, name) < 0 || PyList_Append(X->pid, pid) < 0 ||
-        PyList_Append(X->tid, tid) < 0 || PyList_Append(X->args, a) < 0 || PyList_Append(X->shapes, texts[0]) < 0 ||
-        PyList_Append(X->dtypes, texts[1]) < 0 || PyList_Append(X->texts, texts[2]) < 0 ||
-        buf_put(&X->ts, (char *)&ts, 8) < 0 || buf_put(&X->dur, (char *)&dur, 8) < 0 ||
-        buf_put(&X->cls, (char *)&c8, 1) < 0) {
-        rc = -1;
-        goto done;
-    }
-    for (int k = 0; k < N_INT_COLS; k++)
-        if (buf_put(&X->ints[k], (char *)&ints[k], 8) < 0) {
-            rc = -1;
-            goto done;
-        }
-    X->nx++;
-done:
-    Py_XDECREF(pid);
-    Py_XDECREF(tid);
-    Py_XDECREF(texts[0]);
-    Py_XDECREF(texts[1]);
-    Py_XDECREF(texts[2]);
-    Py_DECREF(a);
+    if (rc == 0)
+        rc = append_row(X, &r);
+    Py_XDECREF(r.pid);
+    Py_XDECREF(r.tid);
+    Py_XDECREF(r.args);
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(r.texts[k]);
     return rc;
 }
 

@@ -79,6 +79,43 @@ static inline int has_special(uint64_t w) {
     return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs) != 0;
 }
 
+/* The escape at *pp ('\\'), decoded into b; *pp moves past it. 0 ok, DEFER (not JSON, a lone surrogate), -1. */
+static int unescape(uc **pp, uc *end, Buf *b) {
+    uc *p = *pp;
+    char one = 0;
+    if (end - p < 2)
+        return DEFER;
+    switch (p[1]) {
+    case '"': one = '"'; break;
+    case '\\': one = '\\'; break;
+    case '/': one = '/'; break;
+    case 'b': one = '\b'; break;
+    case 'f': one = '\f'; break;
+    case 'n': one = '\n'; break;
+    case 'r': one = '\r'; break;
+    case 't': one = '\t'; break;
+    case 'u': {
+        unsigned cp, lo;
+        if (!hex4(p + 2, end, &cp))
+            return DEFER;
+        p += 6;
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+            return DEFER; /* lone low surrogate */
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                return DEFER; /* lone high surrogate */
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 6;
+        }
+        *pp = p;
+        return put_cp(b, cp) < 0 ? -1 : 0;
+    }
+    default: return DEFER;
+    }
+    *pp = p + 2;
+    return buf_putc(b, one) < 0 ? -1 : 0;
+}
+
 int str_tok(Cur *c, const char **s, Py_ssize_t *n) {
     uc *p = ++c->p, *end = c->end, *run = p;
     int esc = 0;
@@ -110,51 +147,15 @@ int str_tok(Cur *c, const char **s, Py_ssize_t *n) {
             if (!k)
                 return DEFER;
             p += k;
-            continue;
-        }
-        if (ch != '\\') {
+        } else if (ch != '\\') {
             p++;
-            continue;
-        }
-        esc = 1;
-        if (buf_put(&c->str, (const char *)run, p - run) < 0)
-            return -1;
-        if (end - p < 2)
-            return DEFER;
-        char one = 0;
-        switch (p[1]) {
-        case '"': one = '"'; break;
-        case '\\': one = '\\'; break;
-        case '/': one = '/'; break;
-        case 'b': one = '\b'; break;
-        case 'f': one = '\f'; break;
-        case 'n': one = '\n'; break;
-        case 'r': one = '\r'; break;
-        case 't': one = '\t'; break;
-        case 'u': {
-            unsigned cp, lo;
-            if (!hex4(p + 2, end, &cp))
-                return DEFER;
-            p += 6;
-            if (cp >= 0xDC00 && cp <= 0xDFFF)
-                return DEFER; /* lone low surrogate */
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                    return DEFER; /* lone high surrogate */
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                p += 6;
-            }
-            if (put_cp(&c->str, cp) < 0)
+        } else {
+            esc = 1;
+            if (buf_put(&c->str, (const char *)run, p - run) < 0)
                 return -1;
+            TRY(unescape(&p, end, &c->str));
             run = p;
-            continue;
         }
-        default: return DEFER;
-        }
-        if (buf_putc(&c->str, one) < 0)
-            return -1;
-        p += 2;
-        run = p;
     }
     return DEFER;
 }
