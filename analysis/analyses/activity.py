@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.categorical import categorical, category_names, per_category
+from ..core.categorical import categorical, category_names, code_dtype, per_category
 from ..core.intervals import first_rows, is_sorted, merge, union_by_key
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
@@ -120,22 +120,14 @@ class _Part:
             np.take(col, self.sel, out=out, mode="clip")  # mode="clip": not buffered (positions are valid)
 
 
-def _code_dtype(n_categories: int) -> type:
-    """The codes dtype pandas gives a Categorical of ``n_categories`` (``coerce_indexer_dtype``)."""
-    for dt in (np.int8, np.int16, np.int32):
-        if n_categories < np.iinfo(dt).max:
-            return dt
-    return np.int64
-
-
 def _union_categories(cats: list[pd.Categorical]) -> tuple[pd.Index, list[np.ndarray]]:
     """(categories of the concatenation, per part the lookup from its codes to the union's codes, -1 last),
     the categories :func:`analysis.core.categorical.concat_categoricals` gives."""
     if len(cats) == 1:
         c = cats[0].categories
-        return c, [np.append(np.arange(len(c)), -1).astype(_code_dtype(len(c)))]
+        return c, [np.append(np.arange(len(c)), -1).astype(code_dtype(len(c)))]
     union = pd.Index(np.concatenate([category_names(c) for c in cats]), dtype=object).unique()
-    dt = _code_dtype(len(union))
+    dt = code_dtype(len(union))
     return union, [np.append(union.get_indexer(category_names(c)), -1).astype(dt) for c in cats]
 
 
