@@ -291,8 +291,10 @@ def invocation_time(trace) -> pd.Series:
         act = trace_activity(trace)
         fop = act["framework_op"].to_numpy()
         m = fop >= 0
-        return union_by_key(fop[m], act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m],
-                            sorted_by_start=True)
+        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+        if m.all():  # every row has a launching op: the columns as they are
+            return union_by_key(fop, s, e, sorted_by_start=True)
+        return union_by_key(fop[m], s[m], e[m], sorted_by_start=True)
     return trace.memo("invocation_time", compute)
 
 
@@ -306,9 +308,10 @@ def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups
     linked = fop >= 0
     t = np.zeros(n_groups)
     if linked.any():
-        inv, first_idx = first_rows(fop[linked])
+        every = bool(linked.all())  # then no gathered copies of the columns
+        inv, first_idx = first_rows(fop if every else fop[linked])
         elapsed = invocation_time(trace).reindex(inv).fillna(0.0).to_numpy()
-        t += np.bincount(group[linked][first_idx], weights=elapsed, minlength=n_groups)
+        t += np.bincount((group if every else group[linked])[first_idx], weights=elapsed, minlength=n_groups)
     if (~linked).any():
         s = work["start_ts"].to_numpy()[~linked]
         e = s + work["duration_ns"].to_numpy()[~linked]

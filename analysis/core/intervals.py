@@ -141,33 +141,36 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
         kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
     else:
         codes, uniques = pd.factorize(key, sort=True)
-        kc = codes.astype(np.int64)
+        kc = codes.astype(np.int64, copy=False)
     o = stable_key_order(kc)  # by key; starts stay sorted within a key
     k, s0, e0 = kc[o], start[o], end[o]
     del o
     first = np.ones(len(k), dtype=bool)
     np.not_equal(k[1:], k[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    idx = k[heads] if uniques is None else uniques[k[heads]]
     t0 = int(min(s0.min(), e0.min()))
     span = int(e0.max()) - t0 + 1
     if span * (int(k[-1]) + 1) < (1 << 62):  # running max within each key: key i's times shifted by i*span
-        shift = k * span
+        shift = k  # k is not needed any more: the shifts are made in its array, then the previous reaches
+        shift *= span
         reach = e0 - t0
         reach += shift
         np.maximum.accumulate(reach, out=reach)
         reach -= shift
         reach += t0
+        prev = shift
         del shift
     else:
         reach = pd.Series(e0).groupby(k).cummax().to_numpy()
-    prev = np.empty_like(reach)  # reach of the previous row of the same key (-inf at a key's first row)
-    prev[1:] = reach[:-1]
+        prev = np.empty_like(reach)
+    del k
+    prev[1:] = reach[:-1]  # reach of the previous row of the same key (-inf at a key's first row)
     del reach
     prev[first] = _I64_MIN
     np.maximum(s0, prev, out=prev)
     np.subtract(e0, prev, out=prev)
     np.maximum(prev, 0, out=prev)
-    heads = np.flatnonzero(first)
-    idx = k[heads] if uniques is None else uniques[k[heads]]
     return pd.Series(np.add.reduceat(prev, heads), index=idx)
 
 
