@@ -187,7 +187,15 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
                                      np.flatnonzero(keep)))
     n = sum(p.m for p in parts)
     start = _fill_parts(parts, np.empty(n, np.int64), lambda p: p.df["start_ts"].to_numpy(np.int64))
-    end = _fill_parts(parts, np.empty(n, np.int64), lambda p: p.df["duration_ns"].to_numpy(np.int64))
+    if sort and not hta_rounding and window is None and n and not is_sorted(start):
+        # the order depends on the starts alone: the sorted ends are made from the sorted starts, the
+        # durations passing through the starts' array (no unsorted end column)
+        order = np.argsort(start, kind="stable")
+        cols = {"start_ts": np.take(start, order)}
+        cols["end_ts"] = np.take(_fill_parts(parts, start, _durations), order)
+        cols["end_ts"] += cols["start_ts"]
+        return _activity_columns(parts, n, order, start, cols, instructions.index.name)
+    end = _fill_parts(parts, np.empty(n, np.int64), _durations)
     end += start
     if hta_rounding:  # ts = ceil, end = floor to whole µs, in place
         np.negative(start, out=start)
@@ -198,15 +206,23 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
     if window is not None:
         _clip_inplace(start, end, *window)
     order = np.argsort(start, kind="stable") if sort and n and not is_sorted(start) else None
+    cols = {"start_ts": start if order is None else np.take(start, order),
+            "end_ts": end if order is None else np.take(end, order)}
+    del end
+    return _activity_columns(parts, n, order, start, cols, instructions.index.name)
 
+
+def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scratch: np.ndarray, cols: dict,
+                      index_name) -> pd.DataFrame:
+    """The activity frame from its sorted start / end columns ``cols``: the other columns written part by part
+    and put in ``order`` (None: as they are); ``scratch`` (an int64 array of ``n``, free once sorted) holds
+    each unsorted int64 column in turn."""
     def final(unsorted: np.ndarray) -> np.ndarray:
         return unsorted if order is None else np.take(unsorted, order)
 
     def buf(dtype=np.int64) -> np.ndarray:  # where an unsorted column is written
-        return np.empty(n, dtype) if order is None or dtype != np.int64 else start
+        return np.empty(n, dtype) if order is None or dtype != np.int64 else scratch
 
-    cols = {"start_ts": final(start), "end_ts": final(end)}
-    del end
     categories = {}
     for key in ("name", "opcode"):
         categories[key], luts = _union_categories([getattr(p, key) for p in parts])
@@ -223,11 +239,15 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
     cols["table"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.table))
     cols["row"] = final(_fill_parts(parts, buf(), lambda p: p.rows, selected=True))
     index = final(_fill_parts(parts, buf(), _index_values, selected=True))
-    del start
+    del scratch
     for k in ("name", "kernel_type", "opcode"):
         cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if k == "kernel_type" else categories[k],
                                             validate=False)
-    return pd.DataFrame(cols, index=pd.Index(index, name=instructions.index.name), copy=False)
+    return pd.DataFrame(cols, index=pd.Index(index, name=index_name), copy=False)
+
+
+def _durations(p: _Part) -> np.ndarray:
+    return p.df["duration_ns"].to_numpy(np.int64)
 
 
 def _index_values(p: _Part) -> np.ndarray:

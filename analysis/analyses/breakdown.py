@@ -405,8 +405,7 @@ def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, en
     if not hta_gaps:  # latest end so far, per stream (rows are grouped by stream: one C pass per stream)
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             np.maximum.accumulate(en[a:b], out=en[a:b])
-    gap = np.empty_like(st)  # start - end of the previous kernel(s) on the stream
-    gap[0] = st[0]
+    gap = st  # start - end of the previous kernel(s) on the stream, in the grouped starts' array
     np.subtract(st[1:], en[:-1], out=gap[1:])
     host_wait = None
     if launched:

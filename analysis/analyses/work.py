@@ -154,6 +154,7 @@ def _placement(trace) -> pd.DataFrame:
     n = len(ins)
     track = ins["track"].to_numpy()
     lo = int(track.min()) if n else 0
+    lo = 0 if lo > 0 else lo  # small non-negative ids index the lookup directly (no offset copy)
     span = int(track.max()) - lo + 1 if n else 0
     if not len(tr) or not n or span > 4 * len(tr) + (1 << 16):
         return _placement_rows(ins, tr, track)
