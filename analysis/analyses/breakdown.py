@@ -384,6 +384,68 @@ def _by_stream(s_codes: np.ndarray, n_streams: int, start: np.ndarray, *cols: np
     return bounds, st, tuple(x[o] for x in cols), first
 
 
+#: up to this many streams the idle breakdown takes each stream's rows by a mask (arrays of one stream's size,
+#: recycled by the allocator) instead of grouping all rows in one order (arrays of the whole table)
+_FEW_STREAMS = 64
+
+
+def _stream_gaps(st: np.ndarray, en: np.ndarray, la: np.ndarray | None, hl: np.ndarray | None, delay_ns: int,
+                 hta_gaps: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(idle ns per category, rows per category) of one stream's time-ordered rows; ``en`` is changed in place.
+    The rules of :func:`_gaps_by_category`."""
+    if not hta_gaps:
+        np.maximum.accumulate(en, out=en)
+    gap = st  # start - end of the previous kernel(s), in place of the starts
+    np.subtract(st[1:], en[:-1], out=gap[1:])
+    host_wait = None
+    if la is not None:
+        host_wait = np.zeros(len(st), dtype=bool)
+        np.greater(la[1:], en[:-1], out=host_wait[1:])
+        host_wait &= hl
+        host_wait[0] = False
+    if not hta_gaps:
+        np.maximum(gap, 0, out=gap)
+    gap[0] = 0
+    cat = (gap >= delay_ns).view(np.int8)  # kernel_wait (1) when shorter than the delay, else other (2)
+    cat += 1
+    cat[0] = 2
+    if host_wait is not None:
+        cat[host_wait] = 0
+    return np.bincount(cat, weights=gap, minlength=3), np.bincount(cat, minlength=3)
+
+
+def _gaps_per_stream(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
+                     launch: np.ndarray | None, has_launch: np.ndarray | None, delay_ns: int, hta_gaps: bool,
+                     end_is_duration: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_gaps_by_category` one stream at a time (a few streams): each stream's rows taken by a mask, in
+    time order (a stable sort of that stream's starts when they are not), so no array spans the whole table."""
+    sums = np.zeros(3 * n_streams)
+    counts = np.zeros(3 * n_streams, np.int64)
+    for j in range(n_streams):
+        m = s_codes == j
+        if not m.any():
+            continue
+        st, en = start[m], end[m]
+        la, hl = (launch[m], has_launch[m]) if launch is not None else (None, None)
+        if not (st[1:] >= st[:-1]).all():  # as the grouped path's lexsort (stream, start): stable by start
+            o = np.argsort(st, kind="stable")
+            st, en = st[o], en[o]
+            la, hl = (la[o], hl[o]) if la is not None else (None, None)
+        if end_is_duration:
+            en += st
+        sums[3 * j:3 * j + 3], counts[3 * j:3 * j + 3] = _stream_gaps(st, en, la, hl, delay_ns, hta_gaps)
+    return _idle_shares(sums, counts, n_streams)
+
+
+def _idle_shares(sums: np.ndarray, counts: np.ndarray, n_streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(present ``stream * 3 + category`` keys, idle ns, share of the stream's idle time)."""
+    present = np.flatnonzero(counts)
+    idle = sums[present].round().astype(np.int64)
+    per_stream = np.bincount(present // 3, weights=idle, minlength=n_streams)[present // 3]
+    ratio = np.where(per_stream > 0, idle / np.where(per_stream > 0, per_stream, 1), 0.0).round(4)
+    return present, idle, ratio
+
+
 def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
                       launch: np.ndarray, has_launch: np.ndarray, delay_ns: int, hta_gaps: bool = False,
                       end_is_duration: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -398,6 +460,9 @@ def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, en
 
     Works in place on the grouped copies (gap, end, category): a few arrays of the row count in all."""
     launched = bool(has_launch.any())
+    if n_streams <= _FEW_STREAMS:
+        return _gaps_per_stream(s_codes, n_streams, start, end, launch if launched else None,
+                                has_launch if launched else None, delay_ns, hta_gaps, end_is_duration)
     bounds, st, cols, first = _by_stream(s_codes, n_streams, start, end, *((launch, has_launch) if launched else ()))
     en = cols[0]  # a fresh grouped copy: changed in place
     if end_is_duration:
@@ -431,11 +496,7 @@ def _gaps_by_category(s_codes: np.ndarray, n_streams: int, start: np.ndarray, en
         k0 = 3 * int(stream_of[j])
         sums[k0:k0 + 3] = np.bincount(cat[a:b], weights=gap[a:b], minlength=3)
         counts[k0:k0 + 3] = np.bincount(cat[a:b], minlength=3)
-    present = np.flatnonzero(counts)
-    idle = sums[present].round().astype(np.int64)
-    per_stream = np.bincount(present // 3, weights=idle, minlength=n_streams)[present // 3]
-    ratio = np.where(per_stream > 0, idle / np.where(per_stream > 0, per_stream, 1), 0.0).round(4)
-    return present, idle, ratio
+    return _idle_shares(sums, counts, n_streams)
 
 
 @register("idle_time_breakdown", columns=IDLE_SPEC, figure="idle_time_figure")
