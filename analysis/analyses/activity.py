@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.categorical import categorical, category_names, concat_categoricals, per_category
-from ..core.intervals import clip, first_rows, is_sorted, merge, union_by_key
+from ..core.categorical import categorical, category_names, code_dtype, per_category
+from ..core.intervals import first_rows, is_sorted, merge, union_by_key
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
@@ -101,6 +101,63 @@ def _busy_positions(ins: pd.DataFrame) -> np.ndarray | None:
     return np.flatnonzero(~wait) if wait.any() else None
 
 
+class _Part:
+    """The rows one table adds to an activity frame: ``sel`` (positions of the kept rows, None = all)."""
+
+    def __init__(self, df: pd.DataFrame, sel: np.ndarray | None, name: pd.Categorical, opcode: pd.Categorical,
+                 ktype: np.ndarray | int, table: int, rows: np.ndarray, index: np.ndarray | int) -> None:
+        self.df, self.sel, self.name, self.opcode, self.ktype = df, sel, name, opcode, ktype
+        self.table, self.rows, self.index = table, rows, index  # index: array, or the start of a RangeIndex
+        self.m = len(df) if sel is None else len(sel)
+        self.luts: dict[str, np.ndarray] = {}
+
+    def fill(self, out: np.ndarray, col, selected: bool = False) -> None:
+        """Write this part's values of ``col`` into ``out``: a scalar, an array over the whole table, or
+        (``selected``) an array of the part's rows only."""
+        if np.ndim(col) == 0 or selected or self.sel is None:
+            out[...] = col
+        else:
+            np.take(col, self.sel, out=out, mode="clip")  # mode="clip": not buffered (positions are valid)
+
+
+def _union_categories(cats: list[pd.Categorical]) -> tuple[pd.Index, list[np.ndarray]]:
+    """(categories of the concatenation, per part the lookup from its codes to the union's codes, -1 last),
+    the categories :func:`analysis.core.categorical.concat_categoricals` gives."""
+    if len(cats) == 1:
+        c = cats[0].categories
+        return c, [np.append(np.arange(len(c)), -1).astype(code_dtype(len(c)))]
+    union = pd.Index(np.concatenate([category_names(c) for c in cats]), dtype=object).unique()
+    dt = code_dtype(len(union))
+    return union, [np.append(union.get_indexer(category_names(c)), -1).astype(dt) for c in cats]
+
+
+def _instruction_part(ins: pd.DataFrame) -> _Part:
+    busy = _busy_positions(ins)
+    n = len(ins) if busy is None else len(busy)
+    idx = ins.index
+    # a RangeIndex: row id = start + position, no n-long id array materialised
+    index = int(idx.start) if isinstance(idx, pd.RangeIndex) and idx.step == 1 else idx.to_numpy()
+    return _Part(ins, busy, categorical(ins, "name"), categorical(ins, "opcode"),
+                 kernel_type_codes(ins) if n else np.zeros(0, np.int8), INSTRUCTIONS,
+                 np.arange(len(ins), dtype=np.int64) if busy is None else busy, index)
+
+
+def _table_part(df: pd.DataFrame, name: str, opcode: str, ktype: str, code: int, pos: np.ndarray) -> _Part:
+    m = len(df)
+    names = categorical(df, name) if name != "dma" else pd.Categorical.from_codes(np.zeros(m, np.int8), ["dma"])
+    return _Part(df, None, names, pd.Categorical.from_codes(np.zeros(m, np.int8), [opcode]), _KT_CODE[ktype],
+                 code, pos, -1 - df.index.to_numpy(np.int64))
+
+
+def _fill_parts(parts: list[_Part], out: np.ndarray, value, selected: bool = False) -> np.ndarray:
+    """``out`` filled part by part with ``value(part)`` (see :meth:`_Part.fill`)."""
+    o = 0
+    for p in parts:
+        p.fill(out[o:o + p.m], value(p), selected)
+        o += p.m
+    return out
+
+
 def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = None,
                    collectives: pd.DataFrame | None = None, hta_rounding: bool = False, sort: bool = False,
                    window: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -114,71 +171,100 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
     semaphore) are not activity. ``hta_rounding`` rounds inward to whole µs as HTA
     does on load (ts = ceil, end = floor; may give zero or negative durations, like HTA). ``window`` clips the
     intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every later interval union
-    cheap (``Trace.device_activity``)."""
-    ins = instructions
-    busy = _busy_positions(ins)
-    pos = np.arange(len(ins), dtype=np.int64) if busy is None else busy
+    cheap (``Trace.device_activity``).
 
-    def take(a):  # the busy rows of one column (no copy of the whole table)
-        return a if busy is None else a[busy]
-
-    n = len(pos)
-    starts = [take(ins["start_ts"].to_numpy(np.int64))]
-    ends = [starts[0] + take(ins["duration_ns"].to_numpy(np.int64))]
-    names, opcodes = [take(categorical(ins, "name"))], [take(categorical(ins, "opcode"))]
-    ktypes = [take(kernel_type_codes(ins)) if n else np.zeros(0, np.int8)]
-    tracks, fops = [take(_int_col(ins, "track"))], [take(_int_col(ins, "framework_op"))]
-    tables, rows = [np.zeros(n, np.int8)], [pos]
-    index = [take(ins.index.to_numpy())]
-
-    def add(df: pd.DataFrame, name: str, opcode: str, ktype: str, code: int, pos: np.ndarray) -> None:
-        s = df["start_ts"].to_numpy(np.int64)
-        starts.append(s)
-        ends.append(s + df["duration_ns"].to_numpy(np.int64))
-        m = len(df)
-        names.append(categorical(df, name) if name != "dma" else pd.Categorical.from_codes(
-            np.zeros(m, np.int8), ["dma"]))
-        opcodes.append(pd.Categorical.from_codes(np.zeros(m, np.int8), [opcode]))
-        ktypes.append(np.full(m, _KT_CODE[ktype], np.int8))
-        tracks.append(_int_col(df, "track"))
-        fops.append(_int_col(df, "framework_op"))
-        tables.append(np.full(m, code, np.int8))
-        rows.append(pos)
-        index.append(-1 - df.index.to_numpy(np.int64))
-
+    Each column is written once, straight from the tables into its array (no per-table copy, no
+    concatenated copy); when sorting, the unsorted int64 columns pass through one scratch array reused
+    column by column, so a 5M-row frame allocates little beyond itself."""
+    parts = [_instruction_part(instructions)]
     if dma is not None and len(dma):
-        add(dma, "dma", "dma", MEMORY, DMA, np.arange(len(dma), dtype=np.int64))
+        parts.append(_table_part(dma, "dma", "dma", MEMORY, DMA, np.arange(len(dma), dtype=np.int64)))
     if collectives is not None and len(collectives):
         keep = (collectives["instruction"].to_numpy() < 0) if "instruction" in collectives else \
             np.ones(len(collectives), bool)
         if keep.any():
-            add(collectives[keep], "operation", "collective", COMMUNICATION, COLLECTIVES, np.flatnonzero(keep))
-
-    def cat(parts: list) -> np.ndarray:
-        out = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        parts.clear()  # one copy of each column alive at a time
-        return out
-
-    name, opcode = concat_categoricals(names), concat_categoricals(opcodes)
-    names.clear()
-    opcodes.clear()
-    cols = {"start_ts": cat(starts), "end_ts": cat(ends), "name": np.asarray(name.codes), "kernel_type": cat(ktypes),
-            "track": cat(tracks), "opcode": np.asarray(opcode.codes), "framework_op": cat(fops), "table": cat(tables),
-            "row": cat(rows), "index": cat(index)}
-    if hta_rounding:
-        cols["start_ts"], cols["end_ts"] = -((-cols["start_ts"]) // 1000) * 1000, (cols["end_ts"] // 1000) * 1000
+            parts.append(_table_part(collectives[keep], "operation", "collective", COMMUNICATION, COLLECTIVES,
+                                     np.flatnonzero(keep)))
+    n = sum(p.m for p in parts)
+    start = _fill_parts(parts, np.empty(n, np.int64), lambda p: p.df["start_ts"].to_numpy(np.int64))
+    if sort and not hta_rounding and window is None and n and not is_sorted(start):
+        # the order depends on the starts alone: the sorted ends are made from the sorted starts, the
+        # durations passing through the starts' array (no unsorted end column)
+        order = np.argsort(start, kind="stable")
+        cols = {"start_ts": np.take(start, order)}
+        cols["end_ts"] = np.take(_fill_parts(parts, start, _durations), order)
+        cols["end_ts"] += cols["start_ts"]
+        return _activity_columns(parts, n, order, start, cols, instructions.index.name)
+    end = _fill_parts(parts, np.empty(n, np.int64), _durations)
+    end += start
+    if hta_rounding:  # ts = ceil, end = floor to whole µs, in place
+        np.negative(start, out=start)
+        np.floor_divide(start, 1000, out=start)
+        np.multiply(start, -1000, out=start)
+        np.floor_divide(end, 1000, out=end)
+        np.multiply(end, 1000, out=end)
     if window is not None:
-        cols["start_ts"], cols["end_ts"] = clip(cols["start_ts"], cols["end_ts"], *window)
-    if sort and len(cols["start_ts"]) and not is_sorted(cols["start_ts"]):
-        o = np.argsort(cols["start_ts"], kind="stable")
-        for k in cols:  # column by column, each unsorted copy freed as its sorted one is made
-            cols[k] = np.take(cols[k], o)
-        del o
-    for k, c in (("name", name), ("kernel_type", None), ("opcode", opcode)):
-        cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if c is None else c.categories,
+        _clip_inplace(start, end, *window)
+    order = np.argsort(start, kind="stable") if sort and n and not is_sorted(start) else None
+    cols = {"start_ts": start if order is None else np.take(start, order),
+            "end_ts": end if order is None else np.take(end, order)}
+    del end
+    return _activity_columns(parts, n, order, start, cols, instructions.index.name)
+
+
+def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scratch: np.ndarray, cols: dict,
+                      index_name) -> pd.DataFrame:
+    """The activity frame from its sorted start / end columns ``cols``: the other columns written part by part
+    and put in ``order`` (None: as they are); ``scratch`` (an int64 array of ``n``, free once sorted) holds
+    each unsorted int64 column in turn."""
+    def final(unsorted: np.ndarray) -> np.ndarray:
+        return unsorted if order is None else np.take(unsorted, order)
+
+    def buf(dtype=np.int64) -> np.ndarray:  # where an unsorted column is written
+        return np.empty(n, dtype) if order is None or dtype != np.int64 else scratch
+
+    categories = {}
+    for key in ("name", "opcode"):
+        categories[key], luts = _union_categories([getattr(p, key) for p in parts])
+        for p, lut in zip(parts, luts):
+            p.luts[key] = lut
+    codes = {key: _fill_parts(parts, np.empty(n, parts[0].luts[key].dtype),
+                              lambda p, key=key: p.luts[key][np.asarray(getattr(p, key).codes)])
+             for key in ("name", "opcode")}
+    cols["name"] = final(codes.pop("name"))
+    cols["kernel_type"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.ktype))
+    cols["track"] = final(_fill_parts(parts, buf(), lambda p: _int_col(p.df, "track")))
+    cols["opcode"] = final(codes.pop("opcode"))
+    cols["framework_op"] = final(_fill_parts(parts, buf(), lambda p: _int_col(p.df, "framework_op")))
+    cols["table"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.table))
+    cols["row"] = final(_fill_parts(parts, buf(), lambda p: p.rows, selected=True))
+    index = final(_fill_parts(parts, buf(), _index_values, selected=True))
+    del scratch
+    for k in ("name", "kernel_type", "opcode"):
+        cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if k == "kernel_type" else categories[k],
                                             validate=False)
-    idx = pd.Index(cols.pop("index"), name=ins.index.name)
-    return pd.DataFrame(cols, index=idx, copy=False)
+    return pd.DataFrame(cols, index=pd.Index(index, name=index_name), copy=False)
+
+
+def _durations(p: _Part) -> np.ndarray:
+    return p.df["duration_ns"].to_numpy(np.int64)
+
+
+def _index_values(p: _Part) -> np.ndarray:
+    """The index values of a part's rows (instruction row ids; -1 - row of the other tables)."""
+    if isinstance(p.index, int):  # a RangeIndex: row id = start + position
+        return p.rows + p.index if p.index else p.rows
+    return p.index if p.sel is None else p.index[p.sel]
+
+
+def _clip_inplace(start: np.ndarray, end: np.ndarray, lo: int | None, hi: int | None) -> None:
+    """:func:`analysis.core.intervals.clip`, in place."""
+    if lo is not None:
+        np.maximum(start, lo, out=start)
+        np.maximum(end, lo, out=end)
+    if hi is not None:
+        np.minimum(end, hi, out=end)
+        np.minimum(start, end, out=start)
 
 
 def trace_activity(trace, hta_compatible: bool = False) -> pd.DataFrame:
@@ -225,8 +311,10 @@ def invocation_time(trace) -> pd.Series:
         act = trace_activity(trace)
         fop = act["framework_op"].to_numpy()
         m = fop >= 0
-        return union_by_key(fop[m], act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m],
-                            sorted_by_start=True)
+        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+        if m.all():  # every row has a launching op: the columns as they are
+            return union_by_key(fop, s, e, sorted_by_start=True)
+        return union_by_key(fop[m], s[m], e[m], sorted_by_start=True)
     return trace.memo("invocation_time", compute)
 
 
@@ -240,9 +328,10 @@ def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups
     linked = fop >= 0
     t = np.zeros(n_groups)
     if linked.any():
-        inv, first_idx = first_rows(fop[linked])
+        every = bool(linked.all())  # then no gathered copies of the columns
+        inv, first_idx = first_rows(fop if every else fop[linked])
         elapsed = invocation_time(trace).reindex(inv).fillna(0.0).to_numpy()
-        t += np.bincount(group[linked][first_idx], weights=elapsed, minlength=n_groups)
+        t += np.bincount((group if every else group[linked])[first_idx], weights=elapsed, minlength=n_groups)
     if (~linked).any():
         s = work["start_ts"].to_numpy()[~linked]
         e = s + work["duration_ns"].to_numpy()[~linked]

@@ -87,7 +87,8 @@ def _busy(df: pd.DataFrame) -> float:
 def _flop_share_rules(trace, ctx):
     w = ctx["work"]
     out: list[dict] = []
-    tens = w[cat_values(w["engine"], MATRIX_ENGINES)]
+    tens = w[["hardware_flops", "flops", "transpose_flops", "start_ts", "duration_ns"]][  # only what is read
+        cat_values(w["engine"], MATRIX_ENGINES)]
     if not len(tens):
         return out
     hw = float(tens["hardware_flops"].sum())
@@ -221,7 +222,7 @@ def _fp32_rule(trace, ctx):
     m = w["is_matmul"].to_numpy() & cat_values(w["dtype"], ["float32"])
     if not m.any():
         return []
-    rows = w[m]
+    rows = w[["start_ts", "duration_ns"]][m]  # only what is read
     t = _busy(rows)
     _, peaks, _ = primary_device(trace, w)
     ratio = math.nan

@@ -96,15 +96,20 @@ def _kept(w: pd.DataFrame) -> np.ndarray:
 
 def _groups(w: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray]:
     """(group code per row of ``w``, unique combos) grouping by (op or module, dtype, device)."""
-    op_c = w[by].cat.codes.to_numpy().astype(np.int64)
-    dt_c = w["dtype"].cat.codes.to_numpy().astype(np.int64)
-    dev = w["device"].to_numpy().astype(np.int64)
+    dev = w["device"].to_numpy()
     n_dt = len(w["dtype"].cat.categories) + 1
     dmin = int(dev.min()) if len(dev) else 0
     n_dev = (int(dev.max()) - dmin + 1) if len(dev) else 1
-    combo = (op_c * n_dt + (dt_c + 1)) * n_dev + (dev - dmin)
+    combo = w[by].cat.codes.to_numpy().astype(np.int64)  # (op * n_dt + dtype + 1) * n_dev + device - dmin,
+    combo *= n_dt                                          # built in place in one int64 array
+    combo += w["dtype"].cat.codes.to_numpy()
+    combo += 1
+    combo *= n_dev
+    combo += dev
+    combo -= dmin
     g, uniq = pd.factorize(combo)
-    return g.astype(np.int64), np.asarray(uniq)
+    del combo
+    return g.astype(np.int64, copy=False), np.asarray(uniq)
 
 
 @register("roofline", columns=ROOFLINE_SPEC, figure="roofline_figure")
@@ -126,6 +131,9 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
         raise ValueError(f"unknown grouping {by!r}; valid: op, module")
     w_all = instruction_work(trace)
     keep = _kept(w_all)
+    if not keep.all():  # only the columns read here are copied
+        w_all = w_all[[by, "dtype", "device", "engine", "start_ts", "duration_ns", "framework_op", "flops",
+                       "hbm_bytes", "bytes_known", "is_matmul"]]
     w = w_all[keep] if not keep.all() else w_all
     if not len(w):
         return pd.DataFrame({c.name: pd.Series(dtype=object if c.unit == "" else float) for c in ROOFLINE_SPEC})
@@ -134,13 +142,18 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     t = invocation_group_time(trace, w, g, k)
     fl = np.bincount(g, weights=w["flops"].to_numpy(), minlength=k)
     by_ = np.bincount(g, weights=w["hbm_bytes"].to_numpy(), minlength=k)
-    by_[np.bincount(g, weights=(~w["bytes_known"].to_numpy()).astype(float), minlength=k) > 0] = np.nan
+    unknown = ~w["bytes_known"].to_numpy()
+    if unknown.any():  # a group with any row of unknown bytes
+        by_[np.bincount(g[unknown], minlength=k) > 0] = np.nan
+    del unknown
     cnt = np.bincount(g, minlength=k)
-    mm = np.bincount(g, weights=w["is_matmul"].to_numpy().astype(float), minlength=k) > 0   # any matrix work
-    eng_c = w["engine"].cat.codes.to_numpy().astype(np.int64)
+    mm = np.bincount(g[w["is_matmul"].to_numpy()], minlength=k) > 0  # any matrix work
     n_eng = len(w["engine"].cat.categories)
     dur = w["duration_ns"].to_numpy()
-    et = np.bincount(g * n_eng + eng_c, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
+    key = g * n_eng
+    key += w["engine"].cat.codes.to_numpy()
+    et = np.bincount(key, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
+    del key
     eng_names = np.asarray(w["engine"].cat.categories.astype(str), dtype=object)
     engine = eng_names[et.argmax(axis=1)] if n_eng else np.array([""] * k, dtype=object)
     n_dt = len(w["dtype"].cat.categories) + 1

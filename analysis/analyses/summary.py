@@ -66,10 +66,24 @@ def primary_device(trace, work: pd.DataFrame | None = None) -> tuple[int | None,
     w = instruction_work(trace) if work is None else work
     if not len(w):
         return None, device_peaks(trace, None), 0
-    dev = w["device"].to_numpy()
-    d = int(np.argmax(np.bincount(dev + 1))) - 1  # device positions are small ints, -1 unknown
-    cores = np.count_nonzero(np.bincount(w["nc_idx"].to_numpy()[dev == d] + 1))
+    dev, nc = w["device"].to_numpy(), w["nc_idx"].to_numpy()
+    d = _most_common(dev)  # device positions are small ints, -1 unknown
+    on_d = dev == d
+    lo, hi = (int(nc.min()), int(nc.max())) if len(nc) else (0, 0)
+    if hi - lo < 256:  # a few cores: one pass each, no gathered copy
+        cores = sum(1 for c in range(lo, hi + 1) if np.logical_and(nc == c, on_d).any())
+    else:
+        cores = np.count_nonzero(np.bincount(nc[on_d] + 1))
     return (d if d >= 0 else None), device_peaks(trace, d), max(1, int(cores))
+
+
+def _most_common(dev: np.ndarray) -> int:
+    """The most frequent value of small ints >= -1 (the smallest of equals), without an offset copy."""
+    lo, hi = int(dev.min()), int(dev.max())
+    if hi - lo >= 256:
+        return int(np.argmax(np.bincount(dev + 1))) - 1
+    counts = [np.count_nonzero(dev == v) for v in range(lo, hi + 1)]
+    return lo + int(np.argmax(counts))
 
 
 class _Rows:
@@ -165,9 +179,13 @@ def _engine_rows(trace, act: pd.DataFrame, total: int, R: _Rows) -> None:
     if not is_ins.any():
         return
     eng = trace.analysis_table("instructions")["engine"]
-    codes = eng.cat.codes.to_numpy()[act["row"].to_numpy()[is_ins]]
-    busy = union_by_key(codes, act["start_ts"].to_numpy()[is_ins], act["end_ts"].to_numpy()[is_ins],
-                        sorted_by_start=True)
+    n_eng = len(eng.cat.categories)
+    # engine code per activity row, the other tables' rows under one extra key (its union is not reported):
+    # the start / end columns are used as they are, no gathered copies
+    codes = np.take(eng.cat.codes.to_numpy(), act["row"].to_numpy(), mode="clip")
+    codes = codes.astype(np.int8 if n_eng < 127 else np.int16 if n_eng < (1 << 15) - 1 else np.int64, copy=False)
+    codes[~is_ins] = n_eng
+    busy = union_by_key(codes, act["start_ts"].to_numpy(), act["end_ts"].to_numpy(), sorted_by_start=True)
     for code, name in enumerate(eng.cat.categories):
         if code in busy.index:
             R.add(f"{name}_active_percent", M._div(100.0 * busy[code], total), "percent",
@@ -176,10 +194,17 @@ def _engine_rows(trace, act: pd.DataFrame, total: int, R: _Rows) -> None:
 
 def _unknown_work(w: pd.DataFrame, col: str) -> tuple[float, float]:
     """(device ns of compute rows whose ``col`` is unknown, device ns of all compute rows); communication
-    kernels, copies and syncs do no matrix work."""
-    compute = ~cat_values(w["engine"], NON_COMPUTE_ENGINES) & ~cat_where(w["op"], _is_communication)
-    d = w["duration_ns"].to_numpy().astype(float)
-    return float(d[compute & ~w[col].to_numpy()].sum()), float(d[compute].sum())
+    kernels, copies and syncs do no matrix work. Sums of the int64 durations, without gathered copies (exact,
+    as the float sums were below 2**53 ns)."""
+    compute = ~cat_values(w["engine"], NON_COMPUTE_ENGINES)
+    compute &= ~cat_where(w["op"], _is_communication)
+    d = w["duration_ns"].to_numpy()
+    busy = float(np.add.reduce(d, where=compute))
+    known = w[col].to_numpy()
+    if known.all():
+        return 0.0, busy
+    compute &= ~known
+    return float(np.add.reduce(d, where=compute)), busy
 
 
 def _physical_pct(value: float, why: str) -> tuple[float, str]:
@@ -197,9 +222,8 @@ def _flop_totals(w: pd.DataFrame, src: str) -> tuple[float, float, float, str]:
     """(model FLOPs, hardware FLOPs, transpose FLOPs, where they come from) of the instruction work ``w``; the
     first two NaN when unknown."""
     mm = w["is_matmul"].to_numpy()
-    model_flops = float(w["flops"].to_numpy()[mm].sum())
-    hw_flops = float(w["hardware_flops"].to_numpy()[mm].sum())
-    tr_flops = float(w["transpose_flops"].to_numpy()[mm].sum())
+    model_flops, hw_flops, tr_flops = (float(np.add.reduce(w[c].to_numpy(), where=mm))
+                                       for c in ("flops", "hardware_flops", "transpose_flops"))
     fsrc = ("raw_flops of Tensor-engine instructions" if src == "instructions"
             else "FLOPs derived from the launching ops' input shapes")
     unknown, busy = _unknown_work(w, "flops_known")

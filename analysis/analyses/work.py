@@ -152,7 +152,27 @@ def _placement(trace) -> pd.DataFrame:
     ins = trace.table("instructions", ["track"])
     tr = trace.whole_table("tracks", ["device", "nc_idx", "name"])
     n = len(ins)
-    tpos = row_positions(tr.index, ins["track"].to_numpy()) if len(tr) else np.full(n, -1)
+    track = ins["track"].to_numpy()
+    lo = int(track.min()) if n else 0
+    lo = 0 if lo > 0 else lo  # small non-negative ids index the lookup directly (no offset copy)
+    span = int(track.max()) - lo + 1 if n else 0
+    if not len(tr) or not n or span > 4 * len(tr) + (1 << 16):
+        return _placement_rows(ins, tr, track)
+    # one lookup per track id (a few dozen tracks), then one gather per column: no n-long temporaries
+    ids = np.arange(lo, lo + span, dtype=np.int64)
+    lut = _placement_rows(pd.DataFrame({"track": ids}), tr, ids)
+    key = track if lo == 0 else track - lo
+    name = lut["track_name"].array
+    return pd.DataFrame({"device": lut["device"].to_numpy()[key], "nc_idx": lut["nc_idx"].to_numpy()[key],
+                         "track_name": pd.Categorical.from_codes(np.asarray(name.codes)[key], name.categories,
+                                                                 validate=False)},
+                        index=ins.index, copy=False)
+
+
+def _placement_rows(ins: pd.DataFrame, tr: pd.DataFrame, track: np.ndarray) -> pd.DataFrame:
+    """The placement of each row of ``ins`` looked up row by row (``track``: its track ids)."""
+    n = len(ins)
+    tpos = row_positions(tr.index, track) if len(tr) else np.full(n, -1)
     ok = tpos >= 0
     safe = np.where(ok, tpos, 0)
     dev = np.where(ok, tr["device"].to_numpy()[safe], -1) if len(tr) else tpos
@@ -253,7 +273,11 @@ def _instruction_level(ins: pd.DataFrame, engine: pd.Series) -> dict:
     n = len(ins)
     raw = column(ins, "raw_flops", 0).to_numpy().astype(float)
     tr = cat_values(column(ins, "tensor_instruction_type"), ["TRANSPOSE"])
-    return {"flops": np.where(tr, 0.0, raw), "tflops": np.where(tr, raw, 0.0), "hw": raw,
+    if tr.any():
+        flops, tflops = np.where(tr, 0.0, raw), np.where(tr, raw, 0.0)
+    else:  # no transposes (zeros from calloc: pages only mapped when read)
+        flops, tflops = raw.copy(), np.zeros(n)
+    return {"flops": flops, "tflops": tflops, "hw": raw,
             "rd": column(ins, "hbm_read_bytes", 0).to_numpy().astype(float),
             "wr": column(ins, "hbm_write_bytes", 0).to_numpy().astype(float),
             "is_mm": cat_values(engine, MATRIX_ENGINES), "dtype": cat_map(column(ins, "dtype"), canonical_dtype).array,

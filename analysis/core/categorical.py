@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["as_cat", "empty_cat", "column", "categorical", "category_names", "per_category", "cat_values",
-           "cat_where", "cat_map", "cat_pick", "concat_categoricals"]
+           "cat_where", "cat_map", "cat_pick", "concat_categoricals", "code_dtype"]
 
 
 def as_cat(s: pd.Series) -> pd.Series:
@@ -65,7 +65,17 @@ def cat_map(s: pd.Series, fn: Callable[[str], str]) -> pd.Series:
     s = as_cat(s)
     mapped = [fn(c) for c in category_names(s)] + [fn("")]
     codes, uniq = pd.factorize(pd.Index(mapped, dtype=object))
-    return pd.Series(pd.Categorical.from_codes(codes[s.cat.codes.to_numpy()], uniq.astype(str)), index=s.index)
+    lut = codes.astype(code_dtype(len(uniq)))  # the codes dtype of the result: no n-long int64 codes
+    return pd.Series(pd.Categorical.from_codes(lut[s.cat.codes.to_numpy()], uniq.astype(str)), index=s.index)
+
+
+def code_dtype(n_categories: int) -> type:
+    """The codes dtype pandas gives a Categorical of ``n_categories`` (its ``coerce_indexer_dtype``): codes
+    built in it are taken as they are, not converted."""
+    for dt in (np.int8, np.int16, np.int32):
+        if n_categories < np.iinfo(dt).max:
+            return dt
+    return np.int64
 
 
 def cat_pick(primary: pd.Series, pos: np.ndarray | None, fallback: pd.Series,
@@ -85,8 +95,10 @@ def cat_pick(primary: pd.Series, pos: np.ndarray | None, fallback: pd.Series,
     if len(pcodes):
         if pos is None:
             take = pmap[pcodes]
+        elif use_primary is None or not len(pos) or (int(pos.min()) >= -1 and int(pos.max()) < len(pcodes)):
+            take = pmap[pcodes[pos]]  # -1 (absent) indexes the last row: masked out by use_primary below
         else:
-            take = pmap[pcodes[pos if use_primary is None else np.where(use_primary, pos, 0)]]
+            take = pmap[pcodes[np.where(use_primary, pos, 0)]]
         ok = (take >= 0) if use_primary is None else use_primary & (take >= 0)
         codes = np.where(ok, take, codes)
     return pd.Categorical.from_codes(codes, cats, validate=False)

@@ -78,8 +78,11 @@ def union_sorted_ns(start: np.ndarray, end: np.ndarray) -> int:
     if not len(start):
         return 0
     reach = np.maximum.accumulate(end)
-    covered = end - start  # each interval's new coverage: end - max(start, previous reach), >= 0
-    covered[1:] = end[1:] - np.maximum(start[1:], reach[:-1])
+    covered = np.empty_like(reach)  # each interval's new coverage: end - max(start, previous reach), >= 0
+    covered[0] = end[0] - start[0]
+    np.maximum(start[1:], reach[:-1], out=covered[1:])
+    del reach
+    np.subtract(end[1:], covered[1:], out=covered[1:])
     np.maximum(covered, 0, out=covered)
     return int(covered.sum())
 
@@ -116,7 +119,9 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
     """Σ of the union of [start, end) per key (ns): an int64 Series indexed by the distinct keys (ascending)."""
     if not len(key):
         return pd.Series(dtype=np.int64)
-    key = np.asarray(key, dtype=np.int64)
+    key = np.asarray(key)
+    if key.dtype.kind not in "iu":
+        key = key.astype(np.int64)
     start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
     if not sorted_by_start:
         o = start_order(start)
@@ -124,40 +129,48 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
             key, start, end = key[o], start[o], end[o]
     lo_k, hi_k = int(key.min()), int(key.max())
     if lo_k >= 0 and hi_k < 16:  # a few keys (engines, kernel types): one sequential pass per key
-        present = np.flatnonzero(np.bincount(key, minlength=hi_k + 1))
-        return pd.Series([union_sorted_ns(start[m], end[m]) for m in (key == k for k in present)],
-                         index=present, dtype=np.int64)
+        present, sums = [], []
+        for k in range(hi_k + 1):
+            m = key == k
+            if m.any():
+                present.append(k)
+                sums.append(union_sorted_ns(start[m], end[m]))
+        return pd.Series(sums, index=np.asarray(present, dtype=np.int64), dtype=np.int64)
+    key = key.astype(np.int64, copy=False)
     if lo_k >= 0 and hi_k < 4 * len(key) + 1024:
         kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
     else:
         codes, uniques = pd.factorize(key, sort=True)
-        kc = codes.astype(np.int64)
+        kc = codes.astype(np.int64, copy=False)
     o = stable_key_order(kc)  # by key; starts stay sorted within a key
     k, s0, e0 = kc[o], start[o], end[o]
     del o
     first = np.ones(len(k), dtype=bool)
     np.not_equal(k[1:], k[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    idx = k[heads] if uniques is None else uniques[k[heads]]
     t0 = int(min(s0.min(), e0.min()))
     span = int(e0.max()) - t0 + 1
     if span * (int(k[-1]) + 1) < (1 << 62):  # running max within each key: key i's times shifted by i*span
-        shift = k * span
+        shift = k  # k is not needed any more: the shifts are made in its array, then the previous reaches
+        shift *= span
         reach = e0 - t0
         reach += shift
         np.maximum.accumulate(reach, out=reach)
         reach -= shift
         reach += t0
+        prev = shift
         del shift
     else:
         reach = pd.Series(e0).groupby(k).cummax().to_numpy()
-    prev = np.empty_like(reach)  # reach of the previous row of the same key (-inf at a key's first row)
-    prev[1:] = reach[:-1]
+        prev = np.empty_like(reach)
+    del k
+    prev[1:] = reach[:-1]  # reach of the previous row of the same key (-inf at a key's first row)
     del reach
     prev[first] = _I64_MIN
     np.maximum(s0, prev, out=prev)
     np.subtract(e0, prev, out=prev)
     np.maximum(prev, 0, out=prev)
-    heads = np.flatnonzero(first)
-    idx = k[heads] if uniques is None else uniques[k[heads]]
     return pd.Series(np.add.reduceat(prev, heads), index=idx)
 
 

@@ -46,5 +46,6 @@ def row_positions(index: pd.Index, ids: np.ndarray) -> np.ndarray:
         start = int(index[0])  # consecutive ids: the same arithmetic
     else:
         return index.get_indexer(ids)
-    pos = ids - start
-    return np.where((pos >= 0) & (pos < n), pos, -1)
+    pos = ids - start  # the one array returned; out-of-range ids set to -1 in place
+    pos[(pos < 0) | (pos >= n)] = -1
+    return pos

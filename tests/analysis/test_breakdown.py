@@ -228,3 +228,27 @@ def test_idle_time_breakdown_of_a_neuron_trace_is_per_engine_track():
 
     labels = set(idle_time_figure(t).data[2].x)  # "other" bars: one per engine, named by core and engine
     assert "rank 0 · nc0 TensorMatrix" in labels and len(labels) == len(engine_tracks)
+
+
+@pytest.mark.parametrize("hta", [False, True])
+def test_idle_time_breakdown_per_stream_and_grouped_paths_agree(monkeypatch, hta):
+    """The idle breakdown takes each stream's rows by a mask when there are few streams and groups all rows in
+    one order otherwise: both give the same frame, on a real trace with launch flows and many streams, and on
+    rows out of time order within a stream, overlapping rows and a lone row."""
+    import analysis
+    from analysis.analyses import breakdown as bd
+
+    us = 1000
+    ins = _ins([("k2", 120 * us, 10 * us, "kernel", "Kernel", 0), ("k0", 0, 100 * us, "kernel", "Kernel", 0),
+                ("k1", 10 * us, 40 * us, "kernel", "Kernel", 0), ("a0", 5 * us, 1 * us, "kernel", "Kernel", 3),
+                ("a1", 50 * us, 1 * us, "kernel", "Kernel", 3), ("b0", 7 * us, 2 * us, "kernel", "Kernel", 5)])
+    t = analysis.load(real_trace("HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz"))
+    results = {}
+    for few in (bd._FEW_STREAMS, 0):
+        monkeypatch.setattr(bd, "_FEW_STREAMS", few)
+        results[few] = (idle_time_breakdown(ins, hta_rounding=hta), idle_time_breakdown(t, hta_compatible=hta))
+    (hand_a, real_a), (hand_b, real_b) = results.values()
+    assert len(real_a) >= 3 and real_a["stream"].nunique() > 1
+    assert set(hand_a["stream"]) == {0, 3, 5}
+    pd.testing.assert_frame_equal(hand_a, hand_b, check_exact=True)
+    pd.testing.assert_frame_equal(real_a, real_b, check_exact=True)
