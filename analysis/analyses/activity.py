@@ -205,11 +205,11 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
         np.multiply(end, 1000, out=end)
     if window is not None:
         _clip_inplace(start, end, *window)
-    order = np.argsort(start, kind="stable") if sort and n and not is_sorted(start) else None
-    cols = {"start_ts": start if order is None else np.take(start, order),
-            "end_ts": end if order is None else np.take(end, order)}
+    order_or_none = np.argsort(start, kind="stable") if sort and n and not is_sorted(start) else None
+    cols = {"start_ts": start if order_or_none is None else np.take(start, order_or_none),
+            "end_ts": end if order_or_none is None else np.take(end, order_or_none)}
     del end
-    return _activity_columns(parts, n, order, start, cols, instructions.index.name)
+    return _activity_columns(parts, n, order_or_none, start, cols, instructions.index.name)
 
 
 def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scratch: np.ndarray, cols: dict,
@@ -220,8 +220,11 @@ def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scra
     def final(unsorted: np.ndarray) -> np.ndarray:
         return unsorted if order is None else np.take(unsorted, order)
 
+    pool = [scratch]  # emptied once the columns are written, so the scratch array is freed before the frame
+    del scratch
+
     def buf(dtype=np.int64) -> np.ndarray:  # where an unsorted column is written
-        return np.empty(n, dtype) if order is None or dtype != np.int64 else scratch
+        return np.empty(n, dtype) if order is None or dtype != np.int64 else pool[0]
 
     categories = {}
     for key in ("name", "opcode"):
@@ -239,7 +242,7 @@ def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scra
     cols["table"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.table))
     cols["row"] = final(_fill_parts(parts, buf(), lambda p: p.rows, selected=True))
     index = final(_fill_parts(parts, buf(), _index_values, selected=True))
-    del scratch
+    pool.clear()
     for k in ("name", "kernel_type", "opcode"):
         cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if k == "kernel_type" else categories[k],
                                             validate=False)

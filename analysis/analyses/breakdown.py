@@ -426,11 +426,15 @@ def _gaps_per_stream(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end
         if not m.any():
             continue
         st, en = start[m], end[m]
-        la, hl = (launch[m], has_launch[m]) if launch is not None else (None, None)
+        la: np.ndarray | None = None
+        hl: np.ndarray | None = None
+        if launch is not None and has_launch is not None:
+            la, hl = launch[m], has_launch[m]
         if not (st[1:] >= st[:-1]).all():  # as the grouped path's lexsort (stream, start): stable by start
             o = np.argsort(st, kind="stable")
             st, en = st[o], en[o]
-            la, hl = (la[o], hl[o]) if la is not None else (None, None)
+            if la is not None and hl is not None:
+                la, hl = la[o], hl[o]
         if end_is_duration:
             en += st
         sums[3 * j:3 * j + 3], counts[3 * j:3 * j + 3] = _stream_gaps(st, en, la, hl, delay_ns, hta_gaps)

@@ -73,7 +73,7 @@ def primary_device(trace, work: pd.DataFrame | None = None) -> tuple[int | None,
     if hi - lo < 256:  # a few cores: one pass each, no gathered copy
         cores = sum(1 for c in range(lo, hi + 1) if np.logical_and(nc == c, on_d).any())
     else:
-        cores = np.count_nonzero(np.bincount(nc[on_d] + 1))
+        cores = int(np.count_nonzero(np.bincount(nc[on_d] + 1)))
     return (d if d >= 0 else None), device_peaks(trace, d), max(1, int(cores))
 
 

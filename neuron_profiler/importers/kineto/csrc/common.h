@@ -33,7 +33,21 @@ typedef struct {
     Py_ssize_t n, cap;
 } Buf;
 
-int buf_reserve(Buf *b, Py_ssize_t extra);
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->n + extra <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + extra)
+        cap *= 2;
+    char *p = PyMem_Realloc(b->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
 
 static inline int buf_put(Buf *b, const char *s, Py_ssize_t n) {
     if (buf_reserve(b, n) < 0)

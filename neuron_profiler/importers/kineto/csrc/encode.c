@@ -4,22 +4,6 @@
 
 #include "common.h"
 
-int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->n + extra <= b->cap)
-        return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + extra)
-        cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ JSON encoder (orjson's output) */
 /* Return values: 0 written, -1 Python error set, 1 not handled here (the caller uses the fallback). */
 

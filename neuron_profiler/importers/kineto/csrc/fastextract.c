@@ -25,7 +25,7 @@
  *     event dicts: see there.
  *
  * Sources: common.h (shared declarations), encode.c (JSON text, value rules), objects.c (passes over dicts),
- * scan.h / strcache.c / tokens.c / scan.c (pass over text), this file (module).
+ * tokens.h / tokens.c / strcache.c / scan.c (pass over text), this file (module).
  */
 #include "common.h"
 

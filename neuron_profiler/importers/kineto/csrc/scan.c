@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "scan.h"
+#include "tokens.h"
 
 /* ------------------------------------------------------------------ events */
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_ID, N_FIELDS };

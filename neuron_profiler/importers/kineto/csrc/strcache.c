@@ -1,6 +1,6 @@
 /* The strings of one scanned slice (scan.c): keys -> (str, keyinfo bits), names and texts -> the str shared
  * through their memo, looked up by their UTF-8 bytes, so each distinct one is decoded and hashed by Python once. */
-#include "scan.h"
+#include "tokens.h"
 
 /* keys -> (str, keyinfo bits); cat / name / flow category -> the str shared through memo */
 static uint64_t hash_bytes(const char *s, Py_ssize_t n, int kind) {

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "scan.h"
+#include "tokens.h"
 
 /* ------------------------------------------------------------------ tokens */
 /* Length of the UTF-8 sequence at p (first byte >= 0x80), 0 when invalid (overlong, surrogate, > U+10FFFF). */

@@ -1,6 +1,6 @@
 /* The JSON tokens of the text scan (tokens.c), used by its pass over events (scan.c). */
-#ifndef FASTEXTRACT_SCAN_H
-#define FASTEXTRACT_SCAN_H
+#ifndef FASTEXTRACT_TOKENS_H
+#define FASTEXTRACT_TOKENS_H
 #include "common.h"
 
 #define DEFER 1
