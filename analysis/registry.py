@@ -67,7 +67,8 @@ class Analysis:
 REGISTRY: dict[str, Analysis] = {}
 
 
-def _is_trace(obj: Any) -> bool:
+def is_trace(obj: Any) -> bool:
+    """True for an :class:`analysis.Trace` (or anything shaped like one), False for a table."""
     return hasattr(obj, "memo") and hasattr(obj, "header") and hasattr(obj, "table")
 
 
@@ -97,7 +98,7 @@ def register(name: str | None = None, *, columns: Iterable[Column] = (), figure:
         @functools.wraps(func)
         def wrapper(*args: Any, **kw: Any) -> Any:
             subj = args[0] if args else kw.get(first)
-            if memo and subject == "trace" and _is_trace(subj):
+            if memo and subject == "trace" and is_trace(subj):
                 bound = sig.bind(*args, **kw)
                 bound.apply_defaults()
                 key = ("analysis", n) + tuple((k, _freeze(v)) for k, v in bound.arguments.items() if k != first)

@@ -22,8 +22,9 @@ from ..core.intervals import union_by_key, union_ns
 from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import REGISTRY, Column, register
 from .activity import analysis_span, merged_activity, trace_activity
-from .breakdown import comm_comp_overlap, idle_time_breakdown
+from .breakdown import comm_comp_overlap
 from .collectives import collective_time_ns
+from .idle import idle_time_breakdown
 from .steps import steps
 from .work import instruction_work, work_source
 

@@ -14,11 +14,11 @@ from analysis.analyses.breakdown import (
     comm_comp_overlap,
     device_activity,
     hta_kernel_selection,
-    idle_time_breakdown,
     kernel_breakdown,
     merge_intervals,
     temporal_breakdown,
 )
+from analysis.analyses.idle import idle_time_breakdown
 
 
 def _ins(rows):
@@ -236,7 +236,7 @@ def test_idle_time_breakdown_per_stream_and_grouped_paths_agree(monkeypatch, hta
     one order otherwise: both give the same frame, on a real trace with launch flows and many streams, and on
     rows out of time order within a stream, overlapping rows and a lone row."""
     import analysis
-    from analysis.analyses import breakdown as bd
+    from analysis.analyses import idle as bd
 
     us = 1000
     ins = _ins([("k2", 120 * us, 10 * us, "kernel", "Kernel", 0), ("k0", 0, 100 * us, "kernel", "Kernel", 0),

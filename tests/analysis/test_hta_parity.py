@@ -20,13 +20,12 @@ import pytest
 from realdata import REALTRACES
 
 from analysis.analyses.breakdown import (
-    IDLE_COLUMNS,
     comm_comp_overlap,
     hta_kernel_selection,
-    idle_time_breakdown,
     kernel_breakdown,
     temporal_breakdown,
 )
+from analysis.analyses.idle import IDLE_COLUMNS, idle_time_breakdown
 from neuron_profiler.importers.kineto import load_kineto_builder
 
 REF_PATH = Path(__file__).resolve().parents[1] / "data" / "hta_reference.json"
