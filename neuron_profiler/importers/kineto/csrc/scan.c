@@ -73,17 +73,21 @@ static int name_value(Scan *X, uc *at, PyObject **out) {
     return *out ? 0 : -1;
 }
 
+/* The string at c->p as a new str. */
+static int new_str(Cur *c, PyObject **out) {
+    const char *s;
+    Py_ssize_t n;
+    TRY(str_tok(c, &s, &n));
+    *out = PyUnicode_DecodeUTF8(s, n, NULL);
+    return *out ? 0 : -1;
+}
+
 /* A pid / tid value: an int64 or a string (new reference). */
 static int id_value(Scan *X, uc *at, PyObject **out) {
     Cur *c = &X->c;
     c->p = at;
-    if (*at == '"') {
-        const char *s;
-        Py_ssize_t n;
-        TRY(str_tok(c, &s, &n));
-        *out = PyUnicode_DecodeUTF8(s, n, NULL);
-        return *out ? 0 : -1;
-    }
+    if (*at == '"')
+        return new_str(c, out);
     int kind;
     long long i;
     unsigned long long u;
@@ -112,12 +116,8 @@ static int int_value(Scan *X, uc *at, int64_t *out) {
     Cur *c = &X->c;
     c->p = at;
     if (*at == '"') {
-        const char *s;
-        Py_ssize_t n;
-        TRY(str_tok(c, &s, &n));
-        PyObject *str = PyUnicode_DecodeUTF8(s, n, NULL);
-        if (str == NULL)
-            return -1;
+        PyObject *str;
+        TRY(new_str(c, &str));
         int rc = int_arg(str, out);
         Py_DECREF(str);
         return rc < 0 ? -1 : rc == 2 ? DEFER : 0;
