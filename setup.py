@@ -7,7 +7,7 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension(
     "neuron_profiler.importers.kineto._fastextract",
     sources=[f"neuron_profiler/importers/kineto/csrc/{f}.c"
-             for f in ("fastextract", "encode", "objects", "strcache", "tokens", "scan")],
+             for f in ("fastextract", "encode", "objects", "strcache", "tokens", "scan", "factorize")],
     depends=[f"neuron_profiler/importers/kineto/csrc/{f}.h" for f in ("common", "tokens")],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers"],

@@ -27,7 +27,7 @@ import kineto_mutations as km  # noqa: E402
 from neuron_profiler.importers.kineto import api, extract  # noqa: E402
 
 _ATTRS = ("n_events", "n_instants", "n_counters", "skipped", "skipped_memory", "skipped_counters", "coll_args",
-          "py_frames", "bad_flows", "inexact_ts", "meta", "ctr")
+          "bad_flows", "inexact_ts", "meta", "ctr")
 
 
 def same(a: Any, b: Any) -> bool:

@@ -69,7 +69,7 @@ def _assert_paths_agree(events: list[Any], monkeypatch: pytest.MonkeyPatch, **ad
     slow, ev_slow = _columns(events, False, monkeypatch, **add)
     _same(fast, slow, "finish()")
     for attr in ("n_events", "n_instants", "n_counters", "skipped", "skipped_memory", "skipped_counters",
-                 "coll_args", "py_frames", "bad_flows", "inexact_ts", "meta", "ctr"):
+                 "coll_args", "bad_flows", "inexact_ts", "meta", "ctr"):
         _same(getattr(ev_fast, attr), getattr(ev_slow, attr), attr)
     return fast
 
@@ -238,7 +238,7 @@ def test_the_scan_of_the_text_gives_what_the_parse_gives_on_every_real_trace(rel
     doc_fast, fast = _read(real_trace(rel), True, monkeypatch)
     doc_slow, slow = _read(real_trace(rel), False, monkeypatch)
     assert doc_fast == doc_slow
-    for attr in ("n_events", "n_instants", "n_counters", "skipped", "coll_args", "py_frames", "bad_flows",
+    for attr in ("n_events", "n_instants", "n_counters", "skipped", "coll_args", "bad_flows",
                  "inexact_ts", "meta", "ctr"):
         _same(getattr(fast, attr), getattr(slow, attr), attr)
     _same(fast.finish(), slow.finish(), "finish()")
@@ -256,7 +256,7 @@ def _scan_or_parse(text: bytes, use_scan: bool, monkeypatch: pytest.MonkeyPatch)
         doc = orjson.loads(text)
         ev.add(doc["traceEvents"] if isinstance(doc, dict) else doc, text)
         monkeypatch.setattr(extract, "compiled", compiled)
-    return ev.finish(), ev.coll_args, ev.py_frames, ev.meta, ev.n_events
+    return ev.finish(), ev.coll_args, ev.meta, ev.n_events
 
 
 _kineto_keys = st.sampled_from(["External id", "correlation", "Input Dims", "Input type", "Concrete Inputs",
@@ -363,3 +363,70 @@ def test_the_key_bits_of_python_and_c_are_the_same():
     bits = {name: int(v, 16) for name, v in re.findall(r"#define K_(\w+) (0x[0-9A-Fa-f]+)", header)}
     assert bits.pop("INT_MASK") == 0x0F and len(extract.INT_ARGS) < 0x0F
     assert bits == {name: getattr(extract, f"_K_{name}") for name in bits} and len(bits) == 7
+
+
+def test_python_frame_ids_are_int64_links_or_none_on_both_paths(monkeypatch):
+    """A python_function row's "Python id" / "Python parent id" is a link only when it is an int64 (not null, a
+    numeric string, a float, a bool or an int beyond int64), read alike from the text and from the dicts."""
+    values = [b"5", b"null", b'"5"', b"5.0", b"true", b"9223372036854775808", b"-9223372036854775808", b"1e2",
+              b"-3", b"[1]"]
+    events = b",".join(b'{"ph":"X","cat":"python_function","name":"f","pid":1,"tid":1,"ts":%d,"dur":1,'
+                       b'"args":{"Python id":%s,"Python parent id":%s}}' % (i, v, values[-1 - i])
+                       for i, v in enumerate(values))
+    text = b'[{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":0,"dur":1},' + events + b"]"
+    fast, slow = _scan_or_parse(text, True, monkeypatch), _scan_or_parse(text, False, monkeypatch)
+    _same(fast, slow, "frames")
+    no = extract.NO_FRAME_ID
+    ids = [5, no, no, no, no, no, no, no, -3, no]
+    assert fast[0]["frames"].tolist() == [[i + 1, ids[i], ids[-1 - i]] for i in range(len(values))]
+
+
+_factorize_values = st.one_of(
+    st.lists(st.integers(-2**63, 2**63 - 1), max_size=300).map(lambda v: np.array(v, dtype=np.int64)),
+    st.lists(st.sampled_from([0, 1, -1, 2**62, -2**63, 2**63 - 1, 7]), max_size=300).map(
+        lambda v: np.array(v, dtype=np.int64)),
+    st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "", "\u00e9", "1"]), st.integers(-3, 3),
+                       st.integers(2**64, 2**70)), max_size=300).map(lambda v: np.array(v + [None], dtype=object)[:-1]),
+    st.lists(st.one_of(st.sampled_from(["x", "y"]), st.floats(allow_nan=True), st.booleans()), max_size=50).map(
+        lambda v: np.array(v + [None], dtype=object)[:-1]),  # floats / bools: pandas' rules (the C pass declines)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=_factorize_values)
+def test_the_compiled_factorize_gives_pandas_codes_and_uniques(values):
+    """``events.factorize`` (int64 and str / int / None arrays in C) against ``pd.factorize``: codes in order of
+    first appearance, missing values (None) coded -1, the same uniques and dtypes."""
+    import pandas as pd
+
+    from neuron_profiler.importers.kineto import events
+
+    codes, uniq = events.factorize(values)
+    want_codes, want_uniq = pd.factorize(values)
+    assert codes.dtype == np.int64 and codes.tolist() == want_codes.tolist()
+    assert uniq.dtype == (np.int64 if values.dtype == np.int64 else object)
+    want = np.asarray(want_uniq, dtype=uniq.dtype).tolist()
+    got_u = uniq.tolist()
+    assert [type(u) for u in got_u] == [type(u) for u in want]
+    assert len(got_u) == len(want) and all(a == b or (a != a and b != b) for a, b in zip(got_u, want))
+    if values.dtype == object:
+        got = compiled.factorize_obj(values.tolist()) if len(values) else None
+        if got is not None:  # declined exactly when a value is not an exact str / int / None
+            assert set(map(type, values.tolist())) <= {str, int, type(None)}
+
+
+@pytest.mark.parametrize("make", [
+    lambda r: np.arange(20_000, dtype=np.int64) << 32,                      # equal low halves
+    lambda r: np.repeat(np.arange(-5_000, 5_000, dtype=np.int64), 3),        # runs, negatives
+    lambda r: r.integers(-2**63, 2**63 - 1, 30_000, dtype=np.int64),          # nearly all distinct
+    lambda r: r.choice(np.array([-2**63, 2**63 - 1, 0, -1], dtype=np.int64), 10_000),
+], ids=["high-bits", "runs", "random", "extremes"])
+def test_the_compiled_int64_factorize_on_large_arrays(make):
+    import pandas as pd
+
+    from neuron_profiler.importers.kineto import events
+
+    values = make(np.random.default_rng(3))
+    codes, uniq = events.factorize(values)
+    want_codes, want_uniq = pd.factorize(values)
+    assert codes.tolist() == want_codes.tolist() and uniq.tolist() == want_uniq.tolist()

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuron_profiler.importers.kineto.stacks import MAX_DEPTH, operator_stacks
+from neuron_profiler.importers.kineto.stacks import MAX_DEPTH, NO_ID, operator_stacks
+
+
+def _ids(pairs: list[tuple[int | None, int | None]]) -> np.ndarray:
+    """Per frame (Python id, Python parent id), None for no int."""
+    return np.asarray([[NO_ID if v is None else v for v in p] for p in pairs], dtype=np.int64).reshape(-1, 2)
 
 
 def _frames_then_ops(frame_spans: list[tuple[int, int]], op_starts: list[int]):
@@ -22,7 +27,7 @@ def test_deep_nesting_keeps_the_innermost_frames_after_a_shallower_stack_was_bui
     spans = [(2 * i, 100_000 - i) for i in range(depth)]
     # op A is inside frame 99 only (frame 100 opens at 200), op B inside the innermost frame 149
     is_py, is_op, thread, start, end, names = _frames_then_ops(spans, [2 * 99 + 1, 2 * (depth - 1) + 1])
-    frames = {i: (i + 1, i) for i in range(depth)}  # Python id i+1, parent id i (id 0: no parent)
+    frames = _ids([(i + 1, i) for i in range(depth)])  # Python id i+1, parent id i (id 0: no parent)
     out = operator_stacks(is_py, is_op, thread, start, end, names, frames)
     assert out[depth] == "\n".join(f"f{i}" for i in range(100))  # whole chain, outermost first
     assert out[depth + 1] == "\n".join(f"f{i}" for i in range(depth - MAX_DEPTH, depth))  # innermost 128
@@ -32,7 +37,7 @@ def test_deep_nesting_keeps_the_innermost_frames_after_a_shallower_stack_was_bui
 def test_cyclic_parent_ids_stop_at_the_depth_limit() -> None:
     # two frames naming each other as parent (corrupt ids): the walk alternates until MAX_DEPTH frames
     is_py, is_op, thread, start, end, names = _frames_then_ops([(0, 100), (10, 90)], [20])
-    out = operator_stacks(is_py, is_op, thread, start, end, names, {0: (1, 2), 1: (2, 1)})
+    out = operator_stacks(is_py, is_op, thread, start, end, names, _ids([(1, 2), (2, 1)]))
     chain = ["f1" if k % 2 == 0 else "f0" for k in range(MAX_DEPTH)]  # innermost (f1) first
     assert out[2] == "\n".join(reversed(chain))
 
@@ -41,5 +46,15 @@ def test_siblings_share_their_parents_stack() -> None:
     # root f0 [0, 100] holds f1 [10, 20] and f2 [30, 40]; one op inside each, one in the root only
     spans = [(0, 100), (10, 20), (30, 40)]
     is_py, is_op, thread, start, end, names = _frames_then_ops(spans, [15, 35, 50])
-    out = operator_stacks(is_py, is_op, thread, start, end, names, {0: (1, None), 1: (2, 1), 2: (3, 1)})
+    out = operator_stacks(is_py, is_op, thread, start, end, names, _ids([(1, None), (2, 1), (3, 1)]))
     assert list(out[3:]) == ["f0\nf1", "f0\nf2", "f0"]
+
+
+def test_a_repeated_id_links_to_its_last_frame_and_no_id_links_nowhere() -> None:
+    # f0 [0, 100] and f1 [5, 95] both say Python id 7 (the later row wins); f2 [10, 20] has parent 7; f3
+    # [30, 40] has id -1 and f4 [50, 60] has no parent id: f4 must not be taken for a child of id -1
+    spans = [(0, 100), (5, 95), (10, 20), (30, 40), (50, 60)]
+    is_py, is_op, thread, start, end, names = _frames_then_ops(spans, [15, 55])
+    out = operator_stacks(is_py, is_op, thread, start, end, names,
+                          _ids([(7, None), (7, None), (8, 7), (-1, None), (9, None)]))
+    assert list(out[5:]) == ["f1\nf2", "f4"]

@@ -30,7 +30,7 @@ from neuron_profiler.importers.kineto.events import (
     key_codes,
     map_values,
 )
-from neuron_profiler.importers.kineto.extract import EventColumns
+from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, EventColumns
 from neuron_profiler.importers.kineto.links import resolve_links
 from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta
@@ -256,7 +256,7 @@ def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
     }
     if is_py.any():
         py_pos = np.flatnonzero(is_py)
-        frames = dict(zip(py_pos.tolist(), map(ev.py_frames.__getitem__, h_rows[py_pos].tolist())))
+        frames = _frames_of(x["frames"], h_rows[py_pos])
         cols["stack"] = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
                                         h_start, h_start + h_dur, h_names, frames)
     for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
@@ -302,6 +302,17 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
         "args": x["args"][i_rows],
     }
     return i_cols, links, coll
+
+
+def _frames_of(frames: np.ndarray, x_rows: np.ndarray) -> np.ndarray:
+    """The (Python id, Python parent id) of each of ``x_rows`` (python_function rows) from ``frames`` (the
+    extraction's (row, id, parent id) triples, by row); ``NO_FRAME_ID`` for a row it does not hold."""
+    out = np.full((len(x_rows), 2), NO_FRAME_ID, dtype=np.int64)
+    if len(frames):
+        pos = np.minimum(np.searchsorted(frames[:, 0], x_rows), len(frames) - 1)
+        hit = frames[pos, 0] == x_rows
+        out[hit] = frames[pos[hit], 1:]
+    return out
 
 
 def _copy_directions(names: np.ndarray, is_memcpy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

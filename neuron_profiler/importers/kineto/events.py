@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.importers.kineto import native
 from neuron_profiler.importers.kineto.exact import LIMIT_US, needs_exact
 
 _NUM = (int, float)
@@ -318,7 +319,18 @@ _DICT_FACTORIZE_MAX = 64
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(int64 codes, uniques) in order of first appearance, as ``pd.factorize`` gives them (missing values,
-    None or NaN, get code -1 there): the importer's one factorization."""
+    None or NaN, get code -1 there): the importer's one factorization. In C (``native``) for int64 arrays and
+    for object arrays of str / int / None, else by a dict pass (small arrays) or by pandas."""
+    fast = native.compiled
+    if fast is not None and values.dtype == np.int64:
+        codes_b, uniq_b = fast.factorize_i64(np.ascontiguousarray(values))
+        return np.frombuffer(codes_b, np.int64), np.frombuffer(uniq_b, np.int64)
+    if fast is not None and values.dtype.kind == "O":
+        got = fast.factorize_obj(values.tolist())
+        if got is not None:
+            uniq_o = np.empty(len(got[1]), dtype=object)
+            uniq_o[:] = got[1]
+            return np.frombuffer(got[0], np.int64), uniq_o
     n = len(values)
     if n <= _DICT_FACTORIZE_MAX and values.dtype.kind in "iuO":
         vals = values.tolist()

@@ -9,11 +9,9 @@ does not depend on how the events were chunked.
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 from itertools import compress, count, repeat
-from operator import is_, is_not, itemgetter, methodcaller
-from types import ModuleType
+from operator import is_, is_not, itemgetter
 from typing import Any
 
 import numpy as np
@@ -43,14 +41,7 @@ from neuron_profiler.importers.kineto.events import (
     usable_ts_array,
 )
 from neuron_profiler.importers.kineto.exact import apply_exact
-
-compiled: ModuleType | None  # the C passes (``_fastextract``); None: the Python path only
-try:
-    if os.environ.get("NEURON_PROFILER_PURE_PYTHON"):  # the oracle path, e.g. to compare or to debug
-        raise ImportError
-    import neuron_profiler.importers.kineto._fastextract as compiled
-except ImportError:  # built without a C compiler: same results, slower
-    compiled = None
+from neuron_profiler.importers.kineto.native import compiled  # the C passes; None: the Python path only
 
 
 def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
@@ -139,7 +130,27 @@ def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any
 
 
 _KEY_LIMIT = 2**62
-_GET_PY_ID, _GET_PY_PARENT = methodcaller("get", "Python id"), methodcaller("get", "Python parent id")
+#: a python frame's "Python id" / "Python parent id" that is no link: not an int64 (absent, null, a string, a
+#: float, a bool, an int beyond int64); NO_FRAME_ID in ``csrc/common.h``
+NO_FRAME_ID = -(2**63)
+
+
+def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np.ndarray:
+    """(row, Python id, Python parent id) int64 triples of the python_function rows among ``cat`` (``py``: that
+    category's shared string; rows numbered from ``first``), as the compiled scan writes them."""
+    rows = [] if py is None else list(compress(count(), map(is_, cat, repeat(py))))
+    out = np.empty((len(rows), 3), dtype=np.int64)
+    if rows:
+        frames = list(map(args.__getitem__, rows))
+        out[:, 0] = rows
+        out[:, 0] += first
+        out[:, 1] = [_frame_id(f.get("Python id")) for f in frames]
+        out[:, 2] = [_frame_id(f.get("Python parent id")) for f in frames]
+    return out
+
+
+def _frame_id(v: Any) -> int:
+    return v if type(v) is int and NO_FRAME_ID < v < 2**63 else NO_FRAME_ID
 
 
 class IdKeys:
@@ -226,7 +237,7 @@ class EventColumns:
             "cat", "name", "pid", "tid", "pid_key", "tid_key", "ts", "dur", "cls", *INT_ARGS, *JSON_ARGS,
             "args")}
         self.coll_args: dict[int, dict[str, Any]] = {}         # X row -> args with "Collective name"
-        self.py_frames: dict[int, tuple[Any, Any]] = {}        # python_function X row -> (Python id, parent id)
+        self._frames: list[np.ndarray] = []  # ``frame_ids`` triples of python_function rows
         self._flows: dict[str, list[Any]] = {k: [] for k in ("ph", "cat", "id", "pid", "tid", "ts")}  # arrays
         self.bad_flows = 0
         self.inexact_ts = 0  # events whose ts kept float64 precision (text not available or not aligned)
@@ -273,7 +284,7 @@ class EventColumns:
                             _KEY_INFO, self._text_memo, orjson_loads, _INT_DEFAULT_TUPLE)
         if got is None:
             return None
-        x, flows, meta, instants, counters, (ints, shapes, dtypes, texts, coll), n_events, end = got
+        x, flows, meta, instants, counters, (ints, shapes, dtypes, texts, coll, frames), n_events, end = got
         self.n_events += n_events
         self._add_other(meta, instants, counters, [], False)
         self._add_flow_columns(flows)
@@ -281,7 +292,7 @@ class EventColumns:
         if cat:
             cols: dict[str, Any] = {c: np.frombuffer(b, np.int64) for c, b in zip(INT_ARGS, ints)}
             cols.update(input_shapes=objects(shapes), input_dtypes=objects(dtypes), args=objects(texts),
-                        coll=np.array(coll, dtype=np.int64))
+                        coll=np.array(coll, dtype=np.int64), frames=np.frombuffer(frames, np.int64).reshape(-1, 3))
             self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
                            np.frombuffer(cls, np.int8), args, cols)
         return end
@@ -357,8 +368,8 @@ class EventColumns:
                   dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]],
                   cols: dict[str, Any] | None = None) -> None:
         """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
-        args dicts (``EMPTY_ARGS`` for missing args; the scan gives the dicts of collective and python_function
-        rows only, with their ``args_columns`` in ``cols``)."""
+        args dicts (``EMPTY_ARGS`` for missing args; the scan gives the dicts of collective rows only, with their
+        ``args_columns`` and python frame ids (``frame_ids``, rows from 0) in ``cols``)."""
         first = self.n_x
         x = self._x
         x["cat"].extend(cat)
@@ -376,18 +387,19 @@ class EventColumns:
             x[c].append(cols[c])
         for i in cols["coll"].tolist():
             self.coll_args[first + i] = args[i]
-        py = self._memo.get("python_function")
-        if py is not None:  # cat strings are shared through the memo: an identity test finds the frames
-            rows = list(compress(count(), map(is_, cat, repeat(py))))
-            frames = list(map(args.__getitem__, rows))
-            self.py_frames.update(zip(map(first.__add__, rows),
-                                      zip(map(_GET_PY_ID, frames), map(_GET_PY_PARENT, frames))))
+        frames = cols.get("frames")
+        if frames is None:  # cat strings are shared through the memo: an identity test finds the frames
+            frames = frame_ids(cat, args, self._memo.get("python_function"), first)
+        elif len(frames) and first:
+            frames = frames + np.array([first, 0, 0])
+        self._frames.append(frames)
 
     def finish(self) -> dict[str, Any]:
         """All columns as arrays: X columns (``cat``/``name`` object str, ``pid``/``tid`` as ``IdColumn`` and
         ``pid_key``/``tid_key`` their int64 keys (one key space shared with the flows' pid/tid),
         ``start_ts``/``duration_ns`` int64 ns without base time, ``cls``, args-derived int64 columns, JSON
-        text columns), ``flows`` (dict of arrays), ``mem`` (``memory_samples`` tuple)."""
+        text columns), ``frames`` (``frame_ids`` of the python_function rows, by row), ``flows`` (dict of arrays),
+        ``mem`` (``memory_samples`` tuple)."""
         x = self._x
         out: dict[str, Any] = {}
         for k in ("cat", "name"):
@@ -409,6 +421,8 @@ class EventColumns:
               for k, v in f.items()}
         out["flows"] = fl  # ph / cat as int8 codes into FLOW_PHASES / FLOW_CATS
         self._flows = {}
+        out["frames"] = np.concatenate(self._frames) if self._frames else np.zeros((0, 3), dtype=np.int64)
+        self._frames = []
         out["mem"] = kc.concat_samples(self._mem)
         self._mem = []
         return out

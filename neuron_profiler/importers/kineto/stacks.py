@@ -7,22 +7,20 @@ thread when it has frames, else on the single Python thread of the trace (ambigu
 """
 from __future__ import annotations
 
-from itertools import repeat
-from typing import Any
-
 import numpy as np
 
 MAX_DEPTH = 128
-_NO_FRAME = (None, None)
+#: an id that is no link (``extract.NO_FRAME_ID``)
+NO_ID = -(2**63)
 
 
 def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, start: np.ndarray,
-                    end: np.ndarray, names: np.ndarray, frames: dict[int, tuple[Any, Any]]) -> np.ndarray | None:
+                    end: np.ndarray, names: np.ndarray, frames: np.ndarray) -> np.ndarray | None:
     """Stack string per host row (object array, "" when unknown) or None when the trace has no frames.
 
     ``is_py`` marks python_function rows, ``is_op`` the rows that get a stack (cpu_op); ``thread`` is a
-    per-row thread key; rows are any order. ``frames``: python_function row -> its args' (``Python id``,
-    ``Python parent id``) values as read."""
+    per-row thread key; rows are any order. ``frames``: per python_function row (in row order), its args'
+    ``Python id`` and ``Python parent id`` (int64; ``NO_ID``: not an int, no link)."""
     py_rows = np.flatnonzero(is_py)
     if len(py_rows) == 0:
         return None
@@ -39,19 +37,27 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
 class _Stacks:
     """Stack strings of frame rows, through the frames' ``Python id`` / ``Python parent id`` links."""
 
-    def __init__(self, py_rows: np.ndarray, frames: dict[int, tuple[Any, Any]], names: np.ndarray) -> None:
+    def __init__(self, py_rows: np.ndarray, frames: np.ndarray, names: np.ndarray) -> None:
         self.names = names
-        self.frames = frames
-        rows = py_rows.tolist()
-        # Python id -> frame row (the last row of an id wins)
-        self.by_id: dict[int, int] = {f[0]: r for r, f in zip(rows, map(frames.get, rows, repeat(_NO_FRAME)))
-                                      if type(f[0]) is int}
+        own, par = frames[:, 0], frames[:, 1]
+        # Python id -> frame row, the last row of an id winning: per id, the last of its rows in a stable sort
+        ok = np.flatnonzero(own != NO_ID)
+        order = ok[np.argsort(own[ok], kind="stable")]
+        ids = own[order]
+        last = np.flatnonzero(np.append(ids[1:] != ids[:-1], True)) if len(ids) else order
+        ids, id_rows = ids[last], py_rows[order[last]]
+        # the parent row of each frame whose two ids are ints and whose parent id is a frame's
+        linked = np.flatnonzero((own != NO_ID) & (par != NO_ID))
+        self.parent: dict[int, int] = {}
+        if len(ids) and len(linked):
+            pos = np.minimum(np.searchsorted(ids, par[linked]), len(ids) - 1)
+            hit = ids[pos] == par[linked]
+            self.parent = dict(zip(py_rows[linked[hit]].tolist(), id_rows[pos[hit]].tolist()))
         self.cache: dict[int, tuple[str, int]] = {}  # frame row -> (its stack, its depth)
 
     def _parent(self, r: int) -> int:
-        """The frame row of ``r``'s parent (-1: none), read when first needed (most frames never are)."""
-        pid_, par = self.frames.get(r, _NO_FRAME)
-        return self.by_id.get(par if type(pid_) is int and type(par) is int else -1, -1)
+        """The frame row of ``r``'s parent (-1: none)."""
+        return self.parent.get(r, -1)
 
     def of(self, r: int) -> str:
         """The chain of frames from ``r`` up (innermost ``MAX_DEPTH`` frames), built on the cached stack of

@@ -22,6 +22,7 @@
 #define K_DROP_DEVICE 0x100
 #define K_PY_ID 0x200     /* "Python id": read for python_function rows */
 #define K_PY_PARENT 0x400 /* "Python parent id" */
+#define NO_FRAME_ID INT64_MIN /* a python frame id that is not an int64 (extract.NO_FRAME_ID) */
 
 enum { HOST = 0, DEVICE = 1, ANNOTATION = 2, TRACE = 3 };
 
@@ -85,4 +86,7 @@ PyObject *py_split(PyObject *self, PyObject *argv);
 PyObject *py_args_columns(PyObject *self, PyObject *argv);
 PyObject *py_id_keys(PyObject *self, PyObject *argv);
 PyObject *py_scan(PyObject *self, PyObject *argv);
+PyObject *py_factorize_i64(PyObject *self, PyObject *arg);
+PyObject *py_factorize_obj(PyObject *self, PyObject *arg);
+void factorize_seed(uint64_t s);
 #endif

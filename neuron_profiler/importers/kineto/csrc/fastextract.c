@@ -24,9 +24,15 @@
  *     ``split`` and ``args_columns`` straight from the JSON text of the events (``scan.c``), without the
  *     event dicts: see there.
  *
+ * factorize_i64(int64 buffer), factorize_obj(list)
+ *     Codes in order of first appearance and the uniques, as ``pd.factorize`` (``factorize.c``).
+ *
  * Sources: common.h (shared declarations), encode.c (JSON text, value rules), objects.c (passes over dicts),
- * tokens.h / tokens.c / strcache.c / scan.c (pass over text), this file (module).
+ * tokens.h / tokens.c / strcache.c / scan.c (pass over text), factorize.c, this file (module).
  */
+#include <time.h>
+#include <unistd.h>
+
 #include "common.h"
 
 PyObject *S_ph, *S_cat, *S_name, *S_pid, *S_tid, *S_ts, *S_dur, *S_args, *S_id, *S_empty;
@@ -48,6 +54,9 @@ static PyMethodDef methods[] = {
      "scan(text, start, stop, array, check_ts, memo, classes, empty, flow_cats, keyinfo, text_memo, loads, defaults)"
      " -> tuple | None"},
     {"id_keys", py_id_keys, METH_VARARGS, "id_keys(values, other) -> bytearray of int64 keys"},
+    {"factorize_i64", py_factorize_i64, METH_O, "factorize_i64(int64 buffer) -> (codes, uniques) as int64 bytearrays"},
+    {"factorize_obj", py_factorize_obj, METH_O,
+     "factorize_obj(list) -> (int64 codes bytearray, uniques list), or None when not all str / int / None"},
     {"dumps", py_dumps, METH_O, "dumps(value) -> bytes as orjson writes them, or None when not handled here"},
     {NULL, NULL, 0, NULL},
 };
@@ -62,5 +71,6 @@ PyMODINIT_FUNC PyInit__fastextract(void) {
         if (*slots[k] == NULL)
             return NULL;
     }
+    factorize_seed((uint64_t)(uintptr_t)&module ^ ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid());
     return PyModule_Create(&module);
 }

@@ -40,9 +40,9 @@ typedef struct {
     PyObject *cat, *name, *pid, *tid, *args, *meta, *instants, *counters, *fpid, *ftid, *shapes, *dtypes, *texts,
         *coll;
     Buf ts, dur, cls, ints[N_INT_COLS], fph, fcat, fid, fts;
+    Buf frames; /* python_function rows: (row, "Python id", "Python parent id") int64 triples */
     Buf text, val, keys; /* scratch: an args text, one value's text, an args object's keys (duplicates) */
-    uc *py[2][2];        /* the row's "Python id" / "Python parent id" value (start, end), NULL when absent */
-    PyObject *py_keys[2];
+    uc *py[2];           /* the row's "Python id" / "Python parent id" value, NULL when absent */
     Py_ssize_t nx;
 } Scan;
 
@@ -143,34 +143,25 @@ static PyObject *shared_text(Scan *X, Buf *b) {
     return s;
 }
 
-/* A python_function row's args as the caller reads them: a dict of its "Python id" / "Python parent id"
- * (new reference; a value that is not an int64 is parsed by ``loads``). */
-static PyObject *py_frame_args(Scan *X) {
-    PyObject *d = PyDict_New();
-    for (int k = 0; d != NULL && k < 2; k++) {
-        uc *v0 = X->py[k][0], *v1 = X->py[k][1];
-        if (v0 == NULL)
-            continue;
-        Cur *c = &X->c;
-        int kind;
-        long long i;
-        unsigned long long u;
-        double dbl;
-        PyObject *v = NULL;
-        c->p = v0;
-        if ((*v0 == '-' || (*v0 >= '0' && *v0 <= '9')) && num_tok(c, &kind, &i, &u, &dbl) == 0 && kind == NUM_I64)
-            v = PyLong_FromLongLong(i);
-        else {
-            PyErr_Clear();
-            PyObject *view = PyMemoryView_FromMemory((char *)v0, v1 - v0, PyBUF_READ);
-            v = view ? PyObject_CallOneArg(X->loads, view) : NULL;
-            Py_XDECREF(view);
-        }
-        if (v == NULL || PyDict_SetItem(d, X->py_keys[k], v) < 0)
-            Py_CLEAR(d);
-        Py_XDECREF(v);
+/* A python frame's "Python id" / "Python parent id" as the stacks read it (``extract.frame_ids``): the int64
+ * written at ``v0``, NO_FRAME_ID for anything else (absent, null, a string, a float, beyond int64). */
+static int64_t frame_id(Scan *X, uc *v0) {
+    if (v0 == NULL || !(*v0 == '-' || (*v0 >= '0' && *v0 <= '9')))
+        return NO_FRAME_ID;
+    Cur *c = &X->c;
+    uc *save = c->p;
+    int kind;
+    long long i;
+    unsigned long long u;
+    double dbl;
+    c->p = v0;
+    int rc = num_tok(c, &kind, &i, &u, &dbl);
+    c->p = save;
+    if (rc != 0) {
+        PyErr_Clear();
+        return NO_FRAME_ID;
     }
-    return d;
+    return kind == NUM_I64 ? (int64_t)i : NO_FRAME_ID;
 }
 
 /* What one args member (K_* ``bits``, its value at ``v0``..``after``, written in X->val) gives the row: int
@@ -184,10 +175,8 @@ static int args_member(Scan *X, long bits, uc *v0, uc *after, int64_t *ints, PyO
         if (*dest == NULL)
             return -1;
     }
-    if (bits & (K_PY_ID | K_PY_PARENT)) {
-        X->py[bits & K_PY_ID ? 0 : 1][0] = v0;
-        X->py[bits & K_PY_ID ? 0 : 1][1] = after;
-    }
+    if (bits & (K_PY_ID | K_PY_PARENT))
+        X->py[bits & K_PY_ID ? 0 : 1] = v0;
     if (bits & K_COLL)
         *coll = 1;
     return 0;
@@ -264,8 +253,8 @@ typedef struct {
     PyObject *pid, *tid, *args, *texts[3];
 } Row;
 
-/* The args dict the caller reads for a row (new reference): a collective's whole dict (parsed by ``loads``), a
- * python frame's ids, else ``empty``. */
+/* The args dict the caller reads for a row (new reference): a collective's whole dict (parsed by ``loads``),
+ * else ``empty`` (a python frame's ids go to X->frames). */
 static PyObject *row_args(Scan *X, uc *at, uc *end, Row *r) {
     if (*at == '{' && r->coll) {
         PyObject *view = PyMemoryView_FromMemory((char *)at, end - at, PyBUF_READ);
@@ -273,8 +262,6 @@ static PyObject *row_args(Scan *X, uc *at, uc *end, Row *r) {
         Py_XDECREF(view);
         return d;
     }
-    if (*at == '{' && PyUnicode_CompareWithASCIIString(r->cat, "python_function") == 0)
-        return py_frame_args(X);
     return Py_NewRef(X->empty);
 }
 
@@ -291,6 +278,11 @@ static int append_row(Scan *X, Row *r) {
     for (int k = 0; k < N_INT_COLS; k++)
         if (buf_put(&X->ints[k], (char *)&r->ints[k], 8) < 0)
             return -1;
+    if (PyUnicode_CompareWithASCIIString(r->cat, "python_function") == 0) {
+        int64_t frame[3] = {X->nx, frame_id(X, X->py[0]), frame_id(X, X->py[1])};
+        if (buf_put(&X->frames, (char *)frame, sizeof frame) < 0)
+            return -1;
+    }
     X->nx++;
     return 0;
 }
@@ -300,6 +292,7 @@ static int x_row(Scan *X, uc **f) {
         if (f[k] == NULL)
             return DEFER;
     Row r = {0};
+    memset(X->py, 0, sizeof X->py);
     TRY(ns_value(X, f[F_TS], 1, &r.ts));
     TRY(ns_value(X, f[F_DUR], 0, &r.dur));
     TRY(name_value(X, f[F_CAT], &r.cat));
@@ -316,7 +309,6 @@ static int x_row(Scan *X, uc **f) {
         rc = id_value(X, f[F_TID], &r.tid);
     if (rc == 0 && f[F_ARGS]) {
         uc *end;
-        memset(X->py, 0, sizeof X->py);
         rc = scan_args(X, f[F_ARGS], r.cls, r.ints, r.texts, &r.coll, &end);
         if (rc == 0 && (r.args = row_args(X, f[F_ARGS], end, &r)) == NULL)
             rc = -1;
@@ -473,10 +465,10 @@ static PyObject *scan_result(Scan *X, Py_ssize_t n_events, Py_ssize_t stop) {
         }
         PyTuple_SET_ITEM(ints, k, b);
     }
-    return Py_BuildValue("(OOOONNNO)(NNNNOO)OOO(NOOOO)nn", X->cat, X->name, X->pid, X->tid, bytes_of(&X->ts),
+    return Py_BuildValue("(OOOONNNO)(NNNNOO)OOO(NOOOON)nn", X->cat, X->name, X->pid, X->tid, bytes_of(&X->ts),
                          bytes_of(&X->dur), bytes_of(&X->cls), X->args, bytes_of(&X->fph), bytes_of(&X->fcat),
                          bytes_of(&X->fid), bytes_of(&X->fts), X->fpid, X->ftid, X->meta, X->instants, X->counters,
-                         ints, X->shapes, X->dtypes, X->texts, X->coll, n_events, stop);
+                         ints, X->shapes, X->dtypes, X->texts, X->coll, bytes_of(&X->frames), n_events, stop);
 }
 
 PyObject *py_scan(PyObject *self, PyObject *argv) {
@@ -501,9 +493,6 @@ PyObject *py_scan(PyObject *self, PyObject *argv) {
     }
     for (int k = 0; k < N_INT_COLS; k++)
         X.defaults[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(defaults, k));
-    if ((X.py_keys[0] = PyUnicode_InternFromString("Python id")) == NULL ||
-        (X.py_keys[1] = PyUnicode_InternFromString("Python parent id")) == NULL)
-        goto done;
     for (size_t k = 0; k < n_lists; k++)
         if ((*lists[k] = PyList_New(0)) == NULL)
             goto done;
@@ -522,14 +511,12 @@ PyObject *py_scan(PyObject *self, PyObject *argv) {
 done:
     for (size_t k = 0; k < n_lists; k++)
         Py_XDECREF(*lists[k]);
-    Buf *bufs[] = {&X.ts, &X.dur, &X.cls, &X.fph, &X.fcat, &X.fid, &X.fts, &X.text, &X.val, &X.keys, &X.c.str};
+    Buf *bufs[] = {&X.ts, &X.dur, &X.cls, &X.fph, &X.fcat, &X.fid, &X.fts, &X.frames, &X.text, &X.val, &X.keys, &X.c.str};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
         PyMem_Free(bufs[k]->p);
     for (int k = 0; k < N_INT_COLS; k++)
         PyMem_Free(X.ints[k].p);
     cache_free(&X.cache);
-    Py_XDECREF(X.py_keys[0]);
-    Py_XDECREF(X.py_keys[1]);
     PyBuffer_Release(&text);
     return result;
 }
