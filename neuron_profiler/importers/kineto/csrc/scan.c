@@ -9,8 +9,8 @@
  * int64 or in-range number, a float ts too large for float64 to keep its ns, an int beyond 64 bits, a lone
  * surrogate escape, a duplicate key in an object whose text is written, values deeper than MAX_DEPTH.
  * Events other than complete events and flow halves (metadata, instants, counters: a few per trace) and the
- * args of collective and python_function rows are parsed by ``loads`` (orjson) from their text, so they are
- * exactly the dicts the other path holds. Numbers: ints are written as their token (JSON and orjson agree),
+ * args of collective rows are parsed by ``loads`` (orjson) from their text, so they are exactly the dicts the
+ * other path holds; python_function rows give their two frame ids as int64 (``extract.frame_ids``). Numbers: ints are written as their token (JSON and orjson agree),
  * floats as their token when it is the shortest text of its value, else through Python's repr (enc_float).
  */
 #include <math.h>
