@@ -84,6 +84,12 @@ def test_all_events_unreadable_is_an_error(tmp_path):
         load_kineto_builder(_write(tmp_path, {"traceEvents": bad}))
 
 
+def test_only_unreadable_flow_halves_name_their_reason(tmp_path):
+    bad = [{"ph": "s", "cat": "ac2g"}, {"ph": "f", "cat": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": "x"}]
+    with pytest.raises(TraceFormatError, match=r"none of the 2 events could be read \(2 unreadable flow event\)$"):
+        load_kineto_builder(_write(tmp_path, {"traceEvents": bad}))
+
+
 def test_unknown_categories_are_imported_and_reported(tmp_path):
     ev = [GOOD, dict(GOOD, cat="my_backend_runtime", name="x"), dict(GOOD, cat=None, name="nocat")]
     with pytest.warns(UserWarning, match=r"2 events with unknown categories imported as host ops"):

@@ -120,7 +120,8 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     n_events = ev.n_events
     x = ev.finish()
     if n_events and not (len(x["cls"]) or ev.n_instants or ev.n_counters or ev.meta):
-        reasons = ", ".join(f"{n} {r}" for r, n in ev.skipped.most_common())
+        why = ev.skipped + Counter({"unreadable flow event": ev.bad_flows})
+        reasons = ", ".join(f"{n} {r}" for r, n in why.most_common()) or "no reason recorded"
         raise TraceFormatError(f"{source}: none of the {n_events} events could be read ({reasons})")
     b, rank, world, base_ns = _new_builder(doc, source, run_id)
     stage("columns")
