@@ -31,7 +31,7 @@ from neuron_profiler.importers.kineto.events import (
     map_values,
 )
 from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, EventColumns
-from neuron_profiler.importers.kineto.links import resolve_links
+from neuron_profiler.importers.kineto.links import lookup, resolve_links
 from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta
 from neuron_profiler.trace import TraceBuilder, make_header
@@ -307,12 +307,11 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
 
 def _frames_of(frames: np.ndarray, x_rows: np.ndarray) -> np.ndarray:
     """The (Python id, Python parent id) of each of ``x_rows`` (python_function rows) from ``frames`` (the
-    extraction's (row, id, parent id) triples, by row); ``NO_FRAME_ID`` for a row it does not hold."""
+    extraction's (row, id, parent id) triples); ``NO_FRAME_ID`` for a row it does not hold."""
     out = np.full((len(x_rows), 2), NO_FRAME_ID, dtype=np.int64)
-    if len(frames):
-        pos = np.minimum(np.searchsorted(frames[:, 0], x_rows), len(frames) - 1)
-        hit = frames[pos, 0] == x_rows
-        out[hit] = frames[pos[hit], 1:]
+    at = lookup(frames[:, 0], np.arange(len(frames), dtype=np.int64), x_rows)
+    hit = at >= 0
+    out[hit] = frames[at[hit], 1:]
     return out
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuron_profiler.importers.kineto.links import lookup
+
 MAX_DEPTH = 128
 #: an id that is no link (``extract.NO_FRAME_ID``)
 NO_ID = -(2**63)
@@ -40,19 +42,13 @@ class _Stacks:
     def __init__(self, py_rows: np.ndarray, frames: np.ndarray, names: np.ndarray) -> None:
         self.names = names
         own, par = frames[:, 0], frames[:, 1]
-        # Python id -> frame row, the last row of an id winning: per id, the last of its rows in a stable sort
-        ok = np.flatnonzero(own != NO_ID)
-        order = ok[np.argsort(own[ok], kind="stable")]
-        ids = own[order]
-        last = np.flatnonzero(np.append(ids[1:] != ids[:-1], True)) if len(ids) else order
-        ids, id_rows = ids[last], py_rows[order[last]]
-        # the parent row of each frame whose two ids are ints and whose parent id is a frame's
-        linked = np.flatnonzero((own != NO_ID) & (par != NO_ID))
-        self.parent: dict[int, int] = {}
-        if len(ids) and len(linked):
-            pos = np.minimum(np.searchsorted(ids, par[linked]), len(ids) - 1)
-            hit = ids[pos] == par[linked]
-            self.parent = dict(zip(py_rows[linked[hit]].tolist(), id_rows[pos[hit]].tolist()))
+        ok = own != NO_ID
+        linked = np.flatnonzero(ok & (par != NO_ID))
+        # the parent row of each frame whose two ids are ints: the row of its parent id (the last row of an id
+        # wins, so the rows are looked up in reverse, where ``lookup`` takes the first)
+        parent = lookup(own[ok][::-1], py_rows[ok][::-1].astype(np.int64), par[linked])
+        has = parent >= 0
+        self.parent: dict[int, int] = dict(zip(py_rows[linked[has]].tolist(), parent[has].tolist()))
         self.cache: dict[int, tuple[str, int]] = {}  # frame row -> (its stack, its depth)
 
     def _parent(self, r: int) -> int:
