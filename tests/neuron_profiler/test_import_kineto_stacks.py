@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuron_profiler.importers.kineto.stacks import MAX_DEPTH, NO_ID, operator_stacks
+from neuron_profiler.importers.kineto.extract import NO_FRAME_ID
+from neuron_profiler.importers.kineto.stacks import MAX_DEPTH, operator_stacks
 
 
 def _ids(pairs: list[tuple[int | None, int | None]]) -> np.ndarray:
     """Per frame (Python id, Python parent id), None for no int."""
-    return np.asarray([[NO_ID if v is None else v for v in p] for p in pairs], dtype=np.int64).reshape(-1, 2)
+    return np.asarray([[NO_FRAME_ID if v is None else v for v in p] for p in pairs], dtype=np.int64).reshape(-1, 2)
 
 
 def _frames_then_ops(frame_spans: list[tuple[int, int]], op_starts: list[int]):

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuron_profiler.importers.kineto.extract import NO_FRAME_ID
 from neuron_profiler.importers.kineto.links import lookup
 
 MAX_DEPTH = 128
-#: an id that is no link (``extract.NO_FRAME_ID``)
-NO_ID = -(2**63)
 
 
 def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, start: np.ndarray,
@@ -22,7 +21,7 @@ def operator_stacks(is_py: np.ndarray, is_op: np.ndarray, thread: np.ndarray, st
 
     ``is_py`` marks python_function rows, ``is_op`` the rows that get a stack (cpu_op); ``thread`` is a
     per-row thread key; rows are any order. ``frames``: per python_function row (in row order), its args'
-    ``Python id`` and ``Python parent id`` (int64; ``NO_ID``: not an int, no link)."""
+    ``Python id`` and ``Python parent id`` (int64; ``NO_FRAME_ID``: not an int64, no link)."""
     py_rows = np.flatnonzero(is_py)
     if len(py_rows) == 0:
         return None
@@ -42,8 +41,8 @@ class _Stacks:
     def __init__(self, py_rows: np.ndarray, frames: np.ndarray, names: np.ndarray) -> None:
         self.names = names
         own, par = frames[:, 0], frames[:, 1]
-        ok = own != NO_ID
-        linked = np.flatnonzero(ok & (par != NO_ID))
+        ok = own != NO_FRAME_ID
+        linked = np.flatnonzero(ok & (par != NO_FRAME_ID))
         # the parent row of each frame whose two ids are ints: the row of its parent id (the last row of an id
         # wins, so the rows are looked up in reverse, where ``lookup`` takes the first)
         parent = lookup(own[ok][::-1], py_rows[ok][::-1].astype(np.int64), par[linked])

@@ -10,8 +10,9 @@
  * surrogate escape, a duplicate key in an object whose text is written, values deeper than MAX_DEPTH.
  * Events other than complete events and flow halves (metadata, instants, counters: a few per trace) and the
  * args of collective rows are parsed by ``loads`` (orjson) from their text, so they are exactly the dicts the
- * other path holds; python_function rows give their two frame ids as int64 (``extract.frame_ids``). Numbers: ints are written as their token (JSON and orjson agree),
- * floats as their token when it is the shortest text of its value, else through Python's repr (enc_float).
+ * other path holds; python_function rows give their two frame ids as int64 (``extract.frame_ids``). Numbers:
+ * ints are written as their token (JSON and orjson agree), floats as their token when it is the shortest text
+ * of its value, else through Python's repr (enc_float).
  */
 #include <math.h>
 #include <stdio.h>
@@ -511,7 +512,8 @@ PyObject *py_scan(PyObject *self, PyObject *argv) {
 done:
     for (size_t k = 0; k < n_lists; k++)
         Py_XDECREF(*lists[k]);
-    Buf *bufs[] = {&X.ts, &X.dur, &X.cls, &X.fph, &X.fcat, &X.fid, &X.fts, &X.frames, &X.text, &X.val, &X.keys, &X.c.str};
+    Buf *bufs[] = {&X.ts,  &X.dur,    &X.cls,  &X.fph, &X.fcat, &X.fid,
+                   &X.fts, &X.frames, &X.text, &X.val, &X.keys, &X.c.str};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
         PyMem_Free(bufs[k]->p);
     for (int k = 0; k < N_INT_COLS; k++)
