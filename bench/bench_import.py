@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO.parent / "shared" / "realtraces"))
-#: every trace of ../shared/realtraces (SOURCES.md), by short name
+REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO / "tests" / "data" / "realtraces"))
+#: every trace of tests/data/realtraces (SOURCES.md), by short name
 TRACES = {
     "df_index_resolver": "HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz",
     "nccl_data": "HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz",

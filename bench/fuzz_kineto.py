@@ -5,7 +5,7 @@
                                 [--mem-factor 10] [--mem-fixed-mb 256] [--save DIR] [--json out.json]
     python bench/fuzz_kineto.py --atheris [-- libFuzzer flags, e.g. -runs=100000 -rss_limit_mb=2048]
 
-Inputs: windows of events (1-400) of every trace in ``../shared/realtraces`` with their top-level keys, then
+Inputs: windows of events (1-400) of every trace in ``tests/data/realtraces`` with their top-level keys, then
 1-6 structure-aware mutations (drop / duplicate / reorder events; a field set to another type, an integer
 beyond 64 bits, a float beyond range, NaN, a huge or negative number, a deeply nested value, a long string;
 required keys removed; ``ph`` / ``cat`` swapped; top-level keys such as ``deviceProperties``,

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO.parent / "shared" / "realtraces"))
+DEFAULT_REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO / "tests" / "data" / "realtraces"))
 DEFAULT_OUT = REPO / "tests" / "data" / "hta_reference.json"
 MULTI_RANK_SETS = {"HolisticTraceAnalysis/trace_filter/": ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"]}
 

@@ -1,4 +1,4 @@
-"""The mutation engine of ``bench/fuzz_kineto.py``: seed windows of the real traces in ``../shared/realtraces``
+"""The mutation engine of ``bench/fuzz_kineto.py``: seed windows of the real traces in ``tests/data/realtraces``
 and structure-aware mutations of Kineto JSON documents (see that script's docstring for what they are), also
 drivable by atheris' bytes (``FdpRandom``)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-REALTRACES = Path(os.environ.get("NEURON_PROFILER_REALTRACES", REPO.parent / "shared" / "realtraces"))
+REALTRACES = Path(os.environ.get("NEURON_PROFILER_REALTRACES", REPO / "tests" / "data" / "realtraces"))
 _WINDOW_POOL = 3000  # events kept per seed trace (random windows are cut from these)
 
 

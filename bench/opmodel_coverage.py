@@ -1,6 +1,6 @@
 """Op-model coverage: how much of the operator time of real traces the op model prices.
 
-For every real torch.profiler trace of ``../shared/realtraces`` (the files of ``tests/realdata.py``) and every
+For every real torch.profiler trace of ``tests/data/realtraces`` (the files of ``tests/realdata.py``) and every
 bundled ``sample_traces/*.nprof``, the host ops with recorded shapes are priced through analysis' one path
 (``analysis.analyses.work.host_op_work``: ``neuron_profiler.opmodel.lower_signature``); an op is *priced*
 when both its FLOPs and its bytes are known (not NaN). Each op is weighed by the time it accounts for:

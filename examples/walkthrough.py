@@ -9,7 +9,7 @@
 #     python examples/walkthrough.py [CAPTURED.nprof|RUN_DIR] [GPU_TRACE.json.gz] [--html OUT_DIR]
 #
 # Defaults: the first captured sample under `sample_traces/` and the H100 BERT trace from
-# `../shared/realtraces` (a copy of TraceLens's test trace). Every number printed comes from `analysis`.
+# `tests/data/realtraces` (a copy of TraceLens's test trace). Every number printed comes from `analysis`.
 
 # %%
 from __future__ import annotations
@@ -29,7 +29,7 @@ pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 12)
 pd.set_option("display.max_colwidth", 48)
 
-GPU_DEFAULT = (REPO.parent / "shared" / "realtraces" / "TraceLens" / "h100"
+GPU_DEFAULT = (REPO / "tests" / "data" / "realtraces" / "TraceLens" / "h100"
                / "gaunernst_bert-small-uncased__1016001.json.gz")
 
 

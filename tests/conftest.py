@@ -12,9 +12,8 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 @pytest.fixture(scope="session")
 def realtraces_dir() -> Path:
-    """The folder of real traces; skips the test with a clear message when it is absent."""
-    if not REALTRACES.is_dir():
-        pytest.skip(f"real traces folder {REALTRACES} is absent (set NEURON_PROFILER_REALTRACES to it)")
+    """The folder of real traces (tests/data/realtraces, or NEURON_PROFILER_REALTRACES); fails when absent."""
+    assert REALTRACES.is_dir(), f"real traces folder {REALTRACES} is missing (set NEURON_PROFILER_REALTRACES to it)"
     return REALTRACES
 
 

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-REALTRACES = Path(os.environ.get("NEURON_PROFILER_REALTRACES", REPO.parent / "shared" / "realtraces"))
+#: The 12 real traces ship with the repository (tests/data/realtraces, SOURCES.md there gives sources and licences);
+#: NEURON_PROFILER_REALTRACES points the tests at another folder with the same layout.
+REALTRACES = Path(os.environ.get("NEURON_PROFILER_REALTRACES", REPO / "tests" / "data" / "realtraces"))
 SAMPLE_TRACES = REPO / "sample_traces"
 
-#: The 12 real traces described in ../shared/realtraces/SOURCES.md, relative to that folder.
+#: The 12 real traces described in tests/data/realtraces/SOURCES.md, relative to that folder.
 REAL_TRACE_FILES = (
     "kineto/docs_traces/after_fix_trace.json",
     "kineto/docs_traces/before_fix_trace.json",
@@ -33,10 +35,9 @@ REAL_TRACE_FILES = (
 
 
 def real_trace(relpath: str) -> Path:
-    """Path of one real trace; skips the test with a clear message when it is absent."""
+    """Path of one real trace; fails (not skips) when missing, since they ship with the repo."""
     p = REALTRACES / relpath
-    if not p.is_file():
-        pytest.skip(f"real trace {p} is absent (see ../shared/realtraces/SOURCES.md)")
+    assert p.is_file(), f"real trace {p} is missing (tests/data/realtraces/SOURCES.md; NEURON_PROFILER_REALTRACES)"
     return p
 
 

@@ -48,8 +48,7 @@ def _keys() -> list[str]:
 @cache
 def _tables(rel: str):
     p = REALTRACES / rel
-    if not p.is_file():
-        pytest.skip(f"real trace {p} is absent (see ../shared/realtraces/SOURCES.md)")
+    assert p.is_file(), f"real trace {p} is missing (tests/data/realtraces/SOURCES.md)"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         b = load_kineto_builder(p)
@@ -230,8 +229,7 @@ def test_trace_methods_with_hta_compatible_equal_hta(key):
         traces = {}
         for f in _files(key, entry):
             p = REALTRACES / f
-            if not p.is_file():
-                pytest.skip(f"real trace {p} is absent")
+            assert p.is_file(), f"real trace {p} is missing"
             t = analysis.load(p, cache=False)
             traces[t.rank] = t
     checked = 0

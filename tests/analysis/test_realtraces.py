@@ -1,4 +1,4 @@
-"""Consistency of every analysis on real torch.profiler traces (../shared/realtraces; skipped when absent).
+"""Consistency of every analysis on real torch.profiler traces (tests/data/realtraces).
 
 Traces are converted in memory (cache=False) so nothing is written next to the shared corpus.
 """

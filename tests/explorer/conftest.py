@@ -34,8 +34,7 @@ def served_dir(tmp_path_factory) -> Path:
 def gpu_dir(tmp_path_factory, realtraces_dir) -> Path:
     """A folder holding a copy (outside the repo) of a real single-GPU Kineto trace (H100, bert-small)."""
     src = realtraces_dir / KINETO_GPU
-    if not src.is_file():
-        pytest.skip(f"real trace {src} is absent (see ../shared/realtraces/SOURCES.md)")
+    assert src.is_file(), f"real trace {src} is missing (tests/data/realtraces/SOURCES.md)"
     d = tmp_path_factory.mktemp("gpu")
     shutil.copy(src, d / src.name)
     return d

@@ -171,8 +171,7 @@ def test_fuzz_ci_run(tmp_path):
     """A few thousand structure-aware mutations of the real traces: no undocumented exception, no hang, peak
     memory within 10x the input plus 256 MB (bench/fuzz_kineto.py runs 100k+ outside CI)."""
     realdata = pytest.importorskip("realdata")
-    if not realdata.REALTRACES.is_dir():
-        pytest.skip("real traces absent")
+    assert realdata.REALTRACES.is_dir(), f"real traces folder {realdata.REALTRACES} is missing"
     res = tmp_path / "fuzz.json"
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "fuzz_kineto.py"), "--inputs", "2000", "--workers",
                            "2", "--seed", "20261201", "--timeout", "60", "--quiet", "--json", str(res)],
