@@ -33,6 +33,13 @@ REAL_TRACE_FILES = (
     "HolisticTraceAnalysis/triton_example/triton_example.json.gz",
 )
 
+#: The largest real trace (216k events): its whole-trace tests take over 5 s, so they carry the slow marker.
+LARGEST_REAL_TRACE = "HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz"
+
+#: REAL_TRACE_FILES as parameters (same ids), the largest one marked slow.
+REAL_TRACE_PARAMS = tuple(pytest.param(rel, id=rel, marks=pytest.mark.slow if rel == LARGEST_REAL_TRACE else ())
+                          for rel in REAL_TRACE_FILES)
+
 
 def real_trace(relpath: str) -> Path:
     """Path of one real trace; fails (not skips) when missing, since they ship with the repo."""

@@ -11,6 +11,7 @@ from analysis.analyses.ranks import cross_rank_report
 from neuron_profiler.synthetic_run import write_synthetic_run
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow  # a LocalCluster per module: ~15 s in all
 
 STRAGGLERS, SLOW_LINKS = {2: 2.0}, {5: 3.0}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _traces import TRN2_MEM_ROOF, gpu_builder, neuron_builder, two_matmul_trace
-from realdata import REAL_TRACE_FILES, SAMPLE_TRACES, real_trace
+from realdata import REAL_TRACE_PARAMS, SAMPLE_TRACES, real_trace
 
 import analysis
 from analysis import registry
@@ -30,7 +30,7 @@ def _load(rel: str):
     return _loaded[rel]
 
 
-@pytest.mark.parametrize("rel", REAL_TRACE_FILES)
+@pytest.mark.parametrize("rel", REAL_TRACE_PARAMS)
 def test_check_passes_on_every_real_trace(rel):
     rep = analysis.check(_load(rel))
     assert rep.ok, str(rep)

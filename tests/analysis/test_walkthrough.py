@@ -9,6 +9,7 @@ from realdata import real_trace
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_walkthrough_runs(tmp_path):
     captured = REPO / "sample_traces" / "gpt_train_step.nprof"
     if not captured.is_file():
@@ -27,6 +28,7 @@ def test_walkthrough_runs(tmp_path):
     assert set(gpu.parent.iterdir()) == before          # nothing written next to the shared corpus
 
 
+@pytest.mark.slow
 def test_walkthrough_on_a_run_directory_shows_the_ranks(tmp_path):
     """Given the 2-rank DDP run (a directory), the walkthrough adds the cross-rank views."""
     import shutil

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from realdata import REAL_TRACE_FILES, real_trace
+from realdata import REAL_TRACE_FILES, REAL_TRACE_PARAMS, real_trace
 
 from neuron_profiler.importers.kineto import import_directory, import_kineto, load_kineto_builder
 from neuron_profiler.trace import read_trace
@@ -39,7 +39,7 @@ def _complete(doc: dict) -> list[dict]:
     return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "Trace"]
 
 
-@pytest.mark.parametrize("rel", REAL_TRACE_FILES)
+@pytest.mark.parametrize("rel", REAL_TRACE_PARAMS)
 def test_real_trace_imports_with_json_counts(rel, tmp_path):
     doc = _json(rel)
     out = import_kineto(real_trace(rel), tmp_path / "t.nprof", progress=False)

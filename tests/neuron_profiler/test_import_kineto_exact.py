@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
 import pytest
-from realdata import REAL_TRACE_FILES, real_trace
+from realdata import REAL_TRACE_PARAMS, real_trace
 
 from neuron_profiler.importers.kineto import load_kineto_builder
 from neuron_profiler.importers.kineto.exact import apply_exact, text_to_ns
@@ -67,7 +67,7 @@ def _imported(path) -> tuple[list[int], list[int], str]:
     return xs, mem, b.footer_metadata.get("inexact_timestamps", "")
 
 
-@pytest.mark.parametrize("rel", REAL_TRACE_FILES)
+@pytest.mark.parametrize("rel", REAL_TRACE_PARAMS)
 def test_real_traces_are_exact_to_the_ns(rel, tmp_path):
     text = _text(rel)
     xs, _fl, mem, _base = _oracle(text)

@@ -153,9 +153,10 @@ def _headed_bomb(tmp_path: Path, codec: int) -> Path:
     ("default_rows_bomb.nprof", "table 'instructions' would take 2,147,483,648 bytes decoded, beyond the", None),
     ("zstd_bomb.nprof", "zstd frame declares 2147483647 bytes of content", "1 of 1 instructions chunks unreadable"),
     ("zlib_bomb.nprof", "chunk starts with field 0 of wire type 0", "1 of 1 instructions chunks unreadable"),
-    ("headed_zlib", "zlib stream decompresses to more than 65784 bytes", "1 of 1 instructions chunks unreadable"),
-    ("headed_zstd", "at byte 31: chunk cannot be decompressed: zstd frame declares",
-     "1 of 1 instructions chunks unreadable"),
+    pytest.param("headed_zlib", "zlib stream decompresses to more than 65784 bytes",
+                 "1 of 1 instructions chunks unreadable", marks=pytest.mark.slow),
+    pytest.param("headed_zstd", "at byte 31: chunk cannot be decompressed: zstd frame declares",
+                 "1 of 1 instructions chunks unreadable", marks=pytest.mark.slow),
 ])
 def test_bombs_are_refused_before_allocating(tmp_path: Path, name: str, strict_error: str, lenient: str | None) -> None:
     """Was: 2.37 GB and 16.7M default rows without a warning (807 bytes); 2.16 GB peak for a 65 KB zstd chunk,

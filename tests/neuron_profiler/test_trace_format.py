@@ -187,6 +187,7 @@ def test_truncation_at_any_offset_keeps_complete_chunks(tmp_path: Path, chunked_
         assert recovered == sum(len(next(iter(c.values()))) for c in tables.values())
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(frac=st.floats(min_value=0.0, max_value=1.0), xor=st.integers(min_value=1, max_value=255))
 def test_a_corrupt_byte_anywhere_gives_an_error_or_the_true_rows(tmp_path: Path, chunked_file: tuple[bytes, dict],
