@@ -1,15 +1,17 @@
-"""The registry of analyses: one record per analysis (its function, documented columns with units and human
-labels, its figure builder), from which ``analysis`` builds its public API.
+"""The registry of analyses: metadata only, one record per analysis (its documented columns with units and
+human labels, its figure builder, the name of its ``Trace`` / ``TraceSet`` method).
 
 An analysis module declares itself with :func:`register`::
 
     @register("hot_ops", columns=HOT_OPS_SPEC, figure="hot_ops_figure", index=Column("op", "", "Op"))
     def hot_ops(trace, by="op", top=None) -> pd.DataFrame: ...
 
-and the registry generates: the ``Trace`` method of the same name (or ``method=``), the entry in
-``analysis.__all__``, the figure index (``analysis.figures.FIGURES``) and the list the
-empty-trace tests run through. Calls on a trace are memoised per trace (window) and arguments through
-:meth:`analysis.Trace.memo`, and every call hands out a copy the caller owns.
+The public API is written out, not generated: ``analysis/__init__.py`` imports each function by name and
+:mod:`analysis.methods` holds the ``Trace`` / ``TraceSet`` methods; ``tests/analysis/test_facade.py`` checks
+them against this registry. What the registry feeds: the figure index (``analysis.figures.FIGURES``), the
+column labels and units views show, and the list the empty-trace tests run through. ``register`` also makes
+calls on a trace memoised per trace (window) and arguments through :meth:`analysis.Trace.memo`, and every
+call hands out a copy the caller owns.
 
 Views (the explorer, the terminal report) render columns through :func:`column_label` / :func:`column_unit`
 and summary metrics through their ``label`` and ``unit`` columns, never by showing identifiers.
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-__all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "install", "column_label",
+__all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "column_label",
            "column_unit", "columns_of"]
 
 
@@ -87,8 +89,9 @@ def _freeze(v: Any) -> Any:
 def register(name: str | None = None, *, columns: Iterable[Column] = (), figure: str | None = None,
              method: str | None = "", subject: str = "trace", returns: str = "frame", memo: bool = True,
              index: Column | None = None, empty_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare an analysis (see the module doc). ``method=""`` (default) names the Trace method after the
-    analysis; ``None`` adds no method. Returns the memoising wrapper, which replaces the function."""
+    """Declare an analysis (see the module doc). ``method``: the name of its ``Trace`` / ``TraceSet`` method
+    in :mod:`analysis.methods` (``""``, the default: the analysis name; ``None``: no method). Returns the
+    memoising wrapper, which replaces the function."""
 
     def deco(func: Callable[..., Any]) -> Callable[..., Any]:
         n = name or func.__name__
@@ -117,27 +120,6 @@ def register(name: str | None = None, *, columns: Iterable[Column] = (), figure:
 def call(name: str, *args: Any, **kw: Any) -> Any:
     """Run a registered analysis by name."""
     return REGISTRY[name].wrapper(*args, **kw)
-
-
-def install(cls: type, subjects: tuple[str, ...] = ("trace", "pair")) -> None:
-    """Give ``cls`` one method per registered analysis with ``method`` set and a subject in ``subjects``:
-    ``analysis.Trace`` gets the trace (and pair: ``t.diff(other)``) analyses, ``analysis.TraceSet`` the
-    analyses of several traces (``ts.rank_balance()``)."""
-    for spec in REGISTRY.values():
-        if not spec.method or spec.subject not in subjects or hasattr(cls, spec.method) and \
-                not getattr(getattr(cls, spec.method), "_generated", False):
-            continue
-
-        def make(s: Analysis) -> Callable[..., Any]:
-            @functools.wraps(s.func)
-            def method(self: Any, *args: Any, **kw: Any) -> Any:
-                return s.wrapper(self, *args, **kw)
-
-            method.__doc__ = f"Method form of :func:`analysis.{s.name}`.\n\n{s.doc}"
-            method._generated = True  # type: ignore[attr-defined]
-            return method
-
-        setattr(cls, spec.method, make(spec))
 
 
 def columns_of(name: str) -> tuple[Column, ...]:

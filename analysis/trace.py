@@ -7,7 +7,7 @@ the window (same row ids) and shares the parent's loaded tables.
 Everything a ``Trace`` hands out is the caller's to change: tables and memoised analysis results are copies
 (shallow and free under pandas copy-on-write, see :mod:`analysis.core.memo`), so ``h = t.hot_ops();
 h["device_time_self_ns"] = 0`` changes nothing else. The analysis methods (``t.summary()``, ``t.hot_ops()``,
-...) are generated from :mod:`analysis.registry`; each computes once per trace (window) and arguments.
+...) come from :mod:`analysis.methods`; each computes once per trace (window) and arguments.
 """
 from __future__ import annotations
 
@@ -24,13 +24,14 @@ import pandas as pd
 from .core.memo import handout
 from .core.runs import group_runs, run_key, run_label
 from .core.tables import ANALYSIS_COLUMNS, TABLE_NAMES, WINDOW_COLUMNS, columns_of_table
+from .methods import TraceAnalyses, TraceSetAnalyses
 
 __all__ = ["Trace", "TraceSet", "load", "TABLE_NAMES", "ANALYSIS_COLUMNS", "columns_of_table"]
 
 _LOCKS_GUARD = threading.Lock()  # creates the per-key memo locks
 
 
-class Trace:
+class Trace(TraceAnalyses):
     """One trace (one rank, one profiler window).
 
     Build with :func:`analysis.load` or :meth:`Trace.from_builder` (tests). ``source`` is anything with
@@ -346,9 +347,7 @@ class Trace:
 
     def select_steps(self, first: int, last: int | None = None) -> Trace:
         """A Trace restricted to steps ``first``..``last`` (inclusive step numbers; :func:`analysis.step_window`)."""
-        from . import registry
-
-        return self.window(*registry.call("step_window", self, first, last))
+        return self.window(*self.step_window(first, last))
 
     def __repr__(self) -> str:
         w = f", window={self._window}" if self._window else ""
@@ -376,7 +375,7 @@ def _accepts_columns(source: Any) -> bool:
         return False
 
 
-class TraceSet:
+class TraceSet(TraceSetAnalyses):
     """Traces loaded together (e.g. a capture output directory). A folder may hold several runs: traces
     belong to one run only when they share a run id, a Kineto group trace id or a distributed job (same
     ``distributedInfo`` apart from the rank, overlapping in time); every other trace stands alone
@@ -419,12 +418,6 @@ class TraceSet:
             if label == run or (run and g[0].header.run_id == run):
                 return TraceSet(g, path=self.path)
         return TraceSet([], path=self.path)
-
-    def collectives(self) -> pd.DataFrame:
-        """Collectives matched across ranks (:func:`analysis.collectives_across_ranks`)."""
-        from . import registry
-
-        return registry.call("collectives_across_ranks", self)
 
     def __len__(self) -> int:
         return len(self.traces)

@@ -57,9 +57,10 @@ WARM_TRACE = ROOT / "sample_traces" / "ddp_train_rank0.nprof"
 
 def _warm_task() -> float:
     """In a worker, as a Dask task: the cross-rank reduction of the small sample trace, then the RSS."""
+    from analysis import Trace
     from analysis.analyses import cross_rank
 
-    cross_rank.file_parts(str(WARM_TRACE), None, "warm-up", cross_rank.PARTS, 1e6)
+    cross_rank.file_parts(str(WARM_TRACE), None, "warm-up", cross_rank.PARTS, 1e6, trace_cls=Trace)
     return _rss_now_mb()
 
 

@@ -19,12 +19,15 @@ The parts (all small: one row per rank, per collective of the rank, per step, pe
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.trace import read_trace
+
+from .. import distributed
 from ..core.intervals import coarsen, merge
 from ..core.runs import group_runs, run_key, run_label
 from ..registry import register
@@ -117,14 +120,12 @@ def rank_parts(t, run: str, want: Sequence[str], resolution: float | None = None
 
 
 def file_parts(path: str, window: tuple[int, int] | None, run: str, want: Sequence[str],
-               resolution: float | None = None) -> dict[str, Any]:
-    """:func:`rank_parts` of a trace file (a Dask task): opens it with the trace reader, reduces, closes."""
-    from neuron_profiler.trace import read_trace
-
-    from ..trace import Trace
-
+               resolution: float | None = None, *, trace_cls: Callable[..., Any]) -> dict[str, Any]:
+    """:func:`rank_parts` of a trace file (a Dask task): opens it with the trace reader, reduces, closes.
+    ``trace_cls``: the class wrapping the open file (:class:`analysis.Trace`, given by the caller: this layer
+    sits below it)."""
     with read_trace(path) as tf:
-        t = Trace(tf, path=path)
+        t = trace_cls(tf, path=path)
         out = rank_parts(t if window is None else t.window(*window), run, want, resolution, lean=True)
         # a Trace and its windows reference each other: free the rank's tables now, so a worker never holds
         # more than the rank it is reducing (few Python objects are allocated between tasks, so the cyclic
@@ -158,14 +159,14 @@ def gather(runs: list[tuple[str, list]], want: Sequence[str], *, engine: str = "
         raise ValueError("scheduler / workers are for engine='dask'")
     flat = [(label, t) for label, g in runs for t in g]
     if engine == "dask":
-        from .. import distributed
-
         return distributed.map_files(file_parts, [_task(t, label) for label, t in flat], want=tuple(want),
-                                     resolution=resolution, scheduler=scheduler, workers=workers, progress=progress)
+                                     resolution=resolution, scheduler=scheduler, workers=workers, progress=progress,
+                                     trace_cls=type(flat[0][1]) if flat else None)
     out = []
     for i, (label, t) in enumerate(flat, 1):
         fresh = not keep_loaded and str(getattr(t, "path", "") or "").endswith(".nprof")
-        out.append(file_parts(*_task(t, label), want, resolution) if fresh else rank_parts(t, label, want, resolution))
+        out.append(file_parts(*_task(t, label), want, resolution, trace_cls=type(t)) if fresh
+                   else rank_parts(t, label, want, resolution))
         if progress and (i % max(1, len(flat) // 10) == 0 or i == len(flat)):
             print(f"cross-rank: {i}/{len(flat)} ranks reduced", file=sys.stderr)
     return out
