@@ -159,7 +159,7 @@ def _fill_parts(parts: list[_Part], out: np.ndarray, value, selected: bool = Fal
 
 
 def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = None,
-                   collectives: pd.DataFrame | None = None, hta_rounding: bool = False, sort: bool = False,
+                   collectives: pd.DataFrame | None = None, sort: bool = False,
                    window: tuple[int, int] | None = None) -> pd.DataFrame:
     """Device intervals with their kernel type. Columns: ``start_ts``, ``end_ts`` (ns, int64), ``name``,
     ``kernel_type`` (one of ``KERNEL_TYPES``), ``opcode`` (Categoricals), ``track``, ``framework_op`` (host op
@@ -168,10 +168,9 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
 
     Kineto rows are classified by name (:func:`classify_kernels`), Neuron rows by engine; DMA rows are MEMORY
     and collectives without an ``instruction`` COMMUNICATION; ``WAIT_OPCODES`` rows (an engine waiting on a
-    semaphore) are not activity. ``hta_rounding`` rounds inward to whole µs as HTA
-    does on load (ts = ceil, end = floor; may give zero or negative durations, like HTA). ``window`` clips the
-    intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every later interval union
-    cheap (``Trace.device_activity``).
+    semaphore) are not activity (HTA's rounding to whole µs: :func:`analysis.analyses.hta.quantise`).
+    ``window`` clips the intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every
+    later interval union cheap (``Trace.device_activity``).
 
     Each column is written once, straight from the tables into its array (no per-table copy, no
     concatenated copy); when sorting, the unsorted int64 columns pass through one scratch array reused
@@ -187,7 +186,7 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
                                      np.flatnonzero(keep)))
     n = sum(p.m for p in parts)
     start = _fill_parts(parts, np.empty(n, np.int64), lambda p: p.df["start_ts"].to_numpy(np.int64))
-    if sort and not hta_rounding and window is None and n and not is_sorted(start):
+    if sort and window is None and n and not is_sorted(start):
         # the order depends on the starts alone: the sorted ends are made from the sorted starts, the
         # durations passing through the starts' array (no unsorted end column)
         order = np.argsort(start, kind="stable")
@@ -197,12 +196,6 @@ def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = Non
         return _activity_columns(parts, n, order, start, cols, instructions.index.name)
     end = _fill_parts(parts, np.empty(n, np.int64), _durations)
     end += start
-    if hta_rounding:  # ts = ceil, end = floor to whole µs, in place
-        np.negative(start, out=start)
-        np.floor_divide(start, 1000, out=start)
-        np.multiply(start, -1000, out=start)
-        np.floor_divide(end, 1000, out=end)
-        np.multiply(end, 1000, out=end)
     if window is not None:
         _clip_inplace(start, end, *window)
     order_or_none = np.argsort(start, kind="stable") if sort and n and not is_sorted(start) else None
@@ -270,23 +263,17 @@ def _clip_inplace(start: np.ndarray, end: np.ndarray, lo: int | None, hi: int | 
         np.minimum(start, end, out=start)
 
 
-def trace_activity(trace, hta_compatible: bool = False) -> pd.DataFrame:
-    """:func:`activity_frame` of a trace, sorted by start, memoised per trace (window) and mode.
+def trace_activity(trace) -> pd.DataFrame:
+    """:func:`activity_frame` of a trace, sorted by start, memoised per trace (window).
 
-    Default: the trace's instructions, DMA transfers and, for Neuron traces, collectives (in Kineto imports the
+    The trace's instructions, DMA transfers and, for Neuron traces, collectives (in Kineto imports the
     collectives table holds host-side ``record_param_comms`` calls; the device side of NCCL collectives is in
-    the instructions as kernels), clipped to the window of a restricted trace. ``hta_compatible``: the
-    instructions HTA 0.5.0 analyses (:func:`analysis.hta_kernel_selection`), timestamps rounded as HTA rounds
-    them, no DMA or collectives tables (HTA knows only Kineto events)."""
-    return trace.memo(("activity", bool(hta_compatible)), lambda: _trace_activity(trace, bool(hta_compatible)))
+    the instructions as kernels), clipped to the window of a restricted trace. HTA's activity instead:
+    :func:`analysis.analyses.hta.hta_activity`."""
+    return trace.memo("activity", lambda: _trace_activity(trace))
 
 
-def _trace_activity(trace, hta: bool) -> pd.DataFrame:
-    from .hta_selection import hta_kernel_selection
-
-    if hta:
-        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks)
-        return activity_frame(sel, hta_rounding=True, sort=True)
+def _trace_activity(trace) -> pd.DataFrame:
     cc = None if trace.is_kineto_import else trace.table("collectives")
     dma = trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"])
     return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
@@ -342,15 +329,15 @@ def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups
     return t
 
 
-def merged_activity(trace, kernel_type: str | None = None, hta_compatible: bool = False
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def merged_activity(trace, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The union of the trace's device activity (of one kernel type, or all) as sorted disjoint (start, end)
-    arrays, memoised: the summary, the breakdowns and the recommendations share it."""
+    arrays, memoised: the summary, the breakdowns and the recommendations share it (HTA's:
+    :func:`analysis.analyses.hta.hta_merged`)."""
     def compute() -> tuple[np.ndarray, np.ndarray]:
-        act = trace_activity(trace, hta_compatible)
+        act = trace_activity(trace)
         s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
         if kernel_type is not None:
             m = kernel_type_mask(act, kernel_type)
             s, e = s[m], e[m]
         return merge(s, e, sorted_by_start=True)
-    return trace.memo(("merged", kernel_type, bool(hta_compatible)), compute)
+    return trace.memo(("merged", kernel_type), compute)

@@ -19,7 +19,8 @@ trace's shared device activity: instructions, DMA transfers (MEMORY) and, for Ne
 window of a restricted trace, else first to last device activity), the same span and activity as the
 summary's ``idle_percent``. ``hta_compatible=True`` reproduces HTA 0.5.0 instead: its event selection
 (:func:`hta_kernel_selection`: last-ProfilerStep filter, no stream -1 / ``tid == -1`` tracks, host ops that
-carry an ``args.stream``), its inward rounding to whole µs and its span; ``docs/hta_definitions.md``.
+carry an ``args.stream``), its inward rounding to whole µs and its span, all in :mod:`analysis.analyses.hta`
+(``docs/hta_definitions.md``).
 
 **On tables** (``temporal_breakdown(instructions, dma=..., collectives=..., hta_rounding=...)``) they compute
 from the given rows, or from a precomputed ``activity=`` frame. Where HTA raises (no device events, negative
@@ -30,11 +31,14 @@ run on start-sorted int64 arrays (:mod:`analysis.core.intervals`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
 from ..core.intervals import intersection_ns, merge
 from ..registry import Column, is_trace, register
+from . import hta
 from .activity import (
     COMMUNICATION,
     COMPUTATION,
@@ -50,7 +54,7 @@ from .activity import (
     merged_activity,
     trace_activity,
 )
-from .hta_selection import hta_kernel_selection
+from .hta import hta_kernel_selection
 
 __all__ = ["TEMPORAL_COLUMNS", "KERNEL_TYPE_COLUMNS", "KERNEL_NAME_COLUMNS", "OVERLAP_COLUMNS",
            "classify_kernels", "device_activity", "merge_intervals", "temporal_breakdown", "kernel_breakdown",
@@ -116,11 +120,11 @@ def device_activity(instructions, *, dma=TRACE_TABLES, collectives=TRACE_TABLES,
     ``hta_compatible`` selects and rounds as HTA). On tables: :func:`analysis.analyses.activity.activity_frame`
     of ``instructions`` (+ ``dma``, ``collectives``)."""
     if is_trace(instructions) and dma is TRACE_TABLES and collectives is TRACE_TABLES:
-        return trace_activity(instructions, hta_compatible)
+        return hta.hta_activity(instructions) if hta_compatible else trace_activity(instructions)
     if is_trace(instructions):
         return _explicit(instructions, dma, collectives)
-    return activity_frame(instructions, dma=_table(dma), collectives=_table(collectives), hta_rounding=hta_rounding,
-                          sort=sort)
+    act = activity_frame(instructions, dma=_table(dma), collectives=_table(collectives), sort=sort and not hta_rounding)
+    return hta.quantise(act, sort=sort) if hta_rounding else act
 
 
 def _explicit(trace, dma, collectives) -> pd.DataFrame:
@@ -140,32 +144,29 @@ def _merged(act: pd.DataFrame, ktype: str | None = None) -> tuple[np.ndarray, np
     return merge(s, e)
 
 
-def _own(instructions, kw: dict) -> bool:
-    """True when a breakdown runs on a trace's own activity (so memoised unions apply)."""
-    return is_trace(instructions) and kw.get("activity") is None and (
-        kw.get("hta_compatible") or (kw.get("dma", TRACE_TABLES) is TRACE_TABLES
-                                     and kw.get("collectives", TRACE_TABLES) is TRACE_TABLES))
+Unions = Callable[[str | None], tuple[np.ndarray, np.ndarray]]
 
 
-def _unions(instructions, kw: dict, act: pd.DataFrame, ktype: str | None) -> tuple[np.ndarray, np.ndarray]:
-    if _own(instructions, kw):
-        return merged_activity(instructions, ktype, bool(kw.get("hta_compatible")))
-    return _merged(act, ktype)
-
-
-def _activity(instructions, kw: dict) -> pd.DataFrame:
-    """The activity frame a breakdown works on: ``activity=``, a Trace's, or built from tables."""
-    if kw.get("activity") is not None:
-        return kw["activity"]
+def _source(instructions, *, dma, collectives, activity: pd.DataFrame | None, hta_rounding: bool,
+            hta_compatible: bool) -> tuple[pd.DataFrame, Unions]:
+    """The activity frame a breakdown works on, and its unions by kernel type: ``activity=`` as given; a
+    Trace's own (memoised unions; HTA's with ``hta_compatible``, :mod:`analysis.analyses.hta`); a Trace with
+    explicit ``dma`` / ``collectives``; or built from tables (rounded as HTA with ``hta_rounding``)."""
+    if activity is not None:
+        return activity, lambda k: _merged(activity, k)
     if instructions is None:
         raise ValueError("pass a Trace, the instructions table or activity= (a device_activity frame)")
-    dma, cc = kw.get("dma", TRACE_TABLES), kw.get("collectives", TRACE_TABLES)
     if is_trace(instructions):
-        if kw.get("hta_compatible") or (dma is TRACE_TABLES and cc is TRACE_TABLES):
-            return trace_activity(instructions, kw.get("hta_compatible", False))
-        return _explicit(instructions, dma, cc)
-    return activity_frame(instructions, dma=_table(dma), collectives=_table(cc),
-                          hta_rounding=kw.get("hta_rounding", False))
+        t = instructions
+        if hta_compatible:
+            return hta.hta_activity(t), lambda k: hta.hta_merged(t, k)
+        if dma is TRACE_TABLES and collectives is TRACE_TABLES:
+            return trace_activity(t), lambda k: merged_activity(t, k)
+        act = _explicit(t, dma, collectives)
+    else:
+        act = activity_frame(instructions, dma=_table(dma), collectives=_table(collectives))
+        act = hta.quantise(act) if hta_rounding else act
+    return act, lambda k: _merged(act, k)
 
 
 def _rank(instructions, rank: int | None) -> int:
@@ -185,19 +186,18 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
     ``non_compute_time_pctg`` (percent, 2 decimals). All zero when there is no device activity (HTA raises
     there). ``activity``: a precomputed :func:`device_activity` frame (then ``instructions``, ``dma``,
     ``collectives``, ``hta_rounding`` are unused); ``span``: (lo, hi) to divide by instead."""
-    kw = {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding, "activity": activity,
-          "hta_compatible": hta_compatible}
-    act = _activity(instructions, kw)
+    act, unions = _source(instructions, dma=dma, collectives=collectives, activity=activity,
+                          hta_rounding=hta_rounding, hta_compatible=hta_compatible)
     default = activity is None and dma is TRACE_TABLES and collectives is TRACE_TABLES and not hta_compatible
     if span is None and is_trace(instructions) and default:
         span = analysis_span(instructions) if len(act) else None  # the summary's span
     if len(act) == 0:
         width = busy = compute = 0
     else:
-        gs, ge = _unions(instructions, kw, act, None)
+        gs, ge = unions(None)
         width = int(ge[-1] - gs[0]) if span is None else int(span[1] - span[0])
         busy = int(ge.sum() - gs.sum())
-        cs, ce = _unions(instructions, kw, act, COMPUTATION)
+        cs, ce = unions(COMPUTATION)
         compute = int(ce.sum() - cs.sum())
     idle = width - busy
     non_compute = width - compute - idle
@@ -250,8 +250,8 @@ def kernel_breakdown(instructions, *, include_memory_kernels: bool = True, hta_r
       names past its ``num_kernels`` into "others"; we list them all).
     Both empty (same columns) without device activity. ``activity``, ``hta_compatible``: see
     :func:`temporal_breakdown`."""
-    act = _activity(instructions, {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding,
-                                   "activity": activity, "hta_compatible": hta_compatible})
+    act, _ = _source(instructions, dma=dma, collectives=collectives, activity=activity, hta_rounding=hta_rounding,
+                     hta_compatible=hta_compatible)
     types = [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
     by_type = _type_time(act, types)
     by_type = by_type.sort_values("sum_ns", ascending=False, ignore_index=True)
@@ -278,11 +278,10 @@ def comm_comp_overlap(instructions, rank: int | None = None, *, hta_rounding: bo
     communication and a computation interval both run), ``comp_comm_overlap_pctg`` (percent, 2 decimals;
     NaN when there is no communication, like HTA's 0/0). ``activity``, ``hta_compatible``: see
     :func:`temporal_breakdown`."""
-    kw = {"dma": dma, "collectives": collectives, "hta_rounding": hta_rounding, "activity": activity,
-          "hta_compatible": hta_compatible}
-    act = _activity(instructions, kw)
-    cs, ce = _unions(instructions, kw, act, COMMUNICATION)
-    ps, pe = _unions(instructions, kw, act, COMPUTATION) if len(cs) else (cs, ce)  # no comm: nothing overlaps
+    _, unions = _source(instructions, dma=dma, collectives=collectives, activity=activity,
+                        hta_rounding=hta_rounding, hta_compatible=hta_compatible)
+    cs, ce = unions(COMMUNICATION)
+    ps, pe = unions(COMPUTATION) if len(cs) else (cs, ce)  # no comm: nothing overlaps
     comm = int(ce.sum() - cs.sum())
     overlap = intersection_ns(cs, ce, ps, pe)
     pct = round(100.0 * overlap / comm, 2) if comm else float("nan")

@@ -10,8 +10,8 @@ from ..core.categorical import categorical, category_names, per_category
 from ..core.intervals import first_rows, stable_key_order
 from ..core.tables import row_positions
 from ..registry import Column, is_trace, register
+from . import hta
 from .activity import HTA_IDLE_KERNEL_OPCODES, KINETO_DEVICE_OPCODES
-from .hta_selection import hta_kernel_selection
 
 __all__ = ["IDLE_COLUMNS", "IDLE_CATEGORIES", "idle_time_breakdown"]
 
@@ -248,8 +248,7 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
         t = instructions
         host_ops, flows, tracks = t.table("host_ops"), t.flows, t.tracks if tracks is None else tracks
         rank = t.rank if rank is None else rank
-        instructions = t.analysis_table("instructions") if not hta_compatible else hta_kernel_selection(
-            t.analysis_table("instructions"), host_ops, tracks=tracks, host_ops_with_stream=False)
+        instructions = hta.idle_selection(t, tracks) if hta_compatible else t.analysis_table("instructions")
         hta_rounding = hta_rounding or hta_compatible
     rank = 0 if rank is None else int(rank)
     ins = instructions
@@ -262,9 +261,7 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
     end = k["duration_ns"].to_numpy(np.int64)  # durations: the ends are made once the rows are grouped
     launch, has_launch = _launch_start(k, host_ops, flows)
     if hta_rounding:
-        end = start + end
-        start, end = -((-start) // 1000) * 1000, (end // 1000) * 1000
-        launch = -((-launch) // 1000) * 1000
+        start, end, launch = hta.ceil_us(start), hta.floor_us(start + end), hta.ceil_us(launch)
     s_vals, s_codes = _stream_codes(k, tracks)
     if streams:
         m = np.isin(s_vals, list(streams))[s_codes]

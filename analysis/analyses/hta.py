@@ -1,20 +1,60 @@
-"""HTA 0.5.0's load-time event selection (``hta_kernel_selection``), to compare our breakdowns with HTA exactly.
+"""Holistic Trace Analysis (HTA) 0.5.0 compatibility, in one place: what ``hta_compatible=True`` (on a Trace)
+and ``hta_rounding=True`` (on tables) change in the breakdowns, so our numbers compare with HTA's exactly.
 
-Re-exported by :mod:`analysis.breakdown`; see ``docs/hta_definitions.md`` section 1.
+* **selection** (:func:`hta_kernel_selection`): the device rows HTA's ``TraceAnalysis`` keeps (no stream -1,
+  host ops carrying an ``args.stream`` as pseudo kernels) and its **last-step filter** (rows of the last
+  ``ProfilerStep`` dropped);
+* **rounding** (:func:`ceil_us`, :func:`floor_us`): HTA loads ``ts`` / ``dur`` in whole µs, so a start rounds up
+  and an end down ("inward"); written once here and used by the selection, the activity frame and the idle
+  breakdown;
+* **quantisation** (:func:`quantise`): an activity frame with its intervals rounded inward;
+* the memoised per-trace activity and unions the breakdowns use in this mode (:func:`hta_activity`,
+  :func:`hta_merged`) and the idle breakdown's selection (:func:`idle_selection`).
+
+How HTA computes each number: ``docs/hta_definitions.md``.
 """
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
 
 from ..core.categorical import cat_values
+from ..core.intervals import is_sorted, merge
 from ..core.tables import row_positions
+from .activity import activity_frame, kernel_type_mask
+
+__all__ = ["US_NS", "ceil_us", "floor_us", "quantise", "hta_kernel_selection", "hta_activity", "hta_merged",
+           "idle_selection"]
+
+#: HTA's time unit (the Kineto JSON's µs), in ns
+US_NS = 1000
+
+
+def ceil_us(ns: np.ndarray) -> np.ndarray:
+    """Times (ns) rounded up to whole µs: HTA's start of an interval."""
+    return -((-ns) // US_NS) * US_NS
+
+
+def floor_us(ns: np.ndarray) -> np.ndarray:
+    """Times (ns) rounded down to whole µs: HTA's end of an interval."""
+    return (ns // US_NS) * US_NS
+
+
+def quantise(act: pd.DataFrame, *, sort: bool = False) -> pd.DataFrame:
+    """An activity frame (:func:`analysis.analyses.activity.activity_frame`) with each interval rounded inward
+    to whole µs as HTA loads it (start up, end down; may give zero or negative durations, like HTA); ``sort``
+    orders the rows by the rounded start (stable)."""
+    start = ceil_us(act["start_ts"].to_numpy(np.int64))
+    out = act.assign(start_ts=start, end_ts=floor_us(act["end_ts"].to_numpy(np.int64)))
+    if sort and len(out) and not is_sorted(start):
+        out = out.iloc[np.argsort(start, kind="stable")]
+    return out
 
 
 def _host_ops_with_stream(host_ops: pd.DataFrame) -> pd.DataFrame:
     """Host ops whose Kineto args carry an integer ``stream`` other than -1, shaped as instruction rows."""
-    import json
-
     if "args" not in host_ops or len(host_ops) == 0:
         return host_ops.iloc[0:0][[]]
     a = host_ops["args"].astype(str)
@@ -67,11 +107,11 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
         return ins
 
     def r_start(s: np.ndarray) -> np.ndarray:
-        return -((-s) // 1000) * 1000 if hta_rounding else s
+        return ceil_us(s) if hta_rounding else s
 
     h_start = r_start(host_ops["start_ts"].to_numpy(np.int64))
     h_end_raw = host_ops["start_ts"].to_numpy(np.int64) + host_ops["duration_ns"].to_numpy(np.int64)
-    h_end = (h_end_raw // 1000) * 1000 if hta_rounding else h_end_raw
+    h_end = floor_us(h_end_raw) if hta_rounding else h_end_raw
     if include_last_profiler_step:
         kept_host = h_start <= h_end[is_step].max()
     else:
@@ -97,3 +137,32 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     if reps.max(initial=0) <= 1:
         return ins[reps.astype(bool)]
     return ins.iloc[np.repeat(np.arange(len(ins)), reps)]
+
+
+def hta_activity(trace) -> pd.DataFrame:
+    """The activity HTA 0.5.0 analyses on a trace, memoised: :func:`hta_kernel_selection` of its instructions,
+    quantised and sorted by start; no DMA or collectives tables (HTA knows only Kineto events)."""
+    def compute() -> pd.DataFrame:
+        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks)
+        return quantise(activity_frame(sel), sort=True)
+    return trace.memo("hta_activity", compute)
+
+
+def hta_merged(trace, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The union of :func:`hta_activity` (of one kernel type, or all) as sorted disjoint (start, end) arrays,
+    memoised."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        act = hta_activity(trace)
+        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+        if kernel_type is not None:
+            m = kernel_type_mask(act, kernel_type)
+            s, e = s[m], e[m]
+        return merge(s, e, sorted_by_start=True)
+    return trace.memo(("hta_merged", kernel_type), compute)
+
+
+def idle_selection(trace, tracks: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The instructions HTA's idle-time breakdown takes: :func:`hta_kernel_selection` without host ops carrying a
+    stream (its idle analysis keeps kernel, memcpy, memset and MTIA events only)."""
+    return hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"),
+                                tracks=trace.tracks if tracks is None else tracks, host_ops_with_stream=False)
