@@ -23,6 +23,7 @@ import importlib as _importlib
 from typing import Any
 
 from . import registry
+from .analyses.area import area_stats
 from .analyses.breakdown import (
     classify_kernels,
     comm_comp_overlap,
@@ -36,7 +37,9 @@ from .analyses.collectives import collective_skew_matrix, collectives, straggler
 from .analyses.cross_rank import collectives_across_ranks
 from .analyses.diff import diff
 from .analyses.dma import dma_queues, dma_sizes, dma_throughput
+from .analyses.explorer_summary import SUMMARY_KEY as EXPLORER_SUMMARY_KEY
 from .analyses.explorer_summary import neuron_explorer_comparison
+from .analyses.hot_ops import GROUPINGS as HOT_OPS_GROUPINGS
 from .analyses.hot_ops import hot_ops
 from .analyses.idle import idle_time_breakdown
 from .analyses.ranks import (
@@ -49,6 +52,7 @@ from .analyses.ranks import (
     stragglers,
 )
 from .analyses.recommend import recommendations
+from .analyses.regions import regions
 from .analyses.roofline import roofline, roofline_ceilings, roofline_point_rows
 from .analyses.steps import step_window, steps
 from .analyses.summary import summary, summary_dict
@@ -61,13 +65,14 @@ __all__ = [
     "load", "Trace", "TraceSet", "check", "CheckReport", "registry",
     # helpers
     "classify_kernels", "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes", "cross_rank_report",
+    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY",
     # the registered analyses (tests/analysis/test_facade.py checks this list against the registry)
     "steps", "step_window", "instruction_work", "device_activity", "temporal_breakdown", "kernel_breakdown",
     "comm_comp_overlap", "idle_time_breakdown", "collectives", "straggler_ranks", "collective_skew_matrix",
     "summary", "summary_dict", "hot_ops", "roofline_ceilings", "roofline", "roofline_point_rows", "diff",
     "dma_throughput", "dma_queues", "dma_sizes", "collectives_across_ranks", "rank_balance", "rank_timeline",
     "run_recommendations", "stragglers", "slow_links", "slowest_ranks_per_step", "recommendations",
-    "neuron_explorer_comparison",
+    "neuron_explorer_comparison", "area_stats", "regions",
 ]
 
 

@@ -22,6 +22,7 @@ from .analyses import hot_ops as _hot_ops
 from .analyses import idle as _idle
 from .analyses import ranks as _ranks
 from .analyses import recommend as _recommend
+from .analyses import regions as _regions
 from .analyses import roofline as _roofline
 from .analyses import steps as _steps
 from .analyses import summary as _summary
@@ -123,6 +124,10 @@ class TraceAnalyses:
     def recommendations(self) -> pd.DataFrame:
         """What to change, ranked by the time it could save: :func:`analysis.recommendations`."""
         return _recommend.recommendations(self)
+
+    def regions(self, max_per_kind: int = 200) -> pd.DataFrame:
+        """Steps, collectives and top-level module calls as named time ranges: :func:`analysis.regions`."""
+        return _regions.regions(self, max_per_kind)
 
     def neuron_explorer_comparison(self) -> pd.DataFrame:
         """Our summary beside a Neuron Explorer profile's own metrics: :func:`analysis.neuron_explorer_comparison`."""

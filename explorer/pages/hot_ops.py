@@ -8,8 +8,8 @@ from __future__ import annotations
 from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
+import analysis
 from analysis import figures
-from analysis.analyses.hot_ops import GROUPINGS
 
 from .. import frames
 from ..labels import stack_labels
@@ -27,8 +27,8 @@ def _layout(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
     return html.Div([
         html.H2(f"Hot ops: {trace.name}"),
-        dmc.SegmentedControl(id="ho-by", data=[{"label": f"by {g}", "value": g} for g in GROUPINGS], value="op",
-                             size="xs"),
+        dmc.SegmentedControl(id="ho-by", data=[{"label": f"by {g}", "value": g} for g in analysis.HOT_OPS_GROUPINGS],
+                             value="op", size="xs"),
         html.Div(id="ho-body", children=guarded(body, ctx, state, "op")),
         section("Device time by module", guarded(_treemap, ctx, state)),
     ], id="hot-ops-page")
@@ -69,6 +69,6 @@ def register(app, ctx: Ctx) -> None:
     @app.callback(Output("ho-body", "children"), Input("ho-by", "value"), State("url", "pathname"),
                   State("url", "search"), prevent_initial_call=True)
     def regroup(by, pathname, search):
-        if by not in GROUPINGS:
+        if by not in analysis.HOT_OPS_GROUPINGS:
             raise PreventUpdate
         return guarded(body, ctx, ctx.decode(pathname, search), by)

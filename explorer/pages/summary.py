@@ -11,7 +11,6 @@ from dash import Input, Output, State, dcc, html
 
 import analysis
 from analysis import figures
-from analysis.analyses.explorer_summary import SUMMARY_KEY as EXPLORER_SUMMARY
 from analysis.units import format_value
 
 from .. import frames
@@ -69,7 +68,7 @@ def _layout(ctx: Ctx, state: ViewState):
     parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
     parts.append(section("Key figures", _region_picker(ctx, state),
                          html.Div(guarded(_figures, ctx, state), id="sum-figures")))
-    if EXPLORER_SUMMARY in trace.header.metadata:
+    if analysis.EXPLORER_SUMMARY_KEY in trace.header.metadata:
         parts.append(section("Neuron Explorer's numbers beside ours", guarded(_explorer_numbers, ctx, state)))
     notes = notes_for(ctx, state)
     if notes:

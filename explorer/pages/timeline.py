@@ -254,11 +254,11 @@ def area_panel(ctx: Ctx, state: ViewState, area: dict):
              dcc.Link("open this range", href=window_href(state, index.origin, index.origin + t0, index.origin + t1,
                                                            pad=0.0), className="nx-hint")]
     if len(names):
-        parts += [html.H5("By name"), data_table(names, id="tl-area-names", page_size=12, analysis="")]
+        parts += [html.H5("By name"), data_table(names, id="tl-area-names", page_size=12, analysis="area_stats")]
     if len(tracks):
-        parts += [html.H5("By track"), data_table(tracks, id="tl-area-tracks", page_size=12, analysis="")]
+        parts += [html.H5("By track"), data_table(tracks, id="tl-area-tracks", page_size=12, analysis="area_stats")]
     if len(counters):
-        parts += [html.H5("Counters"), data_table(counters, id="tl-area-counters", page_size=8, analysis="")]
+        parts += [html.H5("Counters"), data_table(counters, id="tl-area-counters", page_size=8, analysis="area_stats")]
     if not len(names) and not len(counters):
         parts.append(note("no event of the selected tracks in this range"))
     return html.Div(parts)
