@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from neuron_profiler.cli import EXIT_BAD_INPUT
+from neuron_profiler.exitcodes import EXIT_BAD_INPUT
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.trace import read_trace
+
 from .core.memo import handout
 from .core.runs import group_runs, run_key, run_label
 from .core.tables import ANALYSIS_COLUMNS, TABLE_NAMES, WINDOW_COLUMNS, columns_of_table
@@ -62,8 +64,6 @@ class Trace(TraceAnalyses):
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Trace:
         """Open a ``.nprof`` file lazily (raises ``TraceFormatError`` on a bad file)."""
-        from neuron_profiler.trace import read_trace
-
         return cls(read_trace(path), path=path)
 
     # ------------------------------------------------------------------ identity

@@ -13,6 +13,7 @@ import logging
 import orjson
 from flask import Response, request
 
+from .banner import DOCS
 from .pages.common import short_error
 from .rows import COLOR_MODES
 from .state import _int, _str
@@ -65,8 +66,6 @@ def register_api(server, store: TraceStore, picked_of) -> None:
     def _doc(name: str):
         """A project document (whitelisted names only) as plain text."""
         from pathlib import Path
-
-        from .banner import DOCS
 
         fname = DOCS.get(name)
         path = Path(__file__).resolve().parents[1] / "docs" / fname if fname else None

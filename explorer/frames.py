@@ -11,6 +11,8 @@ import threading
 
 import analysis
 
+from .state import ViewState
+
 LOG = logging.getLogger("explorer")
 
 
@@ -95,8 +97,6 @@ def diff(ctx, a: str, b: str, keys: tuple[str, ...]):
 def warm(ctx, key: str) -> threading.Thread:
     """Compute the frames of every page of ``key`` in a background thread (errors are logged: the page
     shows them when asked)."""
-    from .state import ViewState
-
     state = ViewState(trace=key)
     ctx = type(ctx)(store=ctx.store, width_px=ctx.width_px, wait_s=None)  # the warm-up itself waits
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import re
 
+from analysis import registry
+
 #: Display units understood by the grid formatters (assets/dashAgGridFunctions.js) and the cards.
 UNITS = ("ns", "ts", "bytes", "bytes/s", "FLOP", "FLOP/s", "percent", "count", "FLOP/byte", "")
 
@@ -74,8 +76,6 @@ def metric_label(metric: str, label: str | None = None) -> str:
 def _documented(col: str, analysis: str | None):
     """The registry's :class:`analysis.registry.Column` for ``col``: of ``analysis`` first, else of the first
     analysis documenting it; None when no analysis documents it or ``analysis`` is "" (not an analysis' frame)."""
-    from analysis import registry
-
     if analysis == "":  # a frame no analysis made (SQL results): the name alone
         return None
     if analysis and analysis in registry.REGISTRY:

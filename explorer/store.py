@@ -13,6 +13,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+import analysis
+from neuron_profiler.importers import is_trace_source
+
 from .rows import TimelineIndex, build_index
 
 TRACE_SUFFIXES = (".nprof", ".json", ".json.gz")
@@ -71,8 +74,6 @@ def run_groups(base: Path, keys: list[str]) -> list[tuple[str, list[str]]]:
     """The multi-rank runs among the ``.nprof`` files ``keys`` of one folder, as ``(run id, member keys by
     rank)``: grouped by the analysis API (``analysis.TraceSet`` and its run grouping), never by file name.
     Files whose header cannot be read are left out (they show their error when opened alone)."""
-    import analysis
-
     traces, key_of = [], {}
     for k in keys:
         try:
@@ -99,8 +100,6 @@ def run_groups(base: Path, keys: list[str]) -> list[tuple[str, list[str]]]:
 def _is_trace_file(p: Path) -> bool:
     # what a path holds is decided by the importers (by content: Kineto / Explorer JSON, .nprof, Explorer
     # Parquet profile directories), the one place that also opens it (analysis.load -> importers.open_source)
-    from neuron_profiler.importers import is_trace_source
-
     return is_trace_source(p)
 
 
@@ -214,8 +213,6 @@ class TraceStore:
         return slot
 
     def _load(self, key: str) -> dict:
-        import analysis
-
         e = self.entry(key)
         try:
             if e.is_group:
@@ -232,8 +229,6 @@ class TraceStore:
     def _open_file(self, path: Path):
         """Open one trace file (the one place the explorer opens a file: the importers' content detection
         and import cache plug in here)."""
-        import analysis
-
         t = analysis.load(path)
         t.header  # noqa: B018  (fail now on a bad header rather than inside a callback)
         return t

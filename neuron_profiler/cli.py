@@ -10,9 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from neuron_profiler.exitcodes import EXIT_BAD_INPUT
 from neuron_profiler.trace import TraceFormatError
-
-EXIT_BAD_INPUT = 2
 
 
 def _fmt_ns(ns: float) -> str:

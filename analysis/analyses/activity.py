@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.categorical import categorical, category_names, code_dtype, per_category
+from ..core.devicetime import group_time
 from ..core.intervals import first_rows, is_sorted, merge, union_by_key
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
@@ -312,8 +313,6 @@ def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups
     """Device time per group of instruction rows (``work`` rows, ``group`` codes): each invocation's time
     (:func:`invocation_time`, DMA included) counted once, in the group of its first row; rows without a
     launching op: the union of the group's own rows. The definition of :mod:`analysis.core.devicetime`."""
-    from ..core.devicetime import group_time
-
     fop = work["framework_op"].to_numpy()
     linked = fop >= 0
     t = np.zeros(n_groups)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.trace.columns import columns_of
+
 __all__ = ["row_positions", "TABLE_NAMES", "ANALYSIS_COLUMNS", "WINDOW_COLUMNS", "TIMED_TABLES", "columns_of_table",
            "MATRIX_ENGINES", "COPY_ENGINES", "NON_COMPUTE_ENGINES"]
 
@@ -29,8 +31,6 @@ NON_COMPUTE_ENGINES = ("Memcpy", "Memset", "Sync")
 
 def columns_of_table(name: str) -> list[str]:
     """Every column of table ``name`` in the trace format."""
-    from neuron_profiler.trace.columns import columns_of
-
     return list(columns_of(name))
 
 

@@ -17,8 +17,8 @@ from dash.exceptions import PreventUpdate
 import analysis
 
 from ..labels import fmt_ns
-from ..notes import note_list, notes_for
-from ..rows import COLOR_MODES, EVENT_TABLES
+from ..notes import note_list, notes_for, register_notes
+from ..rows import COLOR_MODES, EVENT_TABLES, host_timeline_groups
 from ..selection import area_stats
 from ..state import ViewState, timeline_state
 from .common import Ctx, data_table, error_box, guarded, note, window_href
@@ -119,8 +119,6 @@ def _layout(ctx: Ctx, state: ViewState):
 
 
 def _simulated_hint(index):
-    from ..rows import host_timeline_groups
-
     g = host_timeline_groups(index.trace)
     if not g:
         return None
@@ -234,8 +232,6 @@ def register(app, ctx: Ctx) -> None:
         if not isinstance(items, list):  # an error box
             return no_update, items, no_update
         return {"items": items, "k": -1}, results_panel(state, items), "results"
-
-    from ..notes import register_notes
 
     register_notes(app, ctx)
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["SYNC_PREFIX", "SYNC_METHODS", "SyncRecorder", "mark_sync", "sync_range"]
+from neuron_profiler.eventnames import SYNC_PREFIX
 
-#: Name prefix of the host ranges that mark a synchronisation point.
-SYNC_PREFIX = "neuron::sync "
+__all__ = ["SYNC_PREFIX", "SYNC_METHODS", "SyncRecorder", "mark_sync", "sync_range"]
 
 
 @contextlib.contextmanager

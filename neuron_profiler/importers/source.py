@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from neuron_profiler.importers import cache as import_cache
+from neuron_profiler.importers.output import OutputWriteError, write_atomically
+from neuron_profiler.trace import framing, read_trace
 from neuron_profiler.trace.errors import NotATraceError
 
 __all__ = ["NPROF", "KINETO_JSON", "EXPLORER_JSON", "EXPLORER_PARQUET", "DIRECTORY", "IMPORTABLE",
@@ -44,12 +48,6 @@ _SNIFF_BYTES = 256 << 10
 _GZIP_MAGIC = b"\x1f\x8b"
 _EXPECTED = ("expected .nprof, a Kineto/torch.profiler JSON(.gz) trace, a Neuron Explorer JSON export or a "
              "Neuron Explorer Parquet profile directory")
-
-
-def _nprof_magic() -> bytes:
-    from neuron_profiler.trace import framing
-
-    return framing.MAGIC
 
 
 def _prefix(path: Path, n: int = _SNIFF_BYTES) -> bytes:
@@ -120,7 +118,7 @@ def detect_source(path: str | os.PathLike) -> str:
     if not stat.S_ISREG(st.st_mode):
         raise NotATraceError(f"{p}: not a regular file (a FIFO, socket or device); {_EXPECTED}")
     head = _prefix(p)
-    if head.startswith(_nprof_magic()) or p.name.lower().endswith(".nprof"):
+    if head.startswith(framing.MAGIC) or p.name.lower().endswith(".nprof"):
         return NPROF
     kind = _json_kind(head)
     if kind is None:
@@ -212,12 +210,6 @@ def open_source(path: str | os.PathLike, *, cache: bool = True, progress: bool =
     converted once into the user's cache (``importers.cache``) and read from there on later calls
     (``cache=False``: converted in memory, nothing written). When the cache cannot be written (full disk,
     read-only cache folder) the trace stays in memory and a warning says why."""
-    import warnings
-
-    from neuron_profiler.importers import cache as import_cache
-    from neuron_profiler.importers.output import OutputWriteError
-    from neuron_profiler.trace import read_trace
-
     p = Path(path)
     kind = detect_source(p)
     if kind == NPROF:
@@ -250,9 +242,7 @@ def import_source(src: str | os.PathLike, out: str | os.PathLike | None = None, 
     - a directory of Kineto traces (one file per rank): ``out`` is a directory receiving
       ``rank<NNNNN>_<stem>.nprof`` per rank (same ``run_id``); without ``out``, a folder of the cache.
     Every file is written to a temporary name and renamed when complete."""
-    from neuron_profiler.importers import cache as import_cache
     from neuron_profiler.importers.kineto import api as kineto_api
-    from neuron_profiler.importers.output import write_atomically
 
     p = Path(src)
     kind = detect_source(p)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.capture.sync import SYNC_PREFIX
 from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
+from neuron_profiler.eventnames import SYNC_PREFIX
 from neuron_profiler.opmodel import OpWork, classify, lower_signature, wants_concrete
 from neuron_profiler.runtime.simulated.collectives import find_collectives
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
