@@ -1,3 +1,4 @@
 """The analyses: pure functions ``trace -> DataFrame`` with documented columns, each registered in
-:mod:`analysis.registry` (which generates the ``Trace`` methods and ``analysis.__all__``). Import the public
-names from :mod:`analysis`; these modules hold the implementations and their column specs."""
+:mod:`analysis.registry` (metadata: columns, units, labels, figure). Import the public names from
+:mod:`analysis` (each imported there by name; the ``Trace`` methods are in :mod:`analysis.methods`); these
+modules hold the implementations and their column specs."""
