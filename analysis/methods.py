@@ -8,6 +8,7 @@ owns. The functions and their documented columns are in :mod:`analysis.analyses`
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -141,6 +142,9 @@ class TraceSetAnalyses:
     (:mod:`analysis.distributed`)."""
 
     traces: list[Any]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.traces)
 
     def collectives_across_ranks(self, *, engine: str = "pandas", scheduler: Any = None,
                                  workers: int | None = None) -> pd.DataFrame:

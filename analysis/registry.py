@@ -22,7 +22,7 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 __all__ = ["Column", "Analysis", "register", "REGISTRY", "call", "column_label",
            "column_unit", "columns_of"]
@@ -67,6 +67,7 @@ class Analysis:
 
 
 REGISTRY: dict[str, Analysis] = {}
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def is_trace(obj: Any) -> bool:
@@ -88,12 +89,12 @@ def _freeze(v: Any) -> Any:
 
 def register(name: str | None = None, *, columns: Iterable[Column] = (), figure: str | None = None,
              method: str | None = "", subject: str = "trace", returns: str = "frame", memo: bool = True,
-             index: Column | None = None, empty_ok: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             index: Column | None = None, empty_ok: bool = True) -> Callable[[_F], _F]:
     """Declare an analysis (see the module doc). ``method``: the name of its ``Trace`` / ``TraceSet`` method
     in :mod:`analysis.methods` (``""``, the default: the analysis name; ``None``: no method). Returns the
-    memoising wrapper, which replaces the function."""
+    memoising wrapper, which replaces the function (with its signature, for type checkers and IDEs)."""
 
-    def deco(func: Callable[..., Any]) -> Callable[..., Any]:
+    def deco(func: _F) -> _F:
         n = name or func.__name__
         sig = inspect.signature(func)
         first = next(iter(sig.parameters))
@@ -112,7 +113,7 @@ def register(name: str | None = None, *, columns: Iterable[Column] = (), figure:
                         index, empty_ok, wrapper)
         REGISTRY[n] = spec
         wrapper.analysis = spec  # type: ignore[attr-defined]
-        return wrapper
+        return cast(_F, wrapper)
 
     return deco
 
