@@ -12,7 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
+import analysis  # already loaded: this module is part of the package
 from neuron_profiler.exitcodes import EXIT_BAD_INPUT
+from neuron_profiler.trace import TraceFormatError
+
+from .report import text_report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,11 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import analysis
-    from neuron_profiler.trace import TraceFormatError
-
-    from .report import text_report
-
     path = Path(args.path)
     engine = args.engine or ("dask" if args.scheduler or args.workers is not None else "pandas")
     try:
