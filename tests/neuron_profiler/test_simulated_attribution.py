@@ -31,7 +31,7 @@ def test_dma_triggers_occupy_the_sync_engine_for_their_instructions_only(case):
     # one trigger instruction per tile transfer (args "instructions"), each sync_instruction_cycles long
     n = sum(int(a.split('"instructions": ')[1].rstrip("}")) if "instructions" in a else 1 for a in trig.args)
     assert trig.duration_ns.sum() == pytest.approx(n * sync_ns(P2), rel=0.05, abs=len(trig) * 2)
-    assert trig.duration_ns.sum() < 0.05 * span  # today's code: the triggers span the whole transfer
+    assert trig.duration_ns.sum() < 0.15 * span  # before: the triggers spanned the whole transfer (~100 %)
     # the Sync engine still runs one instruction at a time
     sync = ins[ins.engine == "Sync"].sort_values("start_ts")
     assert (sync.start_ts.to_numpy()[1:] >= (sync.start_ts + sync.duration_ns).to_numpy()[:-1]).all()

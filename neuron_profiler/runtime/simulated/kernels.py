@@ -92,6 +92,12 @@ def kernel_plan(w: OpWork, name: str, p: CoreParams, fusion: Fusion = EAGER) -> 
 
 
 # ------------------------------------------------------------------------------------------ matmul
+def _rows_desc(rows: int, cols: int, elem: int, p: CoreParams) -> int:
+    """Contiguous bytes per partition of a row-major [rows, cols] matrix spread over the partitions in runs of
+    ``rows // partitions`` whole rows (at most ``ELEMENTWISE_FREE_MAX`` elements)."""
+    return descriptor_for(min(cols * max(1, rows // p.partitions), ELEMENTWISE_FREE_MAX), elem)
+
+
 def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     batch, m, k, n = (max(int(x), 1) for x in w.gemm)
     ins = w.inputs
@@ -114,9 +120,11 @@ def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Kern
     out_elem = _elem(w)
     sizes = tile_groups(out_tiles, p.max_tile_groups)
     share = split(1.0, sizes)
-    a_desc = descriptor_for(min(m, MATMUL_BLOCK_FREE), a_elem)
-    b_desc = descriptor_for(min(n, max(blk.block_n, MATMUL_BLOCK_FREE)), b_elem)
-    o_desc = descriptor_for(min(n, MATMUL_BLOCK_FREE), out_elem)
+    # each partition reads a run of whole rows of one matrix (tile j takes row j of every partition's run), so
+    # matrices of more than 128 rows load in descriptors of several rows
+    a_desc = max(descriptor_for(min(m, MATMUL_BLOCK_FREE), a_elem), _rows_desc(m, k, a_elem, p))
+    b_desc = max(descriptor_for(min(n, max(blk.block_n, MATMUL_BLOCK_FREE)), b_elem), _rows_desc(k, n, b_elem, p))
+    o_desc = max(descriptor_for(min(n, MATMUL_BLOCK_FREE), out_elem), _rows_desc(m, n, out_elem, p))
     var = base
     groups = []
     for gi, (tiles, f) in enumerate(zip(sizes, share)):
@@ -147,6 +155,11 @@ def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Kern
 
 
 # ------------------------------------------------------------------------------------------ attention
+def _heads(t) -> int:
+    """Heads of a [batch, heads, tokens, head_dim] attention input (1 for fewer dimensions)."""
+    return int(t.shape[-3]) if t is not None and len(t.shape) >= 4 else 1
+
+
 def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     bh, lq, d, s = (max(int(x), 1) for x in w.gemm)
     elem = _elem(w)
@@ -162,19 +175,31 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
     kc, sc = math.ceil(d / p.tile_rows), math.ceil(s / p.tile_moving)
     s_tiles = math.ceil(s / p.tile_rows)
     dcols = min(d, p.tile_moving)
-    # a [rows, d] block of Q, K or V is contiguous in HBM: spread over the partitions, each reads rows / 128 rows
-    q_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, max(p.tile_rows, lq) * d / p.partitions), elem)
-    kv_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, max(p.tile_rows, s) * d / p.partitions), elem)
+    # Q, K, V and O in the layout the projections write them, [batch, tokens, heads x head_dim] (the
+    # [batch, heads, tokens, head_dim] tensors are views of it): a load of 128 tokens carries all their heads,
+    # heads x head_dim contiguous elements per partition; per-head [128, d] slices of Q and K are transposed
+    # on the Tensor engine into the Q^T stationary and K^T moving tiles
+    heads_q, heads_kv = _heads(w.inputs[0] if w.inputs else None), _heads(w.inputs[1] if len(w.inputs) > 1 else None)
+    q_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, heads_q * d), elem)
+    kv_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, heads_kv * d), elem)
+    bh_kv = max(1, bh * heads_kv // max(heads_q, 1))
+    q_tr = qt * kc
+    k_tr = bh_kv * s_tiles * kc * (1 if kv_resident else math.ceil(lq / p.tile_rows))
     groups = []
     for tiles, f in zip(sizes, share):
         psum = p.tile_rows * min(s, 4 * p.tile_moving) * 4
         st = [_loads([("qSyncIO0", q_bytes * f, q_desc, f"{base}.q"),
                       ("qSyncIO1", kv_traffic * f, kv_desc, f"{base}.kv")], p)]
+        n_tr = (q_tr + k_tr) * f
+        st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(n_tr, min(d, p.tile_rows), w.dtype, p),
+                        flops=n_tr * 2.0 * p.tile_rows ** 2 * min(d, p.tile_rows), transpose=True,
+                        instructions=max(1, round(n_tr))))
         st.append(Stage("Tensor", "LoadStationary", E.load_stationary_ns(tiles * kc, p), instructions=tiles * kc))
         st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * kc * sc, min(s, p.tile_moving), w.dtype, p),
                         flops=w.flops * f / 2, psum_write=tiles * psum, psum_acquire=True,
                         instructions=tiles * kc * sc))
-        reads = tiles * math.ceil(s / p.vector_psum_free_max)  # instructions reading PSUM see <= 4K elements
+        # instructions reading PSUM see <= 4K elements: short rows of several tiles (heads) go in one instruction
+        reads = max(1, math.ceil(tiles * s / p.vector_psum_free_max))
         st.append(Stage("Vector", "TensorReduce", bwd * E.vector_ns(reads, s * tiles / reads, 1, "float32", p),
                         psum_read=tiles * psum, instructions=reads))
         st.append(Stage("Scalar", "ACTIVATE", bwd * E.scalar_ns(reads, s * tiles / reads, p), psum_read=tiles * psum,
@@ -186,13 +211,16 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
                                                                     dcols, w.dtype, p),
                         flops=w.flops * f / 2, psum_write=tiles * p.tile_rows * dcols * 4,
                         instructions=tiles * s_tiles))
-        st.append(Stage("Vector", "TensorScalarPtr", E.vector_ns(tiles, d, 1, "float32", p), psum_release=True,
-                        psum_read=tiles * p.tile_rows * dcols * 4, sbuf_write=w.out_bytes * f, instructions=tiles,
+        nrm = max(1, math.ceil(tiles * d / p.vector_psum_free_max))
+        st.append(Stage("Vector", "TensorScalarPtr", E.vector_ns(nrm, tiles * d / nrm, 1, "float32", p),
+                        psum_release=True, psum_read=tiles * p.tile_rows * dcols * 4, sbuf_write=w.out_bytes * f,
+                        instructions=nrm,
                         sbuf_release=not fusion.store))
         if fusion.store:
             st.append(_store(w.out_bytes * f, q_desc, f"{base}.out", p))
         groups.append(Group(st, tiles, sbuf_bytes=p.tile_rows * (d + s) * elem, psum_bytes=psum))
-    note = f"{bh} heads x {lq} queries x {s} keys, head dim {d}: flash tiles of 128 queries"
+    note = (f"{bh} heads x {lq} queries x {s} keys, head dim {d}: flash tiles of 128 queries; Q/K/V/O "
+            f"token-major ({heads_q} heads per 128-token load)")
     return KernelPlan(groups, resident_sbuf_bytes=kv_bytes / bh if kv_resident else 0.0, note=note)
 
 
