@@ -10,7 +10,8 @@ from realdata import real_trace
 
 from neuron_profiler.opmodel import lower_signature
 from neuron_profiler.projection import project_trace
-from neuron_profiler.runtime.simulated.kernels import gather_geometry, kernel_plan
+from neuron_profiler.runtime.simulated.gathers import gather_geometry
+from neuron_profiler.runtime.simulated.kernels import kernel_plan
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.synthetic import op, simulate
 
