@@ -24,6 +24,7 @@ from .. import metrics as M
 from ..core.devices import device_peaks
 from ..core.devicetime import bound, physical
 from ..core.intervals import first_rows, union_by_key
+from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
 from .activity import invocation_group_time
 from .work import instruction_work
@@ -174,9 +175,10 @@ _WAITING = ("SemaphoreWait",)
 
 
 def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per group, (where its device time goes, the engine busiest with its instructions): the busiest engine
-    (waits left out), or "DMA" when the union of its invocations' DMA transfers (counted in the group of an
-    invocation's first row, as its device time) is longer than any engine's busy time."""
+    """Per group, (where its device time goes, the engine busiest with its instructions): the busiest compute
+    engine (waits and the Sync engine's DMA triggers left out), or "DMA" when the union of its invocations'
+    DMA transfers (counted in the group of an invocation's first row, as its device time) is longer than any
+    engine's busy time."""
     n_eng = len(w["engine"].cat.categories)
     if not n_eng:
         return np.array([""] * k, dtype=object), np.array([""] * k, dtype=object)
@@ -188,7 +190,10 @@ def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.nd
     key = g * n_eng + w["engine"].cat.codes.to_numpy()
     et = np.bincount(key, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
     eng_names = np.asarray(w["engine"].cat.categories.astype(str), dtype=object)
-    busiest = eng_names[et.argmax(axis=1)]
+    # a DMA trigger on the Sync engine is not where the time goes, unless a group has nothing else
+    compute = et * ~np.isin(eng_names, NON_COMPUTE_ENGINES)[None, :]
+    pick = np.where(compute.max(axis=1) > 0, compute.argmax(axis=1), et.argmax(axis=1))
+    busiest = eng_names[pick]
     engine = busiest
     dma = trace.table("dma", ["start_ts", "duration_ns", "framework_op"])
     fop = w["framework_op"].to_numpy()
@@ -199,7 +204,7 @@ def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.nd
         per_op = union_by_key(dma["framework_op"].to_numpy()[m], ds, ds + dma["duration_ns"].to_numpy()[m])
         inv, first_idx = first_rows(fop[linked])
         dma_t = np.bincount(g[linked][first_idx], weights=per_op.reindex(inv).fillna(0.0).to_numpy(), minlength=k)
-        engine = np.where(dma_t > et.max(axis=1), "DMA", busiest).astype(object)
+        engine = np.where(dma_t > et[np.arange(k), pick], "DMA", busiest).astype(object)
     return engine, busiest
 
 
