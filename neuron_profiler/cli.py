@@ -7,6 +7,7 @@ records it in the output, `validate` lists it as a problem."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -187,6 +188,12 @@ def cmd_project(args: argparse.Namespace) -> int:
     kernels = b.table("flows").query("kind == 'launch'")
     print(f"{path}: {b.rows('host_ops'):,} host ops of {src.name} projected onto {args.target} "
           f"({len(kernels):,} device launches, {b.rows('instructions'):,} instructions, {b.rows('dma'):,} DMA)")
+    host = json.loads(b.header.metadata.get("projection_host_time", "{}") or "{}")
+    if host:
+        print(f"host: kept {host.get('kept_host_work_ns', 0) / 1e6:.3f} ms of the source's work between ops (Python), "
+              f"dropped {host.get('dropped_host_work_ns', 0) / 1e6:.3f} ms; "
+              f"{host.get('replaced_by_dispatch_model_ns', 0) / 1e6:.3f} ms of its op dispatch and runtime calls "
+              f"replaced by {args.target}'s dispatch model")
     if sim.unpriced_ops:
         shown = ", ".join(sim.unpriced_ops[:8]) + (f" and {len(sim.unpriced_ops) - 8} more" if len(sim.unpriced_ops) > 8
                                                    else "")

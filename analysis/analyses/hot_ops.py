@@ -17,7 +17,7 @@ from ..core.devicetime import exclusive_ns, group_sum, group_time, physical
 from ..core.intervals import clip, first_rows, merge
 from ..core.tables import row_positions
 from ..registry import Column, register
-from .activity import INSTRUCTIONS, analysis_span, invocation_time, trace_activity
+from .activity import DMA, INSTRUCTIONS, analysis_span, invocation_time, trace_activity
 from .steps import steps
 from .work import instruction_work, module_from_stack, work_source
 
@@ -162,6 +162,9 @@ def _activity_groups(trace, w: pd.DataFrame, by: str) -> tuple[pd.Index, np.ndar
     is_ins = table == INSTRUCTIONS
     g[is_ins] = codes[row[is_ins]]
     other = ~is_ins & (fop >= 0)
+    if by == "engine" and (table == DMA).any():  # the DMA queues are where a memory-bound op's time goes
+        cats = cats.append(pd.Index(["DMA"])).unique()
+        g[table == DMA] = cats.get_loc("DMA")
     if by != "engine" and other.any():
         labels = _host_labels(trace, by)
         hpos = labels.index.get_indexer(fop[other])
@@ -215,7 +218,8 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
     """Device time per group, sorted by self device time (descending).
 
     ``by``: "op" (launching host op name, else instruction name), "module" (nn.Module path), "stack"
-    (python stack, innermost last) or "engine". Index: the group key (named ``by``). Columns (units in
+    (python stack, innermost last) or "engine" (each engine's instructions; "DMA": the DMA transfers, counted in
+    ``instructions``). Index: the group key (named ``by``). Columns (units in
     ``analysis.registry.columns_of("hot_ops")``): calls, instructions, device_time_self_ns (Σ over invocations
     of the union of the group's instructions and the DMA transfers / collectives of the same host op; for an
     engine, its own rows only), device_time_total_ns (incl. device time of nested host ops for "op", of
@@ -240,6 +244,9 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
         group_time(g_act, inv, s, e, k, sorted_by_start=True)
     share_ns = group_sum(g_act, exclusive_in_steps(trace), k)
     n_ins = np.bincount(codes, minlength=k)
+    if by == "engine":  # the DMA group counts its transfers
+        is_dma = act["table"].to_numpy() == DMA
+        n_ins += np.bincount(g_act[is_dma & (g_act >= 0)], minlength=k)
     flops = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k)
     hbm = _known_sum(codes, w["hbm_bytes"].to_numpy(), w["bytes_known"].to_numpy(), k)
     launch_calls = _launching_ops(w["framework_op"].to_numpy(), codes, k, by)

@@ -23,13 +23,16 @@ import pandas as pd
 from .. import metrics as M
 from ..core.devices import device_peaks
 from ..core.devicetime import bound, physical
+from ..core.intervals import first_rows, union_by_key
+from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
 from .activity import invocation_group_time
 from .work import instruction_work
 
 ROOFLINE_SPEC = (
     Column("op", "", "Op"), Column("dtype", "", "Data type"),
-    Column("engine", "", "Engine", "Engine with the most device time"),
+    Column("engine", "", "Engine", "Where the op's device time goes: the engine busiest with it (waits left out), "
+           "or DMA when its transfers take longer"),
     Column("device", "count", "Device", "Position in header.devices (-1 unknown)"),
     Column("instructions", "count", "Device rows"),
     Column("device_time_ns", "ns", "Device time", "Σ over invocations of the union of instructions and DMA"),
@@ -116,7 +119,8 @@ def _groups(w: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray]:
 def roofline(trace, by: str = "op") -> pd.DataFrame:
     """Per (op, dtype, device): position on the roofline. Sorted by time_saved_at_roof_ns (descending).
 
-    Columns: op, dtype, engine (engine with the most device time), device (position in header.devices, -1
+    Columns: op, dtype, engine (the engine busiest with the group's instructions, semaphore waits left out, or
+    "DMA" when its transfers take longer than any engine), device (position in header.devices, -1
     unknown), instructions, device_time_ns (device time: each invocation's union of instructions and DMA,
     counted in the group of its first row with FLOPs or bytes), flops (FLOP), hbm_bytes (bytes; NaN when
     unknown for a row of the group), arithmetic_intensity (FLOP/byte; NaN without bytes), achieved_flops_per_s,
@@ -148,14 +152,7 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     del unknown
     cnt = np.bincount(g, minlength=k)
     mm = np.bincount(g[w["is_matmul"].to_numpy()], minlength=k) > 0  # any matrix work
-    n_eng = len(w["engine"].cat.categories)
-    dur = w["duration_ns"].to_numpy()
-    key = g * n_eng
-    key += w["engine"].cat.codes.to_numpy()
-    et = np.bincount(key, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
-    del key
-    eng_names = np.asarray(w["engine"].cat.categories.astype(str), dtype=object)
-    engine = eng_names[et.argmax(axis=1)] if n_eng else np.array([""] * k, dtype=object)
+    engine, busiest = _group_engines(trace, w, g, k)
     n_dt = len(w["dtype"].cat.categories) + 1
     dev_all = w["device"].to_numpy()
     dmin = int(dev_all.min())
@@ -164,13 +161,51 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     u_dt = (uniq // n_dev) % n_dt - 1
     op_names = np.asarray(w[by].cat.categories.astype(str), dtype=object)[uniq // n_dev // n_dt]
     dt_names = np.append(np.asarray(w["dtype"].cat.categories.astype(str), dtype=object), "")[u_dt]
-    peak, bw = _ceilings(trace, u_dev, mm, dt_names, engine)
+    peak, bw = _ceilings(trace, u_dev, mm, dt_names, busiest)
     out = _positions(fl, by_, t, peak, bw)
     out = pd.DataFrame({"op": op_names, "dtype": dt_names, "engine": engine, "device": u_dev, "instructions": cnt,
                         "device_time_ns": t, "flops": fl, "hbm_bytes": by_, **out})
     if by == "module":
         out = out.rename(columns={"op": "module"})
     return out.sort_values("time_saved_at_roof_ns", ascending=False, na_position="last").reset_index(drop=True)
+
+
+#: instructions that wait rather than work: not where an op's time goes
+_WAITING = ("SemaphoreWait",)
+
+
+def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, (where its device time goes, the engine busiest with its instructions): the busiest compute
+    engine (waits and the Sync engine's DMA triggers left out), or "DMA" when the union of its invocations'
+    DMA transfers (counted in the group of an invocation's first row, as its device time) is longer than any
+    engine's busy time."""
+    n_eng = len(w["engine"].cat.categories)
+    if not n_eng:
+        return np.array([""] * k, dtype=object), np.array([""] * k, dtype=object)
+    dur = w["duration_ns"].to_numpy().astype(float)
+    ins = trace.analysis_table("instructions")
+    if "opcode" in ins.columns and len(ins):
+        waiting = ins["opcode"].reindex(w.index).astype(str).isin(_WAITING).to_numpy()
+        dur = np.where(waiting, 0.0, dur)
+    key = g * n_eng + w["engine"].cat.codes.to_numpy()
+    et = np.bincount(key, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
+    eng_names = np.asarray(w["engine"].cat.categories.astype(str), dtype=object)
+    # a DMA trigger on the Sync engine is not where the time goes, unless a group has nothing else
+    compute = et * ~np.isin(eng_names, NON_COMPUTE_ENGINES)[None, :]
+    pick = np.where(compute.max(axis=1) > 0, compute.argmax(axis=1), et.argmax(axis=1))
+    busiest = eng_names[pick]
+    engine = busiest
+    dma = trace.table("dma", ["start_ts", "duration_ns", "framework_op"])
+    fop = w["framework_op"].to_numpy()
+    linked = fop >= 0
+    if len(dma) and linked.any():
+        m = dma["framework_op"].to_numpy() >= 0
+        ds = dma["start_ts"].to_numpy()[m]
+        per_op = union_by_key(dma["framework_op"].to_numpy()[m], ds, ds + dma["duration_ns"].to_numpy()[m])
+        inv, first_idx = first_rows(fop[linked])
+        dma_t = np.bincount(g[linked][first_idx], weights=per_op.reindex(inv).fillna(0.0).to_numpy(), minlength=k)
+        engine = np.where(dma_t > et[np.arange(k), pick], "DMA", busiest).astype(object)
+    return engine, busiest
 
 
 def _ceilings(trace, dev: np.ndarray, mm: np.ndarray, dtype: np.ndarray, engine: np.ndarray

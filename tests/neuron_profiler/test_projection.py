@@ -1,9 +1,11 @@
 """Projection of real GPU traces onto a Trainium target (neuron-trace project)."""
+import json
+
 import numpy as np
 import pytest
 
 from neuron_profiler.cli import main
-from neuron_profiler.projection import project_trace
+from neuron_profiler.projection import KEPT_HOST_WORK, project_trace
 from neuron_profiler.trace import read_trace
 
 BERT = "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
@@ -19,6 +21,7 @@ def test_gpu_trace_projects_onto_trn2(realtraces_dir):
     assert [d.kind for d in h.devices] == ["trn2"] and "H100" in h.metadata["projected_from_devices"]
     assert h.simulation.source == "projection" and h.simulation.target == "trn2"
     host, oh = b.table("host_ops"), orig.table("host_ops")
+    host = host[host["name"].astype(str) != KEPT_HOST_WORK]
     tracks = orig.table("tracks")
     on_host = oh["track"].isin(tracks.index[tracks["kind"].astype(str).isin(["instance", "process", "thread"])])
     assert len(host) == int(on_host.sum())
@@ -53,3 +56,38 @@ def test_cli_project(realtraces_dir, tmp_path, capsys):
     assert main(["project", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
     with pytest.raises(SystemExit):
         main(["project", str(out), "--target", "trn9"])
+
+
+def _step(b):
+    h = b.table("host_ops")
+    st = h[h["name"].astype(str).str.startswith("ProfilerStep#")]
+    return int(st["duration_ns"].iloc[0]), int(st["measured_duration_ns"].iloc[0])
+
+
+def test_projection_keeps_the_host_work_the_target_also_does(realtraces_dir):
+    """The H100 BERT step (4.43 ms measured) projected onto trn2 came out 2.7x faster only because its Python
+    time was dropped; the source host's time between ops is now kept, and the header says what was kept and
+    what the dispatch model replaced."""
+    from neuron_profiler.importers.kineto import load_kineto_builder
+    src = realtraces_dir / BERT
+    b = project_trace(src, "trn2")
+    projected, measured = _step(b)
+    assert 0.6 * measured < projected < 1.2 * measured
+    info = json.loads(b.header.metadata["projection_host_time"])
+    assert info["dropped_host_work_ns"] == 0 and info["kept_host_work_ns"] > 0.4 * measured
+    # oracle: on every host thread that dispatches (framework ops, CUDA calls), kept + replaced time partition
+    # the span from its first to its last row (a thread of Python frames only keeps nothing)
+    source = load_kineto_builder(src)
+    oh, tracks = source.table("host_ops"), source.table("tracks")
+    host = oh[oh["track"].isin(tracks.index[tracks["kind"].astype(str) == "thread"])]
+    span = sum(int((g.start_ts + g.duration_ns).max() - g.start_ts.min()) for _, g in host.groupby("track")
+               if g["category"].astype(str).isin(["cpu_op", "cuda_runtime", "cuda_driver"]).any())
+    assert info["kept_host_work_ns"] + info["replaced_by_dispatch_model_ns"] == span
+    kept = b.table("host_ops")
+    kept = kept[kept["name"].astype(str) == KEPT_HOST_WORK]
+    assert int(kept["duration_ns"].sum()) == info["kept_host_work_ns"]  # each costs the target its measured time
+    assert (kept["duration_ns"] == kept["measured_duration_ns"]).all()
+    # without it, the old projection: the Python time is dropped, and the header says so
+    lean = project_trace(src, "trn2", keep_host_work=False)
+    assert _step(lean)[0] < 0.5 * measured
+    assert json.loads(lean.header.metadata["projection_host_time"])["dropped_host_work_ns"] == info["kept_host_work_ns"]

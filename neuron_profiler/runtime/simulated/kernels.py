@@ -9,27 +9,26 @@ transfers of the kernel (see ``pipeline``), with the tiling a compiler for the t
 - attention: flash style per 128-query tile: QK^T in PSUM, max (Vector) and exp with running sum (Scalar),
   P transposed on the Tensor engine (``TRANSPOSE``), PV accumulated in PSUM, normalised on evacuation.
 - softmax, norms, activations, elementwise, reductions, copies, fills: [128 x F] tiles streamed through
-  SBUF (double buffered) with the engine work per tile; GpSimd ops (gather, scatter, sort) drive
-  indirect DMA (``qGpSimdDynamic``).
+  SBUF (double buffered) with the engine work per tile; GpSimd ops (gather, scatter, sort) are built in
+  ``gathers`` from their table's real shape; the DMA stages in ``transfers``.
 Every cost comes from ``engines`` and ``dma``; every constant from ``CoreParams``.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neuron_profiler.opmodel import OpWork
 from neuron_profiler.runtime.simulated import engines as E
 from neuron_profiler.runtime.simulated.dma import descriptor_for, transfer_ns
+from neuron_profiler.runtime.simulated.gathers import gpsimd_plan
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import DMA, Group, KernelPlan, Stage
 from neuron_profiler.runtime.simulated.tiles import matmul_blocking, split, tile_groups
+from neuron_profiler.runtime.simulated.transfers import ELEMENTWISE_FREE_MAX, _elem, _loads, _store
 
 __all__ = ["kernel_plan", "Fusion", "ELEMENTWISE_FREE_MAX", "MATMUL_BLOCK_FREE"]
 
-#: free elements per partition of one elementwise tile (MODEL: typical NKI tile, 8 KiB of BF16 per partition)
-ELEMENTWISE_FREE_MAX = 4096
 #: free elements per partition of a matmul operand block load (MODEL: NKI optimized-matmul block width)
 MATMUL_BLOCK_FREE = 2048
 
@@ -48,29 +47,6 @@ class Fusion:
 EAGER = Fusion()
 
 
-def _elem(w: OpWork) -> int:
-    return max(1, int(round(w.out_bytes / w.out_elems))) if w.out_elems else 4
-
-
-def _load(nbytes: float, desc: float, var: str, p: CoreParams, queue: str = "qSyncIO0", **kw) -> Stage:
-    return Stage(DMA, "load", transfer_ns(nbytes, desc, p), nbytes=nbytes, queue=queue, descriptor=desc,
-                 variable=var, source="HBM", dest="SBUF", hbm_read=nbytes, sbuf_acquire=True, **kw)
-
-
-def _loads(parts: Sequence[tuple[str, float, float, str]], p: CoreParams) -> Stage:
-    """One DMA stage loading several tensors on parallel queues (they share the core's DMA engines)."""
-    parts = [x for x in parts if x[1] > 0] or parts[:1]
-    ns = sum(transfer_ns(b, d, p) for _, b, d, _ in parts)
-    total = sum(b for _, b, _, _ in parts)
-    return Stage(DMA, "load", ns, nbytes=total, queue=parts[0][0], descriptor=parts[0][2], variable=parts[0][3],
-                 source="HBM", dest="SBUF", hbm_read=total, sbuf_acquire=True, parts=tuple(parts))
-
-
-def _store(nbytes: float, desc: float, var: str, p: CoreParams, queue: str = "qSyncIO2", **kw) -> Stage:
-    return Stage(DMA, "store", transfer_ns(nbytes, desc, p), nbytes=nbytes, queue=queue, descriptor=desc,
-                 variable=var, source="SBUF", dest="HBM", hbm_write=nbytes, sbuf_release=True, **kw)
-
-
 def base_name(name: str) -> str:
     """``aten::add_.Tensor`` -> ``add``."""
     base = name.split("::", 1)[-1].split(".", 1)[0]
@@ -87,11 +63,17 @@ def kernel_plan(w: OpWork, name: str, p: CoreParams, fusion: Fusion = EAGER) -> 
     if w.cls == "attention":
         return _attention(w, base, p, fusion)
     if w.cls == "gpsimd":
-        return _gpsimd(w, base, p)
+        return gpsimd_plan(w, base, p)
     return _streamed(w, base, p, fusion)
 
 
 # ------------------------------------------------------------------------------------------ matmul
+def _rows_desc(rows: int, cols: int, elem: int, p: CoreParams) -> int:
+    """Contiguous bytes per partition of a row-major [rows, cols] matrix spread over the partitions in runs of
+    ``rows // partitions`` whole rows (at most ``ELEMENTWISE_FREE_MAX`` elements)."""
+    return descriptor_for(min(cols * max(1, rows // p.partitions), ELEMENTWISE_FREE_MAX), elem)
+
+
 def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     batch, m, k, n = (max(int(x), 1) for x in w.gemm)
     ins = w.inputs
@@ -114,9 +96,11 @@ def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Kern
     out_elem = _elem(w)
     sizes = tile_groups(out_tiles, p.max_tile_groups)
     share = split(1.0, sizes)
-    a_desc = descriptor_for(min(m, MATMUL_BLOCK_FREE), a_elem)
-    b_desc = descriptor_for(min(n, max(blk.block_n, MATMUL_BLOCK_FREE)), b_elem)
-    o_desc = descriptor_for(min(n, MATMUL_BLOCK_FREE), out_elem)
+    # each partition reads a run of whole rows of one matrix (tile j takes row j of every partition's run), so
+    # matrices of more than 128 rows load in descriptors of several rows
+    a_desc = max(descriptor_for(min(m, MATMUL_BLOCK_FREE), a_elem), _rows_desc(m, k, a_elem, p))
+    b_desc = max(descriptor_for(min(n, max(blk.block_n, MATMUL_BLOCK_FREE)), b_elem), _rows_desc(k, n, b_elem, p))
+    o_desc = max(descriptor_for(min(n, MATMUL_BLOCK_FREE), out_elem), _rows_desc(m, n, out_elem, p))
     var = base
     groups = []
     for gi, (tiles, f) in enumerate(zip(sizes, share)):
@@ -147,6 +131,11 @@ def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Kern
 
 
 # ------------------------------------------------------------------------------------------ attention
+def _heads(t) -> int:
+    """Heads of a [batch, heads, tokens, head_dim] attention input (1 for fewer dimensions)."""
+    return int(t.shape[-3]) if t is not None and len(t.shape) >= 4 else 1
+
+
 def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> KernelPlan:
     bh, lq, d, s = (max(int(x), 1) for x in w.gemm)
     elem = _elem(w)
@@ -162,19 +151,31 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
     kc, sc = math.ceil(d / p.tile_rows), math.ceil(s / p.tile_moving)
     s_tiles = math.ceil(s / p.tile_rows)
     dcols = min(d, p.tile_moving)
-    # a [rows, d] block of Q, K or V is contiguous in HBM: spread over the partitions, each reads rows / 128 rows
-    q_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, max(p.tile_rows, lq) * d / p.partitions), elem)
-    kv_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, max(p.tile_rows, s) * d / p.partitions), elem)
+    # Q, K, V and O in the layout the projections write them, [batch, tokens, heads x head_dim] (the
+    # [batch, heads, tokens, head_dim] tensors are views of it): a load of 128 tokens carries all their heads,
+    # heads x head_dim contiguous elements per partition; per-head [128, d] slices of Q and K are transposed
+    # on the Tensor engine into the Q^T stationary and K^T moving tiles
+    heads_q, heads_kv = _heads(w.inputs[0] if w.inputs else None), _heads(w.inputs[1] if len(w.inputs) > 1 else None)
+    q_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, heads_q * d), elem)
+    kv_desc = descriptor_for(min(ELEMENTWISE_FREE_MAX, heads_kv * d), elem)
+    bh_kv = max(1, bh * heads_kv // max(heads_q, 1))
+    q_tr = qt * kc
+    k_tr = bh_kv * s_tiles * kc * (1 if kv_resident else math.ceil(lq / p.tile_rows))
     groups = []
     for tiles, f in zip(sizes, share):
         psum = p.tile_rows * min(s, 4 * p.tile_moving) * 4
         st = [_loads([("qSyncIO0", q_bytes * f, q_desc, f"{base}.q"),
                       ("qSyncIO1", kv_traffic * f, kv_desc, f"{base}.kv")], p)]
+        n_tr = (q_tr + k_tr) * f
+        st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(n_tr, min(d, p.tile_rows), w.dtype, p),
+                        flops=n_tr * 2.0 * p.tile_rows ** 2 * min(d, p.tile_rows), transpose=True,
+                        instructions=max(1, round(n_tr))))
         st.append(Stage("Tensor", "LoadStationary", E.load_stationary_ns(tiles * kc, p), instructions=tiles * kc))
         st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * kc * sc, min(s, p.tile_moving), w.dtype, p),
                         flops=w.flops * f / 2, psum_write=tiles * psum, psum_acquire=True,
                         instructions=tiles * kc * sc))
-        reads = tiles * math.ceil(s / p.vector_psum_free_max)  # instructions reading PSUM see <= 4K elements
+        # instructions reading PSUM see <= 4K elements: short rows of several tiles (heads) go in one instruction
+        reads = max(1, math.ceil(tiles * s / p.vector_psum_free_max))
         st.append(Stage("Vector", "TensorReduce", bwd * E.vector_ns(reads, s * tiles / reads, 1, "float32", p),
                         psum_read=tiles * psum, instructions=reads))
         st.append(Stage("Scalar", "ACTIVATE", bwd * E.scalar_ns(reads, s * tiles / reads, p), psum_read=tiles * psum,
@@ -186,13 +187,16 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
                                                                     dcols, w.dtype, p),
                         flops=w.flops * f / 2, psum_write=tiles * p.tile_rows * dcols * 4,
                         instructions=tiles * s_tiles))
-        st.append(Stage("Vector", "TensorScalarPtr", E.vector_ns(tiles, d, 1, "float32", p), psum_release=True,
-                        psum_read=tiles * p.tile_rows * dcols * 4, sbuf_write=w.out_bytes * f, instructions=tiles,
+        nrm = max(1, math.ceil(tiles * d / p.vector_psum_free_max))
+        st.append(Stage("Vector", "TensorScalarPtr", E.vector_ns(nrm, tiles * d / nrm, 1, "float32", p),
+                        psum_release=True, psum_read=tiles * p.tile_rows * dcols * 4, sbuf_write=w.out_bytes * f,
+                        instructions=nrm,
                         sbuf_release=not fusion.store))
         if fusion.store:
             st.append(_store(w.out_bytes * f, q_desc, f"{base}.out", p))
         groups.append(Group(st, tiles, sbuf_bytes=p.tile_rows * (d + s) * elem, psum_bytes=psum))
-    note = f"{bh} heads x {lq} queries x {s} keys, head dim {d}: flash tiles of 128 queries"
+    note = (f"{bh} heads x {lq} queries x {s} keys, head dim {d}: flash tiles of 128 queries; Q/K/V/O "
+            f"token-major ({heads_q} heads per 128-token load)")
     return KernelPlan(groups, resident_sbuf_bytes=kv_bytes / bh if kv_resident else 0.0, note=note)
 
 
@@ -319,33 +323,3 @@ def _dma_copy(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
     st = Stage(DMA, "copy", transfer_ns(n, desc, p), nbytes=n, queue="qSyncIO2", descriptor=desc,
                variable=f"{base}.out", source="HBM", dest="HBM", hbm_read=n, hbm_write=n)
     return KernelPlan([Group([st], 1)], note=f"HBM to HBM copy of {n} bytes")
-
-
-# ------------------------------------------------------------------------------------------ gpsimd
-def _gpsimd(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
-    """Gathers (embedding, index_select), scatters, sorts: GpSimd computes addresses, indirect DMA moves rows."""
-    elem = _elem(w)
-    ins = w.inputs
-    table = ins[0] if ins else None
-    idx = ins[1] if len(ins) > 1 else None
-    row = int(table.shape[-1]) if table is not None and table.shape else 1
-    n_idx = idx.numel if idx is not None else max(w.out_elems // max(row, 1), 1)
-    scatter = any(k in base for k in ("scatter", "index_put", "index_add", "index_copy", "backward", "put"))
-    sort = any(k in base for k in ("sort", "topk", "kthvalue", "median", "unique", "argsort"))
-    free = math.ceil(max(w.elems, n_idx) / p.partitions)
-    g_cycles = free * (max(1.0, math.log2(max(free, 2))) if sort else 1.0)
-    desc = descriptor_for(row, elem)
-    moved = float(w.out_bytes if not scatter else (idx.numel * row * elem if idx is not None else w.out_bytes))
-    st = [_load(float(idx.nbytes) if idx is not None else 64.0, descriptor_for(math.ceil(n_idx / p.partitions), 4),
-                f"{base}.indices", p)]
-    st.append(Stage("GpSimd", "Sort" if sort else "Scatter" if scatter else "Gather", E.gpsimd_ns(1, g_cycles, p),
-                    sbuf_read=float(idx.nbytes) if idx is not None else 0.0, instructions=1))
-    if scatter:
-        st.append(Stage(DMA, "scatter", 2 * transfer_ns(moved, desc, p), nbytes=moved, queue="qGpSimdDynamic",
-                        descriptor=desc, variable=f"{base}.out", source="SBUF", dest="HBM", hbm_read=moved,
-                        hbm_write=moved, sbuf_release=True))
-    else:
-        st.append(Stage(DMA, "gather", transfer_ns(moved, desc, p), nbytes=moved, queue="qGpSimdDynamic",
-                        descriptor=desc, variable=f"{base}.in0", source="HBM", dest="SBUF", hbm_read=moved))
-        st.append(_store(float(w.out_bytes), descriptor_for(row, elem), f"{base}.out", p))
-    return KernelPlan([Group(st, 1, sbuf_bytes=moved)], note=f"{n_idx} indices, rows of {row} x {elem} B")

@@ -9,10 +9,12 @@ semaphores, so a stage starts at ``max(its engine is free, its inputs are ready,
   loads and released by the stage that consumes them; PSUM banks likewise between MultiplyMoving and the
   evacuation. A load of group g therefore waits for the release of group g - slots: with two slots the
   input DMA of group g+1 overlaps the compute of group g when SBUF capacity allows.
-- DMA: every transfer is triggered by a Sync-engine instruction (``DmaTrigger``); its data moves
-  ``dma_fixed_latency_ns`` after the trigger, on the core's DMA engines (one shared resource at the
-  core's DMA rate, so loads and stores share bandwidth). Loads are issued ``prefetch`` groups ahead of
-  the stores of the current group (software pipelining).
+- DMA: every transfer is triggered by Sync-engine instructions (``DmaTrigger``), one per tile, each when its
+  tile's input is ready: the Sync engine is busy ``tiles x sync_instruction_cycles`` for a group's transfer,
+  spread over the span in which its tiles become ready, and other transfers' triggers run in between (the
+  compiler interleaves them in tile order). A tile's data moves ``dma_fixed_latency_ns`` after its trigger, on
+  the core's DMA engines (one shared resource at the core's DMA rate, so loads and stores share bandwidth).
+  Loads are issued ``prefetch`` groups ahead of the stores of the current group (software pipelining).
 Where an engine sits idle waiting on a semaphore for at least ``semaphore_wait_min_ns``, the template has
 a ``SemaphoreWait`` event on that engine and a "dependency" link from the event it waited for.
 The result is a ``KernelTemplate``: event times relative to the kernel start, plus SBUF/PSUM occupancy
@@ -224,7 +226,7 @@ def schedule_kernel(plan: KernelPlan, p: CoreParams) -> KernelTemplate:
     blockers = _blockers(plan, nodes)
     trig_ns = sync_ns(p)
     per_tile = [_per_tile(n, plan, trig_ns) for n in nodes]
-    dur = [trig_ns if n.is_trigger else n.stage.ns for n in nodes]
+    dur = [trig_ns * max(plan.groups[n.g].tiles, 1) if n.is_trigger else n.stage.ns for n in nodes]
     pending = [len(b) for b in blockers]
     dependents: list[list[int]] = [[] for _ in nodes]
     for nid, b in enumerate(blockers):
@@ -241,29 +243,38 @@ def schedule_kernel(plan: KernelPlan, p: CoreParams) -> KernelTemplate:
     started: set[str] = set()  # engines that ran an instruction (waits before the first one are implied)
 
     def earliest(nid: int) -> float:
+        # the first tile can go once the first tile of each input is in (a trigger's first tile: its start)
         b = blockers[nid]
         t = max((nodes[x].start + per_tile[x] for x in b), default=0.0)
         if nodes[nid].res == DMA:
-            t = max(t, nodes[nodes[nid].trigger].end + p.dma_latency_ns)
+            t = max(t, nodes[nodes[nid].trigger].start + trig_ns + p.dma_latency_ns)
         return t
+
+    def last_tile_end(nid: int) -> float:
+        # the last tile ends after the last tile of each input (a transfer: its last trigger + the latency)
+        lat = {nodes[nid].trigger: p.dma_latency_ns} if nodes[nid].res == DMA else {}
+        return max((nodes[x].end + lat.get(x, 0.0) + per_tile[nid] for x in blockers[nid]), default=0.0)
 
     for _ in range(len(nodes)):
         start, r, nid = _next_node(nodes, ready, free, earliest)
         n = nodes[nid]
         b = blockers[nid]
-        if r != DMA and b and r in started and start - free[r] >= p.semaphore_wait_min_ns:
+        if r not in (DMA, "Sync") and b and r in started and start - free[r] >= p.semaphore_wait_min_ns:
             last = max(b, key=lambda x: nodes[x].start + per_tile[x])
             waits.append((r, free[r], start, last))
         started.add(r)
         n.start = start
-        n.end = max(start + dur[nid], max((nodes[x].end + per_tile[nid] for x in b), default=0.0))
-        free[r] = n.end
+        n.end = max(start + dur[nid], last_tile_end(nid))
+        # a group's triggers occupy the Sync engine for their own time only: those of other transfers
+        # interleave with them while this group's tiles become ready
+        free[r] = start + dur[nid] if n.is_trigger else n.end
         ready[r].remove(nid)
         for d in dependents[nid]:
             pending[d] -= 1
             if not pending[d]:
                 ready[nodes[d].res].append(d)
-    return _template(plan, nodes, waits, p)
+    pieces, sync_waits = _sync_pieces(plan, nodes, blockers, per_tile, dur, p)
+    return _template(plan, nodes, waits + sync_waits, pieces, p)
 
 
 def _next_node(nodes: list[_Node], ready: dict[str, list[int]], free: dict[str, float],
@@ -287,6 +298,39 @@ def _next_node(nodes: list[_Node], ready: dict[str, list[int]], free: dict[str, 
     if best is None:
         raise RuntimeError("kernel pipeline deadlock (a stage waits for one that can never run)")
     return best[0], best[2], best[3]
+
+
+def _sync_pieces(plan: KernelPlan, nodes: list[_Node], blockers: list[list[int]], per_tile: list[float],
+                 dur: list[float], p: CoreParams) -> tuple[dict[int, list[tuple[float, float, float]]],
+                                                          list[tuple[str, float, float, int]]]:
+    """Where the Sync engine's trigger instructions are drawn: per trigger node its pieces (start, end, share:
+    up to four, spread over the span in which its tiles became ready), moved later where they would overlap
+    another trigger's piece (the engine runs one instruction at a time); and the SemaphoreWait of the Sync
+    engine in each gap of at least ``semaphore_wait_min_ns`` before a piece (linked to the input the trigger
+    waited for when it is a trigger's first piece)."""
+    out: dict[int, list[tuple[float, float, float]]] = {}
+    flat: list[list] = []
+    for nid, n in enumerate(nodes):
+        if n.is_trigger:
+            tiles = plan.groups[n.g].tiles
+            # a single trigger goes once its input is all there (the end of its span)
+            pieces = _pieces(n.start, n.end, dur[nid], tiles) if tiles > 1 else [(n.end - dur[nid], n.end, 1.0)]
+            for j, piece in enumerate(pieces):
+                flat.append([piece[0], piece[1] - piece[0], piece[2], nid, j])
+    flat.sort(key=lambda r: (r[0], r[3], r[4]))
+    waits: list[tuple[str, float, float, int]] = []
+    prev_end = None
+    for rec in flat:
+        start, length, share, nid, j = rec
+        if prev_end is not None and start < prev_end:
+            start = prev_end
+        if prev_end is not None and start - prev_end >= p.semaphore_wait_min_ns:
+            b = blockers[nid]
+            last = max(b, key=lambda x: nodes[x].start + per_tile[x]) if b and j == 0 else -1 - nid
+            waits.append(("Sync", prev_end, start, last))
+        out.setdefault(nid, []).append((start, start + length, share))
+        prev_end = start + length
+    return out, waits
 
 
 def _per_tile(n: _Node, plan: KernelPlan, trig_ns: float) -> float:
@@ -313,14 +357,14 @@ def _pieces(start: float, end: float, busy: float, tiles: int) -> list[tuple[flo
 
 
 def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float, float, int]],
-              p: CoreParams) -> KernelTemplate:
+              sync_pieces: dict[int, list[tuple[float, float, float]]], p: CoreParams) -> KernelTemplate:
     """The scheduled kernel as arrays: its instructions (stage pieces, DMA triggers, semaphore waits), DMA
     transfers, wait flows, buffer occupancy and Tensor-engine ramp."""
-    ins, dma, first_row, paced_waits = _stage_records(plan, nodes, p)
+    ins, dma, first_row, paced_waits = _stage_records(plan, nodes, sync_pieces, p)
     f_kind, f_src, f_dst = _wait_records(ins, nodes, waits + paced_waits, first_row)
     sbuf, psum = _occupancy(plan, nodes)
     first_mm, ramp, busy = _matmul_ramp(ins, p)
-    duration = max([n.end for n in nodes], default=0.0)
+    duration = max([n.end for n in nodes] + [r["end"] for r in ins], default=0.0)
 
     def i64(key: str, recs: list[dict]) -> np.ndarray:
         return np.ceil(np.array([r.get(key, 0.0) for r in recs], dtype=np.float64) - 1e-6).astype(np.int64)
@@ -347,7 +391,8 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
         ramp_work_ns=ramp, tensor_busy_ns=busy)
 
 
-def _stage_records(plan: KernelPlan, nodes: list[_Node], p: CoreParams) -> tuple[
+def _stage_records(plan: KernelPlan, nodes: list[_Node], sync_pieces: dict[int, list[tuple[float, float, float]]],
+                   p: CoreParams) -> tuple[
         list[dict], list[dict], dict[int, tuple[int, int]], list[tuple[str, float, float, int]]]:
     """(instruction records, DMA records, node -> (0 instruction / 1 DMA, its first record), the waits
     between the pieces of paced stages) of every scheduled node."""
@@ -369,8 +414,12 @@ def _stage_records(plan: KernelPlan, nodes: list[_Node], p: CoreParams) -> tuple
         first_row[nid] = (0, len(ins))
         if n.is_trigger:  # the trigger carries its transfer's HBM traffic (as Explorer attributes DMA to it)
             moved = nodes[n.trigger].stage
-            ins.append({"engine": "Sync", "opcode": "DmaTrigger", "start": n.start, "end": n.end, "args": "",
-                        "hbm_read": moved.hbm_read, "hbm_write": moved.hbm_write, "node": moved.node})
+            pieces = sync_pieces.get(nid) or [(n.start, n.end, 1.0)]
+            for a, b, share in pieces:
+                ins.append({"engine": "Sync", "opcode": "DmaTrigger", "start": a, "end": b,
+                            "args": _args(Stage("Sync", "DmaTrigger", 0.0, instructions=tiles), "", share),
+                            "hbm_read": moved.hbm_read * share, "hbm_write": moved.hbm_write * share,
+                            "node": moved.node})
             continue
         pieces = _pieces(n.start, n.end, st.ns, tiles)
         for j, (a, b, share) in enumerate(pieces):

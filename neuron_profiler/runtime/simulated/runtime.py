@@ -125,6 +125,11 @@ class SimulatedRuntime(DeviceRuntime):
             out.append(self._templates[key])
         return out
 
+    def program(self, host_ops: pd.DataFrame, p: CoreParams, graphs: dict[str, dict]) -> Program:
+        """The window's program for the target (``program.extract_program``); a projection extends it with the
+        host work the dispatch model does not know (``neuron_profiler.projection``)."""
+        return extract_program(host_ops, p.host, graphs)
+
     def simulate(self, host_ops: pd.DataFrame, world_size: int = 1, graphs: dict[str, dict] | None = None,
                  anchor_ns: int | None = None) -> tuple[Program, list, Projection, CoreParams]:
         """(program, kernel templates, projection, constants) of a window, without writing anything.
@@ -133,7 +138,7 @@ class SimulatedRuntime(DeviceRuntime):
         p = self.params(world_size)
         if graphs is None:
             graphs = _process_graphs(host_ops)
-        prog = extract_program(host_ops, p.host, graphs)
+        prog = self.program(host_ops, p, graphs)
         temps = self.templates(prog, p)
         topo = Topology.for_target(self.target, self.num_cores)
         return prog, temps, project(prog, temps, p, topo, world_size, self.collective_constraints, anchor_ns), p
