@@ -79,22 +79,25 @@ def steps(trace) -> pd.DataFrame:
     return out[STEP_COLUMNS].astype("int64")
 
 
-def _step_of(ts: np.ndarray, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
-    """Index of the step whose host range holds each timestamp (-1: none)."""
+def _step_of(ts: np.ndarray, te: np.ndarray, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
+    """Index of the step whose host range holds each host op [ts, te] (-1: none). An op of no duration at the
+    boundary of two steps belongs to the one that ends there (a projected step ends with its last op)."""
     o = np.argsort(h_start, kind="stable")
-    k = np.searchsorted(h_start[o], ts, side="right") - 1
-    hit = (k >= 0) & (ts < h_end[o][np.maximum(k, 0)])
-    return np.where(hit, o[np.maximum(k, 0)], -1)
+    k = np.searchsorted(h_start[o], np.maximum(te, ts + 1), side="left") - 1
+    kk = o[np.maximum(k, 0)]
+    hit = (k >= 0) & (ts >= h_start[kk]) & (te <= h_end[kk])
+    return np.where(hit, kk, -1)
 
 
 def _device_ends(trace, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
     """Per step: the end of the last device activity whose launching host op (``framework_op``) starts inside
     the step's host range; -1 when there is none."""
     out = np.full(len(h_start), -1, dtype=np.int64)
-    host = trace.whole_table("host_ops", ["start_ts"])
+    host = trace.whole_table("host_ops", ["start_ts", "duration_ns"])
     if not len(host):
         return out
-    host_start = host["start_ts"]
+    hs = host["start_ts"].to_numpy(np.int64)
+    he = hs + host["duration_ns"].to_numpy(np.int64)
     for name in _DEVICE_TABLES:
         try:
             d = trace.table(name, ["start_ts", "duration_ns", "framework_op"])
@@ -103,11 +106,11 @@ def _device_ends(trace, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
         if not len(d):
             continue
         fop = d["framework_op"].to_numpy(np.int64)
-        pos = host_start.index.get_indexer(fop)
+        pos = host.index.get_indexer(fop)
         ok = (fop >= 0) & (pos >= 0)
         if not ok.any():
             continue
-        k = _step_of(host_start.to_numpy(np.int64)[pos[ok]], h_start, h_end)
+        k = _step_of(hs[pos[ok]], he[pos[ok]], h_start, h_end)
         ends = (d["start_ts"].to_numpy(np.int64) + d["duration_ns"].to_numpy(np.int64))[ok]
         m = k >= 0
         np.maximum.at(out, k[m], ends[m])
@@ -122,7 +125,8 @@ def _optimizer_steps(ho: pd.DataFrame, names: pd.Series, cats: pd.Series, h_star
     if not is_opt.any():
         return out
     rows = ho[names.isin(set(cats[is_opt]))]
-    k = _step_of(rows["start_ts"].to_numpy(np.int64), h_start, h_end)
+    rs = rows["start_ts"].to_numpy(np.int64)
+    k = _step_of(rs, rs + rows["duration_ns"].to_numpy(np.int64), h_start, h_end)
     np.add.at(out, k[k >= 0], 1)
     return out
 

@@ -144,7 +144,7 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
     n = prog.n
     # the clock runs in ns relative to the anchor: float64 holds epoch-ns timestamps only to 256 ns
     first = int(prog.measured_start.min()) if n else 0
-    base = first if anchor_ns is None or anchor_ns > first else int(anchor_ns)
+    base = first if anchor_ns is None else int(anchor_ns)  # the run's origin even if this rank's ops came earlier
     dev = _Device(p, topo, base, constraints or {})
     hs, he = np.zeros(n), np.zeros(n)
     clocks: dict[int, float] = {}

@@ -1,0 +1,162 @@
+"""Collectives on the device timeline with torch.distributed semantics, shared links, the HBM cap of one chip,
+and the step as the device's step (synthetic host op streams; hand-computed expectations)."""
+import numpy as np
+import pytest
+
+import analysis
+from neuron_profiler.hardware import model_param, raw_table
+from neuron_profiler.runtime.simulated.collectives import Topology
+from neuron_profiler.runtime.simulated.synthetic import comm, op, simulate
+
+BF = "c10::BFloat16"
+MM = ([[2048, 2048], [2048, 2048]], [BF, BF])
+LAT = model_param("cc_step_latency_ns")
+
+
+def _ends(b):
+    """(kernel end per framework op, collectives table) of a simulated builder."""
+    ins, d = b.table("instructions"), b.table("dma")
+    ends = {}
+    for t in (ins, d):
+        for fop, e in zip(t["framework_op"], t["start_ts"] + t["duration_ns"]):
+            ends[int(fop)] = max(ends.get(int(fop), 0), int(e))
+    starts = {}
+    for t in (ins, d):
+        for fop, s in zip(t["framework_op"], t["start_ts"]):
+            starts[int(fop)] = min(starts.get(int(fop), 1 << 62), int(s))
+    return starts, ends, b.table("collectives")
+
+
+def _mm_ar_mm(async_op):
+    # host: matmul, all-reduce (8 ranks, one per chip: NeuronLink), matmul using its result
+    return [op("aten::mm", 0, 100, *MM), comm("allreduce", 200, 100, 32 << 20, 8, "BFloat16", async_op=async_op),
+            op("aten::mm", 400, 100, *MM)]
+
+
+def test_blocking_all_reduce_holds_the_compute_after_it():
+    starts, ends, c = _ends(simulate(_mm_ar_mm(False), "trn2", world_size=8, num_cores=1))
+    c_end = int(c.start_ts.iloc[0] + c.duration_ns.iloc[0])
+    assert c.start_ts.iloc[0] >= ends[0]             # its input: the matmul before it
+    assert starts[2] >= c_end                        # the matmul after it waits for it (critical path)
+
+
+def test_async_all_reduce_runs_beside_compute_until_a_consumer():
+    starts, ends, c = _ends(simulate(_mm_ar_mm(True), "trn2", world_size=8, num_cores=1))
+    c_end = int(c.start_ts.iloc[0] + c.duration_ns.iloc[0])
+    assert starts[2] < c_end                         # async_op=True: compute goes on beside it
+    # the next step's start (the next forward) consumes it: its first kernel starts after the collective
+    rows = _mm_ar_mm(True) + [op("ProfilerStep#2", 600, 400, category="user_annotation"),
+                              op("aten::mm", 700, 100, *MM)]
+    starts, ends, c = _ends(simulate(rows, "trn2", world_size=8, num_cores=1))
+    c_end = int(c.start_ts.iloc[0] + c.duration_ns.iloc[0])
+    assert starts[2] < c_end <= starts[4]
+
+
+def test_imported_collectives_without_the_flag_stay_asynchronous_until_a_nccl_wait():
+    wait = op("record_param_comms", 350, 10, [], [], args={"Collective name": "wait", "Group size": 8})
+    rows = _mm_ar_mm(None)
+    starts, ends, c = _ends(simulate(rows, "trn2", world_size=8, num_cores=1))
+    assert starts[2] < int(c.start_ts.iloc[0] + c.duration_ns.iloc[0])
+    starts, ends, c = _ends(simulate(rows[:2] + [wait] + rows[2:], "trn2", world_size=8, num_cores=1))
+    assert starts[3] >= int(c.start_ts.iloc[0] + c.duration_ns.iloc[0])  # Work.wait() of NCCL
+
+
+def test_overlapping_collectives_share_their_link():
+    """Two async all-reduces of different groups at once on NeuronLink: the second's bytes wait for the
+    first's, so together they take the two transfers back to back, and busbw never exceeds the link."""
+    nbytes, n = 64 << 20, 8
+    rows = [comm("allreduce", 0, 10, nbytes // 2, n, "BFloat16", pg="tp", async_op=True),
+            comm("allreduce", 20, 10, nbytes // 2, n, "BFloat16", pg="dp", async_op=True)]
+    c = simulate(rows, "trn2", world_size=n, num_cores=1).table("collectives").sort_values("start_ts")
+    topo = Topology.for_target("trn2", 1)
+    link = topo.neuronlink_bytes_per_s * topo.ring_fraction
+    xfer = 2 * (n - 1) / n * nbytes / link * 1e9
+    lat = 2 * (n - 1) * LAT
+    assert c.duration_ns.iloc[0] == pytest.approx(xfer + lat, abs=2)
+    ends = c.start_ts + c.duration_ns
+    assert int(ends.max() - c.start_ts.min()) == pytest.approx(2 * xfer + lat, rel=1e-3)
+    assert (c.bus_bandwidth <= link * (1 + 1e-9)).all()
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_one_chip_all_reduce_is_capped_by_hbm_and_dma(target):
+    """Two ranks on the two cores of one chip: the ring moves each byte out of one core's HBM and into the
+    other's, so busbw <= min(DMA per core, HBM per core / 2) <= the roofline's memory roof."""
+    t = raw_table()["neuron"][target]
+    hbm = t["hbm_bandwidth_per_core_bytes_per_s"]["value"]
+    dma = t["dma_bandwidth_per_core_bytes_per_s"]["value"]
+    c = simulate([comm("allreduce", 0, 10, 256 << 20, 2, "BFloat16")], target, world_size=2).table("collectives")
+    assert c.algorithm.iloc[0] == "ring (one chip)"
+    cap = min(dma, hbm / model_param("cc_intra_chip_hbm_bytes_per_byte"))
+    assert 0.95 * cap < c.bus_bandwidth.iloc[0] <= cap  # large message: near the cap, never above it
+    assert c.bus_bandwidth.iloc[0] <= min(hbm, dma)
+
+
+def test_step_includes_the_device_tail_and_unwaited_collectives():
+    """A one-step window whose host range ends while the device still runs: the step lasts until the device
+    finished the step's kernels and its un-waited all-reduce."""
+    rows = [op("ProfilerStep#0", 0, 2000, category="user_annotation"), op("aten::mm", 100, 100, *MM),
+            op("aten::mm", 300, 100, *MM), comm("allreduce", 500, 100, 32 << 20, 8, "BFloat16", async_op=True)]
+    b = simulate(rows, "trn2", world_size=8, num_cores=1)
+    st = analysis.Trace.from_builder(b).steps()
+    starts, ends, c = _ends(b)
+    dev_end = max(max(ends.values()), int((c.start_ts + c.duration_ns).max()))
+    host = b.table("host_ops")
+    host_end = int(host.start_ts.iloc[0] + host.duration_ns.iloc[0])
+    assert dev_end > host_end  # the host left the step long before the device finished it
+    assert st["end_ts"].tolist() == [dev_end] and st["host_end_ts"].tolist() == [host_end]
+    assert st["duration_ns"].iloc[0] == dev_end - int(host.start_ts.iloc[0])
+
+
+def test_dp_step_includes_its_gradient_all_reduce_and_consecutive_steps_do_not_overlap():
+    """DDP-like steps: backward matmuls, an async gradient all-reduce bucket, the optimizer step (its first
+    consumer). Each step ends after its all-reduce and the optimizer's kernel; the next one starts there."""
+    rows = []
+    for s in range(2):
+        t0 = s * 1000
+        rows += [op(f"ProfilerStep#{s}", t0, 1000, category="user_annotation"), op("aten::mm", t0 + 10, 50, *MM),
+                 comm("allreduce", t0 + 100, 50, 64 << 20, 8, "BFloat16", seq=s, async_op=True),
+                 op("Optimizer.step#SGD.step", t0 + 200, 300, category="user_annotation"),
+                 op("aten::add_", t0 + 250, 50, [[2048, 2048], [2048, 2048], []], [BF, BF, "Scalar"])]
+    b = simulate(rows, "trn2", world_size=8, num_cores=1)
+    tr = analysis.Trace.from_builder(b)
+    st = tr.steps()
+    c = b.table("collectives")
+    c_end = (c.start_ts + c.duration_ns).to_numpy()
+    starts, ends, _ = _ends(b)
+    for s in range(2):
+        assert st["end_ts"].iloc[s] >= c_end[s]
+        assert st["end_ts"].iloc[s] == ends[5 * s + 4]      # the optimizer's add_, after the all-reduce
+        assert starts[5 * s + 4] >= c_end[s]
+    assert st["start_ts"].iloc[1] == st["end_ts"].iloc[0]
+    assert (st["duration_ns"] > c.duration_ns.to_numpy()).all()
+    assert st["optimizer_steps"].tolist() == [1, 1]
+    s = tr.summary_dict()
+    assert "optimizer_step_time_mean_ns" not in s  # one optimizer step per step: the step time says it all
+
+
+def test_gradient_accumulation_reports_time_per_optimizer_step():
+    rows = []
+    for s in range(4):  # four micro-steps, the optimizer in the last
+        t0 = s * 1000
+        rows += [op(f"ProfilerStep#{s}", t0, 1000, category="user_annotation"), op("aten::mm", t0 + 10, 50, *MM)]
+    rows += [op("Optimizer.step#AdamW.step", 3500, 200, category="user_annotation")]
+    tr = analysis.Trace.from_builder(simulate(rows, "trn2"))
+    st = tr.steps()
+    assert st["optimizer_steps"].tolist() == [0, 0, 0, 1]
+    s = tr.summary_dict()
+    assert s["optimizer_step_time_mean_ns"] == pytest.approx(st["duration_ns"].sum())
+    assert s["optimizer_step_time_mean_ns"] == pytest.approx(4 * s["step_time_mean_ns"])
+
+
+def test_topology_from_the_instance_type():
+    t1 = Topology.for_target("trn1", 2)
+    t1n = Topology.for_target("trn1", 2, "trn1n.32xlarge")
+    assert (t1.instance, t1.chips_per_instance, t1.efa_bytes_per_s) == ("trn1.32xlarge", 16, 800e9 / 8)
+    assert (t1n.instance, t1n.efa_bytes_per_s) == ("trn1n.32xlarge", 1600e9 / 8)
+    assert Topology.for_target("trn2", 8).efa_bytes_per_s == 3200e9 / 8
+    members = list(range(64))  # two trn1 instances (32 ranks each)
+    assert t1n.duration("all_reduce", 1 << 30, members)[0] < t1.duration("all_reduce", 1 << 30, members)[0]
+    with pytest.raises(ValueError, match="known: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge"):
+        Topology.for_target("trn1", 2, "trn9.huge")
+    assert np.isclose(t1.place(33)[0], 1)
