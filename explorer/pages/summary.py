@@ -12,6 +12,7 @@ from dash import Input, Output, State, dcc, html
 import analysis
 from analysis import figures
 from analysis.analyses.explorer_summary import SUMMARY_KEY as EXPLORER_SUMMARY
+from analysis.analyses.steps import STEP_BOUNDARY
 from analysis.units import format_value
 
 from .. import frames
@@ -127,6 +128,7 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
         st = st.copy()
         st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
                           for a, b in zip(st["start_ts"], st["end_ts"])]
+        out.append(note(f"Step boundary: {STEP_BOUNDARY}."))
         out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin,
                               analysis="steps"))
         out.append(graph(figures.steps_figure(st), id="steps-fig", height=300))

@@ -160,3 +160,26 @@ def test_topology_from_the_instance_type():
     with pytest.raises(ValueError, match="known: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge"):
         Topology.for_target("trn1", 2, "trn9.huge")
     assert np.isclose(t1.place(33)[0], 1)
+
+
+def test_zero1_reduce_scatter_then_all_gather():
+    """ZeRO-1: gradients reduce-scattered asynchronously, consumed by the optimizer step (its shard update runs
+    after), parameters all-gathered (blocking) before the next forward's matmul; the step ends after it all."""
+    n, numel = 8, 16 << 20
+    rows = [op("ProfilerStep#0", 0, 3000, category="user_annotation"), op("aten::mm", 10, 50, *MM),
+            comm("reduce_scatter_tensor", 100, 50, numel, n, "BFloat16", out_nelems=numel // n, seq=0,
+                 async_op=True),
+            op("Optimizer.step#AdamW.step", 200, 300, category="user_annotation"),
+            op("aten::add_", 250, 50, [[numel // n], [numel // n], []], [BF, BF, "Scalar"]),
+            comm("_allgather_base", 600, 50, numel // n, n, "BFloat16", out_nelems=numel, seq=1, async_op=False),
+            op("aten::mm", 800, 50, *MM)]
+    b = simulate(rows, "trn2", world_size=n, num_cores=1)
+    starts, ends, c = _ends(b)
+    c = c.set_index("sequence_number")
+    rs_end, ag_end = (int(c.loc[s, "start_ts"] + c.loc[s, "duration_ns"]) for s in (0, 1))
+    assert list(c["operation"]) == ["reduce_scatter", "all_gather"]
+    assert starts[4] >= rs_end                       # the shard update waits for its reduced gradients
+    assert c.loc[1, "start_ts"] >= ends[4]           # the all-gather sends the updated shard
+    assert starts[6] >= ag_end                       # the next matmul needs the gathered parameters
+    st = analysis.Trace.from_builder(b).steps()
+    assert st["end_ts"].iloc[0] == ends[6]

@@ -26,6 +26,17 @@ sys.path.insert(0, str(REPO))
 PROGRAM = Path(__file__).with_name("dist_train_program.py")
 
 
+@pytest.fixture
+def no_process_group():
+    """The dry runs create a fake 8-rank default group: start without one, and leave none behind."""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    yield
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _simulate(host_ops, world: int, strip_collectives: bool = False):
     """(end of the last kernel or collective after the first host op, kernel intervals, collective intervals)
     of a window's host ops re-simulated on trn1 from their measured times, optionally without collectives."""
@@ -53,7 +64,7 @@ def _exposed_ns(kernels: np.ndarray, colls: np.ndarray) -> float:
     return out
 
 
-def test_tp8_dry_run_step_grows_by_its_tensor_parallel_all_reduces(tmp_path):
+def test_tp8_dry_run_step_grows_by_its_tensor_parallel_all_reduces(tmp_path, no_process_group):
     from examples.llama_dryrun import LlamaConfig, dry_run_step
     c = LlamaConfig(layers=2)  # two layers of the Llama-7B TP=8 shard (seq 4096): device-bound
     path = dry_run_step(c, str(tmp_path), "trn1")
@@ -79,8 +90,7 @@ def _dp_program(out: str) -> Path:
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     import neuron_profiler
-    if not dist.is_initialized():
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)])
     works: list = []
@@ -102,7 +112,7 @@ def _dp_program(out: str) -> Path:
     return p.neuron_profiler.paths[0]
 
 
-def test_dp_step_includes_its_gradient_all_reduces(tmp_path):
+def test_dp_step_includes_its_gradient_all_reduces(tmp_path, no_process_group):
     path = _dp_program(str(tmp_path))
     t = analysis.load(path)
     st, c = t.steps(), t.table("collectives")
