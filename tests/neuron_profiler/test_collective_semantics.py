@@ -183,3 +183,26 @@ def test_zero1_reduce_scatter_then_all_gather():
     assert starts[6] >= ag_end                       # the next matmul needs the gathered parameters
     st = analysis.Trace.from_builder(b).steps()
     assert st["end_ts"].iloc[0] == ends[6]
+
+
+def test_runtime_instance_type_sets_the_efa_of_cross_instance_collectives():
+    from neuron_profiler.runtime.simulated import SimulatedRuntime
+    rows = [comm("allreduce", 0, 10, 64 << 20, 64, "BFloat16")]  # 64 ranks: two trn1 instances of 32 cores
+    slow = simulate(rows, "trn1", world_size=64).table("collectives")
+    fast = simulate(rows, "trn1", world_size=64, instance="trn1n.32xlarge").table("collectives")
+    assert "EFA" in slow.algorithm.iloc[0] and fast.duration_ns.iloc[0] < slow.duration_ns.iloc[0]
+    assert SimulatedRuntime("trn1", instance="trn1n.32xlarge").config()["instance"] == "trn1n.32xlarge"
+    with pytest.raises(ValueError, match="unknown instance type 'p5.48xlarge' for trn1"):
+        SimulatedRuntime("trn1", instance="p5.48xlarge")
+
+
+def test_a_blocking_collective_orders_the_next_collective_of_another_group():
+    """tp all-reduce (blocking) then a dp all-reduce of its result: the second starts after the first ends,
+    although it runs on another CC core."""
+    rows = [comm("allreduce", 0, 10, 8 << 20, 8, "BFloat16", pg="tp", async_op=False),
+            comm("allreduce", 20, 10, 8 << 20, 8, "BFloat16", pg="dp", seq=1, async_op=True)]
+    c = simulate(rows, "trn2", world_size=8, num_cores=1).table("collectives").set_index("process_group")
+    assert c.loc["dp", "start_ts"] >= c.loc["tp", "start_ts"] + c.loc["tp", "duration_ns"]
+    rows[0] = comm("allreduce", 0, 10, 8 << 20, 8, "BFloat16", pg="tp", async_op=True)
+    c = simulate(rows, "trn2", world_size=8, num_cores=1).table("collectives").set_index("process_group")
+    assert c.loc["dp", "start_ts"] < c.loc["tp", "start_ts"] + c.loc["tp", "duration_ns"]  # async: side by side

@@ -109,7 +109,8 @@ class _Device:
         """Run a collective on its process group's CC core once its input (the compute before it) is done; its
         bytes wait for the collectives ahead of it on the same link; a blocking one holds later compute."""
         cc = self.cc_of.setdefault(str(row["process_group"]), len(self.cc_of) % max(self.p.cc_cores, 1))
-        arrival = max(clock + self.p.host["device_start_latency_ns"], self.core_free, self.cc_free.get(cc, 0.0))
+        arrival = max(clock + self.p.host["device_start_latency_ns"], self.core_free, self.cc_free.get(cc, 0.0),
+                      self.compute_after)  # its input is produced after what the compute waits for
         floor, factor = self.constraints.get((str(row["process_group"]), int(row["sequence_number"])), (None, 1.0))
         ready = arrival if floor is None else max(arrival, floor - self.base)
         members = members_of(row["replica_group"], int(row["group_size"]))
