@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..registry import Column, register
+from .activity import trace_activity
 
 #: ``ProfilerStep#12`` (torch.profiler), and our capture's markers such as ``NeuronStep#12`` / ``step#12``.
 STEP_PATTERN = r"^(?:ProfilerStep|NeuronStep|[Ss]tep)\s*#\s*(\d+)$"
@@ -19,7 +20,6 @@ OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 #: how the summary and the explorer name the step boundary
 STEP_BOUNDARY = ("step = from the ProfilerStep#N host range's start until the host left it and the device "
                  "finished the work launched inside it (device tail and un-waited collectives included)")
-_DEVICE_TABLES = ("instructions", "dma", "collectives")
 
 STEP_SPEC = (Column("step", "count", "Step", "Step number N of ProfilerStep#N"),
              Column("start_ts", "ns", "Start", "Step start: its host range's start, or the previous step's end "
@@ -90,30 +90,23 @@ def _step_of(ts: np.ndarray, te: np.ndarray, h_start: np.ndarray, h_end: np.ndar
 
 
 def _device_ends(trace, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
-    """Per step: the end of the last device activity whose launching host op (``framework_op``) starts inside
-    the step's host range; -1 when there is none."""
+    """Per step: the end of the last device activity (:func:`trace_activity`: instructions, DMA, a Neuron trace's
+    collectives) whose launching host op (``framework_op``) lies inside the step's host range; -1: none."""
     out = np.full(len(h_start), -1, dtype=np.int64)
-    host = trace.whole_table("host_ops", ["start_ts", "duration_ns"])
-    if not len(host):
+    act = trace_activity(trace)
+    if not len(act):
         return out
-    hs = host["start_ts"].to_numpy(np.int64)
-    he = hs + host["duration_ns"].to_numpy(np.int64)
-    for name in _DEVICE_TABLES:
-        try:
-            d = trace.table(name, ["start_ts", "duration_ns", "framework_op"])
-        except (KeyError, ValueError):
-            continue
-        if not len(d):
-            continue
-        fop = d["framework_op"].to_numpy(np.int64)
-        pos = host.index.get_indexer(fop)
-        ok = (fop >= 0) & (pos >= 0)
-        if not ok.any():
-            continue
-        k = _step_of(hs[pos[ok]], he[pos[ok]], h_start, h_end)
-        ends = (d["start_ts"].to_numpy(np.int64) + d["duration_ns"].to_numpy(np.int64))[ok]
-        m = k >= 0
-        np.maximum.at(out, k[m], ends[m])
+    host = trace.whole_table("host_ops", ["start_ts", "duration_ns"])
+    fop = act["framework_op"].to_numpy(np.int64)
+    pos = host.index.get_indexer(fop)
+    ok = (fop >= 0) & (pos >= 0)
+    if not ok.any():
+        return out
+    hs = host["start_ts"].to_numpy(np.int64)[pos[ok]]
+    k = _step_of(hs, hs + host["duration_ns"].to_numpy(np.int64)[pos[ok]], h_start, h_end)
+    ends = act["end_ts"].to_numpy(np.int64)[ok]
+    m = k >= 0
+    np.maximum.at(out, k[m], ends[m])
     return out
 
 
