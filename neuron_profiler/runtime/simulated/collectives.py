@@ -18,8 +18,9 @@ Algorithms (n members, B message bytes, bw link bandwidth, L step latency):
   mesh (one-shot)            the same data over ``cc_mesh_link_fraction`` of the links in 2 steps (all_reduce)
                              or 1 step, chosen when faster (small messages: latency-bound).
 A collective's time = latency (the L terms) + transfer (the bytes over the link). Its ``link`` (the chip's HBM,
-the instance's NeuronLink, EFA) is shared: the timeline moves the bytes of collectives that overlap on one link
-one after the other (work-conserving: the last of them ends when an equal split of the bandwidth would end it).
+the instance's NeuronLink, EFA) is shared (``SharedLink``): collectives whose transfers overlap on one link
+split its bandwidth equally while they overlap (processor sharing), so each one's busbw stays under the link's
+and the link never moves more than its bandwidth.
 algorithm_bandwidth = B / time; bus_bandwidth = algbw * factor (nccl-tests: 2(n-1)/n all_reduce,
 (n-1)/n all_gather / reduce_scatter / all_to_all, 1 otherwise).
 """
@@ -36,7 +37,7 @@ from neuron_profiler.collectives import ASYNC_KEY, bus_factor, normalize_collect
 from neuron_profiler.hardware import dtype_size_bytes, model_param, normalize_dtype, raw_table
 
 __all__ = ["normalize_collective", "find_collectives", "Topology", "Cost", "bus_factor", "MIN_COLLECTIVE_NS",
-           "ASYNC_KEY", "wait_positions"]
+           "ASYNC_KEY", "wait_positions", "SharedLink"]
 
 MIN_COLLECTIVE_NS = 50
 _RING_PHASES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "gather": 1.0,
@@ -152,6 +153,46 @@ class Topology:
         if phases is None:
             return b / bw * 1e9 + step
         return phases * (n - 1) / n * b / bw * 1e9 + phases * step
+
+
+class SharedLink:
+    """One link's transfers under an equal split of its bandwidth (processor sharing). ``add(key, start,
+    work)`` starts a transfer of ``work`` ns (its time alone on the link) and returns the end of every transfer
+    still in flight, ``{key: end}``, the new one included: a newcomer slows the others down. A transfer that
+    starts before the link's clock (collectives are added in host order, not start order) starts at it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.left: dict[Any, float] = {}  # key -> work still to move at self.t (ns alone on the link)
+
+    def _advance(self, t: float) -> None:
+        while self.left and self.t < t:
+            m = len(self.left)
+            step = min(self.left.values())
+            if self.t + step * m > t:
+                d = (t - self.t) / m
+                self.left = {k: w - d for k, w in self.left.items()}
+                break
+            self.t += step * m
+            self.left = {k: w - step for k, w in self.left.items() if w - step > 1e-9}
+        self.t = max(self.t, t)
+
+    def add(self, key: Any, start: float, work: float) -> dict[Any, float]:
+        """Start a transfer (see the class docstring); returns the ends of the transfers in flight."""
+        self._advance(start)
+        if work > 0:
+            self.left[key] = float(work)
+        ends: dict[Any, float] = {}
+        t, left = self.t, dict(self.left)
+        while left:
+            m = len(left)
+            step = min(left.values())
+            t += step * m
+            done = [k for k, w in left.items() if w - step <= 1e-9]
+            left = {k: w - step for k, w in left.items() if k not in done}
+            ends.update((k, t) for k in done)
+        ends.setdefault(key, self.t)
+        return ends
 
 
 def instance_entry(target: str, instance: str | None = None) -> dict[str, Any]:

@@ -11,8 +11,9 @@ One pass over the program in host order (``Program.order``), with a projected cl
 - a collective starts on a CC core once the compute enqueued before it has finished (its data) and that
   core is free: each process group has its own CC core (up to the target's ``cc_cores``), so collectives of
   different groups (tensor- and data-parallel) overlap while those of one group run in order; collectives
-  that overlap on one link (the chip's HBM, NeuronLink, EFA) move their bytes one after the other
-  (``collectives.Cost``);
+  whose transfers overlap on one link (the chip's HBM, NeuronLink, EFA) split its bandwidth equally
+  (``collectives.SharedLink``): a newcomer stretches the ones in flight, unless a later collective of their
+  group already queued behind them (their end is then kept);
 - torch.distributed semantics: a blocking collective (``async_op=False``, the default) holds the compute
   launched after it on this core until it ends, so tensor-parallel all-reduces sit on the critical path; an
   asynchronous one (``async_op=True``, DDP's gradient buckets, functional collectives) runs beside compute
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.runtime.simulated.collectives import MIN_COLLECTIVE_NS, Topology, members_of
+from neuron_profiler.runtime.simulated.collectives import MIN_COLLECTIVE_NS, SharedLink, Topology, members_of
 from neuron_profiler.runtime.simulated.engines import throttle_extra_ns
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import KernelTemplate
@@ -78,11 +79,11 @@ class _Device:
         self.cc_of: dict[str, int] = {}
         self.cc_done = 0.0
         self.compute_after = 0.0  # compute launched from now on waits until then (blocking / waited collectives)
-        self.link_free: dict[str, float] = {}
+        self.links: dict[str, SharedLink] = {}
         self.inflight: collections.deque[float] = collections.deque()
         self.q_max = max(int(p.host["max_inflight_programs"]), 1)
         self.kernels: list[tuple[int, int, float, float, float]] = []   # host, sig, start, extra, enqueue
-        self.colls: list[tuple[int, float, int, str, int, float]] = []  # index, start, dur, algorithm, core, arrival
+        self.colls: list[list] = []  # index, start, dur, algorithm, core, arrival, latency, blocking
         self.queue_wait = 0.0
 
     def launch(self, host: int, sig: int, tpl: KernelTemplate, clock: float) -> float:
@@ -116,15 +117,26 @@ class _Device:
         members = members_of(row["replica_group"], int(row["group_size"]))
         cost = self.topo.cost(row["operation"], float(row["message_bytes"]), members)
         xfer, lat = cost.transfer_ns * factor, cost.latency_ns * factor
-        moved = max(ready, self.link_free.get(cost.link, 0.0)) + xfer if cost.link else ready + xfer
-        if cost.link and xfer > 0:
-            self.link_free[cost.link] = moved
-        dur = max(int(np.ceil(moved + lat - ready)), MIN_COLLECTIVE_NS)
-        self.cc_free[cc] = ready + dur
-        self.cc_done = max(self.cc_done, self.cc_free[cc])
-        if bool(row.get("blocking", False)):
-            self.compute_after = max(self.compute_after, ready + dur)
-        self.colls.append((index, ready, dur, cost.algorithm, cc, arrival))
+        me, blocking = len(self.colls), bool(row.get("blocking", False))
+        self.colls.append([index, ready, 0, cost.algorithm, cc, arrival, lat, blocking])
+        ends = self.links.setdefault(cost.link, SharedLink()).add(me, ready, xfer) if cost.link and xfer > 0 \
+            else {me: ready + xfer}
+        for k, end in ends.items():
+            self._end_at(k, end)
+
+    def _end_at(self, k: int, xfer_end: float) -> None:
+        """(Re)set the end of collective ``k`` from the end of its transfer; an earlier one only while nothing
+        of its group queued behind it."""
+        c = self.colls[k]
+        new, old_end = k == len(self.colls) - 1, c[1] + c[2]
+        end = c[1] + max(int(np.ceil(xfer_end + c[6] - c[1])), MIN_COLLECTIVE_NS)
+        if not new and (end == old_end or self.cc_free.get(c[4]) != old_end):
+            return
+        c[2] = int(end - c[1])
+        self.cc_free[c[4]] = end
+        self.cc_done = max(self.cc_done, end)
+        if c[7] or (not new and self.compute_after == old_end):  # blocking, or what the compute waits for
+            self.compute_after = max(self.compute_after, end)
 
     def wait_collectives(self) -> None:
         """A consumer of the outstanding collectives: compute launched from now on starts after them."""
@@ -185,7 +197,7 @@ def _projection(hs: np.ndarray, he: np.ndarray, dev: _Device, base: int, sync_wa
     def i64(v) -> np.ndarray:
         return np.asarray(np.ceil(np.asarray(v, dtype=np.float64) - 1e-6), dtype=np.int64) + base
     k: list[Sequence[Any]] = list(zip(*dev.kernels)) if dev.kernels else [[]] * 5  # columns of the kernels
-    c: list[Sequence[Any]] = list(zip(*dev.colls)) if dev.colls else [[]] * 6
+    c: list[Sequence[Any]] = list(zip(*dev.colls)) if dev.colls else [[]] * 8
     return Projection(host_start=i64(hs), host_end=i64(he), k_host=np.asarray(k[0], np.int64),
                       k_sig=np.asarray(k[1], np.int64), k_start=i64(k[2]),
                       k_extra=np.asarray(np.ceil(np.asarray(k[3], dtype=np.float64)), dtype=np.int64),
