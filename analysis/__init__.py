@@ -54,7 +54,7 @@ from .analyses.ranks import (
 from .analyses.recommend import recommendations
 from .analyses.regions import regions
 from .analyses.roofline import roofline, roofline_ceilings, roofline_point_rows
-from .analyses.steps import step_window, steps
+from .analyses.steps import STEP_BOUNDARY, step_window, steps
 from .analyses.summary import summary, summary_dict
 from .analyses.work import instruction_work, op_flops_and_bytes
 from .invariants import CheckReport, check
@@ -65,7 +65,7 @@ __all__ = [
     "load", "Trace", "TraceSet", "check", "CheckReport", "registry",
     # helpers
     "classify_kernels", "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes", "cross_rank_report",
-    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY",
+    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY", "STEP_BOUNDARY",
     # the registered analyses (tests/analysis/test_facade.py checks this list against the registry)
     "steps", "step_window", "instruction_work", "device_activity", "temporal_breakdown", "kernel_breakdown",
     "comm_comp_overlap", "idle_time_breakdown", "collectives", "straggler_ranks", "collective_skew_matrix",

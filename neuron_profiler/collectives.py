@@ -22,6 +22,11 @@ _PATTERNS = (
 #: record_param_comms / c10d entries that move no data (work waits, coalescing markers, setup)
 NOT_COLLECTIVES = frozenset({"wait", "", "init", "finalize", "coalesced", "startcoalescing", "endcoalescing"})
 _PREFIXES = ("nccl:", "gloo:", "c10d::", "neuron:")
+#: ``record_param_comms`` args key written by capture: false for a torch.distributed call that blocks the compute
+#: after it (``async_op=False``, the default; ``send`` / ``recv``), true for one that runs beside compute until
+#: waited for (``async_op=True``, ``isend`` / ``irecv``, DDP's gradient buckets and functional collectives, which
+#: no Python call of torch.distributed issues). Absent (imported traces): asynchronous.
+ASYNC_KEY = "Async op"
 
 
 @functools.lru_cache(maxsize=4096)

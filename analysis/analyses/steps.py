@@ -1,47 +1,126 @@
-"""Training / inference steps: ``ProfilerStep#N`` annotations and our own step markers."""
+"""Training / inference steps: ``ProfilerStep#N`` annotations and our own step markers.
+
+A step is the device's step: it starts where its host range starts (or where the previous step ended, if
+later) and ends when both the host has left its range and the device has finished the work launched from
+inside it (kernels, DMA, collectives, including those nobody waited for). A host that runs ahead of the
+device therefore does not shorten the step; a one-step window counts the device tail.
+"""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..registry import Column, register
+from .activity import trace_activity
 
 #: ``ProfilerStep#12`` (torch.profiler), and our capture's markers such as ``NeuronStep#12`` / ``step#12``.
 STEP_PATTERN = r"^(?:ProfilerStep|NeuronStep|[Ss]tep)\s*#\s*(\d+)$"
+#: a host range that is one optimizer step (torch.optim's profiler label)
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+#: how the summary and the explorer name the step boundary
+STEP_BOUNDARY = ("step = from the ProfilerStep#N host range's start until the host left it and the device "
+                 "finished the work launched inside it (device tail and un-waited collectives included)")
 
 STEP_SPEC = (Column("step", "count", "Step", "Step number N of ProfilerStep#N"),
-             Column("start_ts", "ns", "Start", "Step start"),
-             Column("end_ts", "ns", "End", "Step end"),
-             Column("duration_ns", "ns", "Step time", "end - start"))
+             Column("start_ts", "ns", "Start", "Step start: its host range's start, or the previous step's end "
+                                               "if later"),
+             Column("end_ts", "ns", "End", "Step end: the later of host_end_ts and device_end_ts"),
+             Column("duration_ns", "ns", "Step time", "end - start (" + STEP_BOUNDARY + ")"),
+             Column("host_end_ts", "ns", "Host end", "End of the step's host range"),
+             Column("device_end_ts", "ns", "Device end",
+                    "End of the last device activity launched inside the step's host range (-1: none)"),
+             Column("optimizer_steps", "count", "Optimizer steps",
+                    "Optimizer.step# ranges starting inside the step (several micro-steps share one with "
+                    "gradient accumulation)"))
 STEP_COLUMNS = [c.name for c in STEP_SPEC]
 
 
 @register("steps", columns=STEP_SPEC, figure="steps_figure")
 def steps(trace) -> pd.DataFrame:
-    """One row per step, sorted by step number.
+    """One row per step, sorted by step number (see the module docstring for the boundary).
 
-    Columns: step (int), start_ts, end_ts (ns), duration_ns. Host annotations are preferred over GPU-side
-    copies (``gpu_user_annotation``); when one step appears several times (threads), its span is the union.
+    Columns: step (int), start_ts, end_ts (ns), duration_ns, host_end_ts, device_end_ts (-1: no device work
+    launched inside the step), optimizer_steps. Host annotations are preferred over GPU-side copies
+    (``gpu_user_annotation``); when one step appears several times (threads), its host range is the union.
     Empty when the trace has no step markers.
     """
     ho = trace.table("host_ops", ["name", "category", "start_ts", "duration_ns"])
     out = pd.DataFrame({c: pd.Series(dtype="int64") for c in STEP_COLUMNS})
-    if len(ho):
-        names = ho["name"]
-        cats = pd.Series(names.cat.categories if hasattr(names, "cat") else names.unique())
-        num = cats.str.extract(STEP_PATTERN)[0]
-        ok = num.notna().to_numpy()
-        if ok.any():
-            step_cats = set(cats[ok])
-            rows = ho[names.isin(step_cats)]
-            cat = rows["category"].astype(str)
-            if (cat != "gpu_user_annotation").any():
-                rows = rows[cat != "gpu_user_annotation"]
-            n = rows["name"].astype(str).str.extract(STEP_PATTERN)[0].astype("int64")
-            df = pd.DataFrame({"step": n.to_numpy(), "start_ts": rows["start_ts"].to_numpy(),
-                               "end_ts": (rows["start_ts"] + rows["duration_ns"]).to_numpy()})
-            out = df.groupby("step", as_index=False).agg(start_ts=("start_ts", "min"), end_ts=("end_ts", "max"))
-            out["duration_ns"] = out["end_ts"] - out["start_ts"]
-            out = out.sort_values("step").reset_index(drop=True).astype("int64")
+    if not len(ho):
+        return out
+    names = ho["name"]
+    cats = pd.Series(names.cat.categories if hasattr(names, "cat") else names.unique())
+    num = cats.str.extract(STEP_PATTERN)[0]
+    ok = num.notna().to_numpy()
+    if not ok.any():
+        return out
+    rows = ho[names.isin(set(cats[ok]))]
+    cat = rows["category"].astype(str)
+    if (cat != "gpu_user_annotation").any():
+        rows = rows[cat != "gpu_user_annotation"]
+    n = rows["name"].astype(str).str.extract(STEP_PATTERN)[0].astype("int64")
+    df = pd.DataFrame({"step": n.to_numpy(), "start_ts": rows["start_ts"].to_numpy(),
+                       "host_end_ts": (rows["start_ts"] + rows["duration_ns"]).to_numpy()})
+    st = df.groupby("step", as_index=False).agg(start_ts=("start_ts", "min"), host_end_ts=("host_end_ts", "max"))
+    st = st.sort_values("step").reset_index(drop=True)
+    h_start, h_end = st["start_ts"].to_numpy(np.int64), st["host_end_ts"].to_numpy(np.int64)
+    dev_end = _device_ends(trace, h_start, h_end)
+    opt = _optimizer_steps(ho, names, cats, h_start, h_end)
+    end = np.maximum(h_end, dev_end)
+    start = h_start.copy()
+    order = np.argsort(h_start, kind="stable")
+    for a, b in zip(order[:-1], order[1:]):  # a step starts no earlier than the previous one's device work ended
+        if h_end[a] <= h_start[b]:           # (host ranges that overlap, e.g. annotated on two threads, stay)
+            start[b] = max(start[b], end[a])
+            end[b] = max(end[b], start[b])
+    out = pd.DataFrame({"step": st["step"].to_numpy(np.int64), "start_ts": start, "end_ts": end,
+                        "duration_ns": end - start, "host_end_ts": h_end, "device_end_ts": dev_end,
+                        "optimizer_steps": opt})
+    return out[STEP_COLUMNS].astype("int64")
+
+
+def _step_of(ts: np.ndarray, te: np.ndarray, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
+    """Index of the step whose host range holds each host op [ts, te] (-1: none). An op of no duration at the
+    boundary of two steps belongs to the one that ends there (a projected step ends with its last op)."""
+    o = np.argsort(h_start, kind="stable")
+    k = np.searchsorted(h_start[o], np.maximum(te, ts + 1), side="left") - 1
+    kk = o[np.maximum(k, 0)]
+    hit = (k >= 0) & (ts >= h_start[kk]) & (te <= h_end[kk])
+    return np.where(hit, kk, -1)
+
+
+def _device_ends(trace, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
+    """Per step: the end of the last device activity (:func:`trace_activity`: instructions, DMA, a Neuron trace's
+    collectives) whose launching host op (``framework_op``) lies inside the step's host range; -1: none."""
+    out = np.full(len(h_start), -1, dtype=np.int64)
+    act = trace_activity(trace)
+    if not len(act):
+        return out
+    host = trace.whole_table("host_ops", ["start_ts", "duration_ns"])
+    fop = act["framework_op"].to_numpy(np.int64)
+    pos = host.index.get_indexer(fop)
+    ok = (fop >= 0) & (pos >= 0)
+    if not ok.any():
+        return out
+    hs = host["start_ts"].to_numpy(np.int64)[pos[ok]]
+    k = _step_of(hs, hs + host["duration_ns"].to_numpy(np.int64)[pos[ok]], h_start, h_end)
+    ends = act["end_ts"].to_numpy(np.int64)[ok]
+    m = k >= 0
+    np.maximum.at(out, k[m], ends[m])
+    return out
+
+
+def _optimizer_steps(ho: pd.DataFrame, names: pd.Series, cats: pd.Series, h_start: np.ndarray,
+                     h_end: np.ndarray) -> np.ndarray:
+    """Per step: how many ``Optimizer.step#`` ranges start inside its host range."""
+    is_opt = cats.astype(str).str.startswith(OPTIMIZER_STEP_PREFIX).to_numpy()
+    out = np.zeros(len(h_start), dtype=np.int64)
+    if not is_opt.any():
+        return out
+    rows = ho[names.isin(set(cats[is_opt]))]
+    rs = rows["start_ts"].to_numpy(np.int64)
+    k = _step_of(rs, rs + rows["duration_ns"].to_numpy(np.int64), h_start, h_end)
+    np.add.at(out, k[k >= 0], 1)
     return out
 
 

@@ -25,7 +25,7 @@ from .activity import analysis_span, merged_activity, trace_activity
 from .breakdown import comm_comp_overlap
 from .collectives import collective_time_ns
 from .idle import idle_time_breakdown
-from .steps import steps
+from .steps import STEP_BOUNDARY, steps
 from .work import instruction_work, work_source
 
 __all__ = ["summary", "summary_dict", "balance_metrics", "BALANCE_METRICS", "analysis_span", "primary_device",
@@ -41,7 +41,8 @@ SUMMARY_COLUMNS = [c.name for c in SUMMARY_SPEC]
 #: human labels of the fixed metrics (engine rows are "<engine> busy")
 METRIC_LABELS = {
     "total_time": "Analysed time", "step_count": "Steps", "step_time_mean_ns": "Step time (mean)",
-    "step_time_max_ns": "Step time (max)", "device_active_percent": "Device busy",
+    "step_time_max_ns": "Step time (max)", "optimizer_step_time_mean_ns": "Time per optimizer step",
+    "device_active_percent": "Device busy",
     "mfu_estimated_percent": "MFU (estimated)", "hfu_estimated_percent": "HFU (estimated)",
     "mbu_estimated_percent": "MBU (estimated)", "model_flops": "Model FLOPs", "hardware_flops": "Hardware FLOPs",
     "transpose_flops": "Transpose FLOPs", "peak_flops_per_s": "Matrix peak (BF16, active cores)",
@@ -100,7 +101,9 @@ class _Rows:
 def summary(trace) -> pd.DataFrame:
     """Headline metrics. Columns: metric (str), value (float, NaN = not available), unit, description, label.
 
-    Metrics (units): total_time (ns), step_count, step_time_mean_ns, step_time_max_ns (ns),
+    Metrics (units): total_time (ns), step_count, step_time_mean_ns, step_time_max_ns (ns; the device's step:
+    :data:`analysis.analyses.steps.STEP_BOUNDARY`), optimizer_step_time_mean_ns (only when the steps hold more
+    or fewer than one optimizer step each, e.g. micro-steps of gradient accumulation),
     device_active_percent, ``<engine>_active_percent`` for each engine (Tensor, Vector, ..., Kernel, Memcpy on
     GPUs), mfu_estimated_percent, hfu_estimated_percent, mbu_estimated_percent (percent; Neuron Explorer
     definitions, per-core peaks from the header × active cores), model_flops, hardware_flops, transpose_flops
@@ -168,8 +171,12 @@ def _step_rows(trace, R: _Rows) -> None:
     st = steps(trace)
     R.add("step_count", len(st), "count", "ProfilerStep#N / step markers overlapping the span")
     if len(st):
-        R.add("step_time_mean_ns", st["duration_ns"].mean(), "ns", "Mean step duration")
-        R.add("step_time_max_ns", st["duration_ns"].max(), "ns", "Longest step")
+        R.add("step_time_mean_ns", st["duration_ns"].mean(), "ns", f"Mean step duration; {STEP_BOUNDARY}")
+        R.add("step_time_max_ns", st["duration_ns"].max(), "ns", f"Longest step; {STEP_BOUNDARY}")
+        n_opt = int(st["optimizer_steps"].sum())
+        if n_opt and n_opt != len(st):  # gradient accumulation: several steps (micro-steps) per optimizer step
+            R.add("optimizer_step_time_mean_ns", st["duration_ns"].sum() / n_opt, "ns",
+                  f"Time per optimizer step: Σ step time / {n_opt} Optimizer.step# range(s) in {len(st)} steps")
     else:
         R.add("step_time_mean_ns", math.nan, "ns", "No ProfilerStep#N or step markers in the trace")
         R.add("step_time_max_ns", math.nan, "ns", "No ProfilerStep#N or step markers in the trace")

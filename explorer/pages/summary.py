@@ -126,6 +126,7 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
         st = st.copy()
         st["timeline"] = [f"[open]({window_href(state, origin, a, b, pad=0.02)})"
                           for a, b in zip(st["start_ts"], st["end_ts"])]
+        out.append(note(f"Step boundary: {analysis.STEP_BOUNDARY}."))
         out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin,
                               analysis="steps"))
         out.append(graph(figures.steps_figure(st), id="steps-fig", height=300))

@@ -11,6 +11,9 @@ Gloo on CPU does not emit Kineto's ``record_param_comms`` events, so capture bui
   belong to the default group.
 - What cannot be read (a destroyed group, a backend without sequence numbers) is recorded in ``Problems``
   and lands in the window's trace footer (``capture_problems``).
+- ``Async op`` (``neuron_profiler.collectives.ASYNC_KEY``) says whether the call returned before the collective
+  ended: ``async_op=True`` and ``isend``/``irecv`` are asynchronous, other Python calls blocking; ops no wrapped
+  call issued (DDP's reducer, functional collectives) asynchronous.
 - ``Seq`` is the process group's own sequence number (``_get_sequence_number_for_group``), identical on
   every rank for the same collective: read before each wrapped call, or counted from the value at window
   start for unwrapped ops.
@@ -25,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from neuron_profiler.collectives import ASYNC_KEY
 
 #: c10d op -> (Collective name, input arg index, output arg index, size relation); index None = no tensor.
 #: Relation of the message sizes when only one side was recorded: "gather" (out = in x group size), "scatter"
@@ -185,7 +190,8 @@ class CommRecorder:
         if info is None:
             return None
         in_arg, out_arg = SIZE_ARGUMENTS.get(fn_name, (None, None))
-        entry: dict[str, Any] = {"fn": fn_name, **info}
+        entry: dict[str, Any] = {"fn": fn_name, **info,
+                                 "async": fn_name in ("isend", "irecv") or bool(bound.get("async_op", False))}
         for key, arg in (("in_nelems", in_arg), ("out_nelems", out_arg)):
             n = _tensor_numel(bound.get(arg)) if arg is not None else None
             if n is not None:
@@ -318,7 +324,8 @@ def annotate_collectives(ops: list[dict[str, Any]], calls: list[dict[str, Any]],
         args = json.loads(op["args"]) if op.get("args") else {}
         args.update({"Collective name": spec[0], "Process Group Name": group,
                      "Process Group Ranks": json.dumps(info["ranks"]), "Group size": len(info["ranks"]),
-                     "Seq": int(seq), "In msg nelems": int(in_n), "Out msg nelems": int(out_n), "dtype": dtype})
+                     "Seq": int(seq), "In msg nelems": int(in_n), "Out msg nelems": int(out_n), "dtype": dtype,
+                     ASYNC_KEY: bool(call.get("async", False)) if call is not None else True})
         op["args"] = json.dumps(args)
         n += 1
     return n

@@ -103,6 +103,7 @@ class CaptureSession:
         self._modules: ModuleRecorder | None = None
         self._sampler: HostSampler | None = None
         self._shapes_forced: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._unhook_init: Callable[[], None] | None = None  # run_clock.publish_after_init of the open window
 
     def on_prepare(self, prof: Any) -> None:
         """The profiler is about to set up Kineto for a window. The device model needs every op's input
@@ -123,7 +124,10 @@ class CaptureSession:
         self.current = w
         w.rank_world = dist_rank_and_world(self._comms.problems)
         w.ordinal, self._opened = self._opened, self._opened + 1
-        if w.rank_world is not None and w.rank_world[0] == 0 and w.rank_world[1] > 1:
+        if w.rank_world is None:  # no process group yet: rank 0 publishes once init_process_group ran
+            self._unhook_init = run_clock.publish_after_init(cfg.run_id or "", w.ordinal, w.start_ns,
+                                                             self._comms.problems)
+        elif w.rank_world[0] == 0 and w.rank_world[1] > 1:
             run_clock.publish_start(cfg.run_id or "", w.ordinal, w.start_ns, self._comms.problems)
         self._comms.start()
         self._syncs.start()
@@ -152,9 +156,14 @@ class CaptureSession:
         w.comm_calls = self._comms.stop()
         w.comm_default_start = self._comms.default_start
         w.rank_world = dist_rank_and_world(self._comms.problems) or self._comms.rank_world or w.rank_world
+        unhook, self._unhook_init = self._unhook_init, None
+        late = unhook is not None
+        if unhook is not None:
+            unhook()
         if w.rank_world is not None and w.rank_world[1] > 1:
             w.run_start_ns = w.start_ns if w.rank_world[0] == 0 else \
-                run_clock.shared_start(self.config.run_id or "", w.ordinal, self._comms.problems)
+                run_clock.shared_start(self.config.run_id or "", w.ordinal, self._comms.problems,
+                                       run_clock.LATE_WAIT_S if late else 0.0)
         if self._modules is not None:
             w.module_intervals = self._modules.stop()
             self._modules = None

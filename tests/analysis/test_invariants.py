@@ -90,9 +90,11 @@ def test_shares_stay_within_100_percent_with_concurrent_streams_and_time_outside
                                 "framework_op": [h + 1, h + 2]})
     tr = analysis.Trace.from_builder(b)
     hot = tr.hot_ops()
-    # [100, 1000) inside the step, shared by two kernels: 450 ns each of the 1000 ns step
-    assert hot.loc["aten::add", "share_of_step_time_percent"] == pytest.approx(45.0)
-    assert hot["share_of_step_time_percent"].sum() == pytest.approx(90.0)
+    # the step is the device's step: it lasts until its kernels end (1600 ns); [100, 1600) shared by two
+    # kernels: 750 ns each of the 1600 ns step
+    assert tr.steps()["duration_ns"].tolist() == [1600]
+    assert hot.loc["aten::add", "share_of_step_time_percent"] == pytest.approx(750 / 1600 * 100)
+    assert hot["share_of_step_time_percent"].sum() == pytest.approx(1500 / 1600 * 100)
     assert hot.loc["aten::add", "device_time_self_ns"] == 1500        # the op's own device time is whole
     assert analysis.check(tr).ok
 

@@ -43,8 +43,10 @@ def test_window_overlap_keeps_row_ids():
 def test_steps_and_bad_step_selection():
     t = analysis.Trace.from_builder(two_matmul_trace())
     st = t.steps()
-    assert list(st.columns) == ["step", "start_ts", "end_ts", "duration_ns"]
+    assert list(st.columns) == ["step", "start_ts", "end_ts", "duration_ns", "host_end_ts", "device_end_ts",
+                                "optimizer_steps"]
     assert st["step"].tolist() == [1, 2] and st["duration_ns"].tolist() == [2100, 1900]
+    assert st["device_end_ts"].tolist() == [2500, 4000]  # the device finished inside each host range
     with pytest.raises(ValueError, match="available steps: \\[1, 2\\]"):
         t.select_steps(7)
 

@@ -2,8 +2,11 @@
 
 Placement: rank r runs on NeuronCore ``r % cores_per_chip`` of chip ``r // cores_per_chip``; chips fill
 instances of the target's instance type (trn1.32xlarge and trn2.48xlarge: 16 chips on a 2D torus of
-NeuronLink; instances talk over EFA). A group's members decide the levels it crosses:
-- one chip: cores exchange through the chip's HBM (``cc_intra_chip_bytes_per_s``);
+NeuronLink; instances talk over EFA; ``hardware_table.json`` ``instances`` lists the types, e.g. trn1n.32xlarge
+with twice trn1's EFA). A group's members decide the levels it crosses:
+- one chip: cores exchange through the chip's HBM: every byte a ring step moves is read from the sender's
+  HBM and written to the receiver's (``cc_intra_chip_hbm_bytes_per_byte``), so a core's ring link runs at
+  min(its DMA bandwidth, its HBM bandwidth / that factor), and bus bandwidth stays under the memory roof;
 - several chips of one instance: NeuronLink; a ring drives ``cc_ring_link_fraction`` of a chip's links,
   shared by the group's cores on that chip;
 - several instances: hierarchical (intra-instance reduce-scatter, inter-instance ring over EFA on
@@ -14,6 +17,10 @@ Algorithms (n members, B message bytes, bw link bandwidth, L step latency):
   broadcast, send, recv      B / bw + L;   barrier 2(n-1) L
   mesh (one-shot)            the same data over ``cc_mesh_link_fraction`` of the links in 2 steps (all_reduce)
                              or 1 step, chosen when faster (small messages: latency-bound).
+A collective's time = latency (the L terms) + transfer (the bytes over the link). Its ``link`` (the chip's HBM,
+the instance's NeuronLink, EFA) is shared (``SharedLink``): collectives whose transfers overlap on one link
+split its bandwidth equally while they overlap (processor sharing), so each one's busbw stays under the link's
+and the link never moves more than its bandwidth.
 algorithm_bandwidth = B / time; bus_bandwidth = algbw * factor (nccl-tests: 2(n-1)/n all_reduce,
 (n-1)/n all_gather / reduce_scatter / all_to_all, 1 otherwise).
 """
@@ -26,14 +33,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.collectives import bus_factor, normalize_collective
+from neuron_profiler.collectives import ASYNC_KEY, bus_factor, normalize_collective
 from neuron_profiler.hardware import dtype_size_bytes, model_param, normalize_dtype, raw_table
 
-__all__ = ["normalize_collective", "find_collectives", "Topology", "bus_factor", "MIN_COLLECTIVE_NS"]
+__all__ = ["normalize_collective", "find_collectives", "Topology", "Cost", "bus_factor", "MIN_COLLECTIVE_NS",
+           "ASYNC_KEY", "wait_positions", "SharedLink"]
 
 MIN_COLLECTIVE_NS = 50
 _RING_PHASES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "gather": 1.0,
                 "scatter": 1.0}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One collective's time on a rank: ``latency_ns`` (per-step latencies) + ``transfer_ns`` (its bytes over
+    ``link``, the shared resource: "" = none, e.g. a one-member group)."""
+
+    latency_ns: float
+    transfer_ns: float
+    algorithm: str
+    link: str
+
+    @property
+    def ns(self) -> int:
+        """The whole time alone on its link (at least ``MIN_COLLECTIVE_NS``)."""
+        return max(int(np.ceil(self.latency_ns + self.transfer_ns)), MIN_COLLECTIVE_NS)
 
 
 @dataclass(frozen=True)
@@ -46,19 +70,24 @@ class Topology:
     instance: str
     neuronlink_bytes_per_s: float
     efa_bytes_per_s: float
-    intra_chip_bytes_per_s: float
+    intra_chip_bytes_per_s: float  # one core's ring link inside a chip: min(DMA, HBM / bytes per byte)
     ring_fraction: float
     mesh_fraction: float
     step_ns: float
     efa_step_ns: float
 
     @classmethod
-    def for_target(cls, target: str, cores_per_chip: int) -> Topology:
+    def for_target(cls, target: str, cores_per_chip: int, instance: str | None = None) -> Topology:
+        """The topology of ``target`` on ``instance`` (an instance type of ``instances``; default the target's
+        ``instance``)."""
         t = raw_table()["neuron"][target]
-        inst = t["instance"]
+        inst = instance_entry(target, instance)
+        hbm = float(t["hbm_bandwidth_per_core_bytes_per_s"]["value"])
+        dma = float(t["dma_bandwidth_per_core_bytes_per_s"]["value"])
+        intra = min(dma, hbm / model_param("cc_intra_chip_hbm_bytes_per_byte"))
         return cls(target, max(int(cores_per_chip), 1), int(inst["chips"]), inst["name"],
                    float(t["interconnect_bandwidth_bytes_per_s"]["value"]), float(inst["efa_bytes_per_s"]),
-                   model_param("cc_intra_chip_bytes_per_s"), model_param("cc_ring_link_fraction"),
+                   intra, model_param("cc_ring_link_fraction"),
                    model_param("cc_mesh_link_fraction"), model_param("cc_step_latency_ns"),
                    model_param("efa_step_latency_ns"))
 
@@ -68,29 +97,44 @@ class Topology:
         return chip // self.chips_per_instance, chip % self.chips_per_instance, rank % self.cores_per_chip
 
     def duration(self, op: str, nbytes: float, members: list[int]) -> tuple[int, str]:
-        """(ns, algorithm) of one collective of ``nbytes`` over ``members`` (ranks)."""
+        """(ns, algorithm) of one collective of ``nbytes`` over ``members`` (ranks), alone on its link."""
+        c = self.cost(op, nbytes, members)
+        return c.ns, c.algorithm
+
+    def cost(self, op: str, nbytes: float, members: list[int]) -> Cost:
+        """Latency, transfer time, algorithm and link of one collective (see the module docstring)."""
         n = len(members)
         if n <= 1 or op == "":
-            return MIN_COLLECTIVE_NS, "local"
+            return Cost(float(MIN_COLLECTIVE_NS), 0.0, "local", "")
         places = [self.place(r) for r in members]
         instances = {p[0] for p in places}
         chips = {(p[0], p[1]) for p in places}
         per_chip = max(sum(1 for p in places if (p[0], p[1]) == c) for c in chips)
         if len(chips) == 1:
-            bw, step = self.intra_chip_bytes_per_s / n, self.step_ns / 2
-            ring, algo = self._ring(op, nbytes, n, bw * n / max(n - 1, 1), step), "ring (one chip)"
-            return max(int(np.ceil(ring)), MIN_COLLECTIVE_NS), algo
+            inst, chip, _ = places[0]
+            return self._split(self._ring, op, nbytes, n, self.intra_chip_bytes_per_s, self.step_ns / 2,
+                               "ring (one chip)", f"HBM of chip {inst}.{chip}")
         link = self.neuronlink_bytes_per_s / per_chip
         if len(instances) == 1:
-            ring = self._ring(op, nbytes, n, link * self.ring_fraction, self.step_ns)
-            mesh = self._mesh(op, nbytes, n, link * self.mesh_fraction, self.step_ns)
-            t, algo = (ring, "ring") if ring <= mesh else (mesh, "mesh")
-            return max(int(np.ceil(t)), MIN_COLLECTIVE_NS), algo + " (NeuronLink)"
+            ring = self._split(self._ring, op, nbytes, n, link * self.ring_fraction, self.step_ns,
+                               "ring (NeuronLink)", "NeuronLink")
+            mesh = self._split(self._mesh, op, nbytes, n, link * self.mesh_fraction, self.step_ns,
+                               "mesh (NeuronLink)", "NeuronLink")
+            return ring if ring.ns <= mesh.ns else mesh
         m = max(sum(1 for p in places if p[0] == i) for i in instances)
         k = len(instances)
-        intra = self._ring(op, nbytes, m, link * self.ring_fraction, self.step_ns) if m > 1 else 0.0
-        inter = self._ring(op, nbytes / max(m, 1), k, self.efa_bytes_per_s / max(m, 1), self.efa_step_ns)
-        return max(int(np.ceil(intra + inter)), MIN_COLLECTIVE_NS), "hierarchical ring (NeuronLink + EFA)"
+        intra = self._split(self._ring, op, nbytes, m, link * self.ring_fraction, self.step_ns, "", "") \
+            if m > 1 else Cost(0.0, 0.0, "", "")
+        inter = self._split(self._ring, op, nbytes / max(m, 1), k, self.efa_bytes_per_s / max(m, 1),
+                            self.efa_step_ns, "", "")
+        return Cost(intra.latency_ns + inter.latency_ns, intra.transfer_ns + inter.transfer_ns,
+                    "hierarchical ring (NeuronLink + EFA)", "EFA")
+
+    @staticmethod
+    def _split(fn, op: str, b: float, n: int, bw: float, step: float, algorithm: str, link: str) -> Cost:
+        """``fn``'s time split into its latency (no bytes) and its transfer (the rest)."""
+        lat = fn(op, 0.0, n, bw, step)
+        return Cost(lat, max(fn(op, b, n, bw, step) - lat, 0.0), algorithm, link)
 
     @staticmethod
     def _ring(op: str, b: float, n: int, bw: float, step: float) -> float:
@@ -109,6 +153,59 @@ class Topology:
         if phases is None:
             return b / bw * 1e9 + step
         return phases * (n - 1) / n * b / bw * 1e9 + phases * step
+
+
+class SharedLink:
+    """One link's transfers under an equal split of its bandwidth (processor sharing). ``add(key, start,
+    work)`` starts a transfer of ``work`` ns (its time alone on the link) and returns the end of every transfer
+    still in flight, ``{key: end}``, the new one included: a newcomer slows the others down. A transfer that
+    starts before the link's clock (collectives are added in host order, not start order) starts at it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.left: dict[Any, float] = {}  # key -> work still to move at self.t (ns alone on the link)
+
+    def _advance(self, t: float) -> None:
+        while self.left and self.t < t:
+            m = len(self.left)
+            step = min(self.left.values())
+            if self.t + step * m > t:
+                d = (t - self.t) / m
+                self.left = {k: w - d for k, w in self.left.items()}
+                break
+            self.t += step * m
+            self.left = {k: w - step for k, w in self.left.items() if w - step > 1e-9}
+        self.t = max(self.t, t)
+
+    def add(self, key: Any, start: float, work: float) -> dict[Any, float]:
+        """Start a transfer (see the class docstring); returns the ends of the transfers in flight."""
+        self._advance(start)
+        if work > 0:
+            self.left[key] = float(work)
+        ends: dict[Any, float] = {}
+        t, left = self.t, dict(self.left)
+        while left:
+            m = len(left)
+            step = min(left.values())
+            t += step * m
+            done = [k for k, w in left.items() if w - step <= 1e-9]
+            left = {k: w - step for k, w in left.items() if k not in done}
+            ends.update((k, t) for k in done)
+        ends.setdefault(key, self.t)
+        return ends
+
+
+def instance_entry(target: str, instance: str | None = None) -> dict[str, Any]:
+    """The hardware table's entry of ``instance`` (an instance type of the target's ``instances``; None = the
+    target's default ``instance``). ``ValueError`` names the known types."""
+    t = raw_table()["neuron"][target]
+    if instance is None or instance == t["instance"]["name"]:
+        return dict(t["instance"])
+    known = {e["name"]: e for e in t.get("instances", [])}
+    if instance not in known:
+        names = sorted({t["instance"]["name"], *known})
+        raise ValueError(f"unknown instance type {instance!r} for {target}; known: {', '.join(names)}")
+    return dict(known[instance])
 
 
 def members_of(replica_group: str, group_size: int) -> list[int]:
@@ -138,14 +235,33 @@ def _ranks(v: Any) -> list[int]:
     return [int(r) for r in v if isinstance(r, (int, float))] if isinstance(v, list) else []
 
 
+def wait_positions(host_ops: pd.DataFrame) -> np.ndarray:
+    """Positions of the ``record_param_comms`` rows whose "Collective name" is "wait" (NCCL records one when
+    ``Work.wait()`` runs): consumers of the outstanding collectives."""
+    if "args" not in host_ops.columns or not len(host_ops):
+        return np.zeros(0, dtype=np.int64)
+    args = host_ops["args"].astype(str)
+    cand = np.flatnonzero(args.str.contains("Collective name", regex=False).to_numpy())
+    out = []
+    for r in cand.tolist():
+        try:
+            a = json.loads(args.iat[r])
+        except ValueError:
+            continue
+        if isinstance(a, dict) and str(a.get("Collective name", "")).strip().lower() == "wait":
+            out.append(r)
+    return np.asarray(out, dtype=np.int64)
+
+
 def find_collectives(host_ops: pd.DataFrame, world_size: int = 1) -> pd.DataFrame:
     """Collective host ops (``args`` holding "Collective name"), one row each.
 
     Columns: host_row, start_ts (ns), operation, process_group, replica_group ("0,1,..."), group_size,
     sequence_number, input_size, output_size (bytes), num_elements, dtype, message_bytes (the B of the
-    ring model)."""
+    ring model), blocking (the compute after it waits for it: ``ASYNC_KEY`` false, a torch.distributed call
+    with ``async_op=False``; else it runs beside compute until a wait, the optimizer step or the next step)."""
     cols = ["host_row", "start_ts", "operation", "process_group", "replica_group", "group_size",
-            "sequence_number", "input_size", "output_size", "num_elements", "dtype", "message_bytes"]
+            "sequence_number", "input_size", "output_size", "num_elements", "dtype", "message_bytes", "blocking"]
     if "args" not in host_ops.columns or not len(host_ops):
         return pd.DataFrame(columns=cols)
     args = host_ops["args"]
@@ -177,5 +293,5 @@ def find_collectives(host_ops: pd.DataFrame, world_size: int = 1) -> pd.DataFram
         msg = out_b if op == "all_gather" else (in_b or out_b)
         recs.append((host_ops.index[r], starts[r], op, str(a.get("Process Group Name", "")),
                      ",".join(map(str, ranks)), max(n, 1), _int(a.get("Seq")), in_b, out_b, max(in_n, out_n),
-                     dt, msg))
+                     dt, msg, a.get(ASYNC_KEY) is False))
     return pd.DataFrame.from_records(recs, columns=cols)

@@ -12,7 +12,7 @@ returns a ``Program`` in host order, per op (positions in the table):
   shapes (``aten::nonzero``, ``aten::unique``...), device synchronisation calls (``neuron::sync ...`` ranges
   from ``neuron_profiler.capture.sync``, ``cudaDeviceSynchronize``-style runtime calls in imported traces);
 - whether it is a collective (``record_param_comms`` args) or waits for collectives (``wait_tensor``,
-  ``c10d::wait``, and the start of an optimizer step).
+  ``c10d::wait``, a "wait" ``record_param_comms``, the start of an optimizer step or of the next step).
 Ops whose tensor inputs are all 0-dim run on the host (step counters and other scalar bookkeeping stay on
 the CPU in a real run): they launch nothing, and an ``.item()`` that reads such a scalar is no sync.
 """
@@ -27,7 +27,7 @@ import pandas as pd
 from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
 from neuron_profiler.eventnames import SYNC_PREFIX
 from neuron_profiler.opmodel import OpWork, classify, lower_signature, wants_concrete
-from neuron_profiler.runtime.simulated.collectives import find_collectives
+from neuron_profiler.runtime.simulated.collectives import find_collectives, wait_positions
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
 from neuron_profiler.runtime.simulated.lowering import leaf_compute_mask
 
@@ -39,6 +39,8 @@ SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::is_nonzero", "aten::eq
                       "aten::unique_consecutive", "aten::unique_dim", "aten::allclose", "aten::nonzero_static"})
 _WAIT_OPS = ("wait_tensor", "c10d::wait", "_wait", "Work.wait")
 _HOST_CATEGORIES = ("cpu_op", "operator", "")
+#: ranges whose start consumes the outstanding asynchronous collectives: the optimizer step, the next step
+_CONSUMERS = ("Optimizer.step#", "ProfilerStep#")
 
 
 @dataclass
@@ -182,7 +184,8 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
         kernel[pos] = -1
     unpriced = leaf & (kernel < 0) & ~host_scalar & (coll_idx < 0)
     names_unpriced = pd.Series(o.names[unpriced]).value_counts().index.tolist() if unpriced.any() else []
-    waits = o.per_name(lambda s: any(k in s for k in _WAIT_OPS) or s.startswith("Optimizer.step#")).astype(bool)
+    waits = o.per_name(lambda s: any(k in s for k in _WAIT_OPS) or s.startswith(_CONSUMERS)).astype(bool)
+    waits[wait_positions(host_ops)] = True
     return Program(n=o.n, order=o.order, thread=o.track, parent=o.parent, measured_start=o.start,
                    measured_end=o.end, self_ns=self_ns, kernel=kernel,
                    sync=_sync_points(o, host_scalar) & ~inside, collective=coll_idx, waits_collectives=waits,

@@ -66,14 +66,16 @@ class SimulatedRuntime(DeviceRuntime):
     per core and count the rest in ``builder.dropped_events["nc<i>"]``. ``capture_enabled_for_nc``:
     NeuronCore indices (on their chip) that are captured; others get no events. ``rank``: the process's rank
     (places its core and labels tracks). ``host_model``: overrides of the host dispatch model's constants
-    (``neuron_profiler.hardware.host_model_params()``).
+    (``neuron_profiler.hardware.host_model_params()``). ``instance``: the instance type the ranks run on (one of
+    the target's types in the hardware table, e.g. "trn1n.32xlarge"; None = the target's default, trn1.32xlarge
+    / trn2.48xlarge): chips per instance and EFA bandwidth of the collectives.
     """
 
     simulated = True
 
     def __init__(self, target: str = "trn2", max_events_per_nc: int | None = None,
                  capture_enabled_for_nc: set[int] | None = None, num_cores: int | None = None,
-                 rank: int = 0, host_model: dict[str, float] | None = None) -> None:
+                 rank: int = 0, host_model: dict[str, float] | None = None, instance: str | None = None) -> None:
         target = str(target).strip().lower()
         if target not in TARGETS:
             raise ValueError(f"unknown Neuron target {target!r}; valid targets: {', '.join(TARGETS)}")
@@ -91,6 +93,7 @@ class SimulatedRuntime(DeviceRuntime):
         self.num_cores = int(num_cores or self.spec.num_cores)
         self.rank = int(rank)
         self.host_model = validate_host_model(host_model)
+        self.topology = Topology.for_target(target, self.num_cores, instance)  # ValueError names the known types
         #: what other ranks impose on this rank's collectives (runs simulated together; see timeline)
         self.collective_constraints: CollectiveConstraints = {}
         self._templates: dict[tuple, KernelTemplate | None] = {}
@@ -108,7 +111,7 @@ class SimulatedRuntime(DeviceRuntime):
         """The runtime's settings (stored in the trace footer metadata)."""
         return {"target": self.target, "num_cores": self.num_cores, "rank": self.rank,
                 "max_events_per_nc": self.max_events_per_nc, "model_version": MODEL_VERSION,
-                "host_model": self.host_model,
+                "host_model": self.host_model, "instance": self.topology.instance,
                 "capture_enabled_for_nc": sorted(self.capture_enabled_for_nc) if self.capture_enabled_for_nc
                 is not None else None}
 
@@ -140,7 +143,7 @@ class SimulatedRuntime(DeviceRuntime):
             graphs = _process_graphs(host_ops)
         prog = self.program(host_ops, p, graphs)
         temps = self.templates(prog, p)
-        topo = Topology.for_target(self.target, self.num_cores)
+        topo = self.topology
         return prog, temps, project(prog, temps, p, topo, world_size, self.collective_constraints, anchor_ns), p
 
     # ------------------------------------------------------------------ emit
@@ -214,7 +217,7 @@ class SimulatedRuntime(DeviceRuntime):
         sim.source = sim.source or "capture"
         for k, v in p.assumptions().items():
             sim.assumptions[k] = v
-        topo = Topology.for_target(self.target, self.num_cores)
+        topo = self.topology
         sim.assumptions["topology"] = (f"{topo.instance}: {topo.chips_per_instance} chips x {topo.cores_per_chip} "
                                        f"NeuronCores; NeuronLink {topo.neuronlink_bytes_per_s:.4g} B/s per chip, "
                                        f"EFA {topo.efa_bytes_per_s:.4g} B/s per instance")

@@ -26,11 +26,16 @@ def op(name: str, start_ns: int, dur_ns: int, shapes: Any = None, dtypes: Any = 
 
 
 def comm(name: str, start_ns: int, dur_ns: int, nelems: int, group_size: int, dtype: str = "Float", seq: int = 0,
-         out_nelems: int | None = None, pg: str = "0", track: str = "main") -> dict[str, Any]:
-    """A ``record_param_comms`` host op with Kineto's collective args."""
-    args = {"Collective name": name, "Process Group Name": pg, "Process Group Ranks": list(range(group_size)),
-            "Group size": group_size, "Seq": seq, "In msg nelems": nelems,
-            "Out msg nelems": nelems if out_nelems is None else out_nelems, "dtype": dtype}
+         out_nelems: int | None = None, pg: str = "0", track: str = "main",
+         async_op: bool | None = None) -> dict[str, Any]:
+    """A ``record_param_comms`` host op with Kineto's collective args (``async_op``: capture's ``ASYNC_KEY``;
+    None = absent, as in imported traces)."""
+    args: dict[str, Any] = {
+        "Collective name": name, "Process Group Name": pg, "Process Group Ranks": list(range(group_size)),
+        "Group size": group_size, "Seq": seq, "In msg nelems": nelems,
+        "Out msg nelems": nelems if out_nelems is None else out_nelems, "dtype": dtype}
+    if async_op is not None:
+        args["Async op"] = bool(async_op)
     return op("record_param_comms", start_ns, dur_ns, [[nelems]], [dtype], track=track, args=args)
 
 

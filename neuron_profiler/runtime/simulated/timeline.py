@@ -10,9 +10,16 @@ One pass over the program in host order (``Program.order``), with a projected cl
   ``tensor_throttle_idle_ns`` runs its first MultiplyMoving slower (``engines.throttle_extra_ns``);
 - a collective starts on a CC core once the compute enqueued before it has finished (its data) and that
   core is free: each process group has its own CC core (up to the target's ``cc_cores``), so collectives of
-  different groups (tensor- and data-parallel) overlap while those of one group run in order; compute
-  after an op that waits for collectives (``wait_tensor``, an optimizer step)
-  starts after them;
+  different groups (tensor- and data-parallel) overlap while those of one group run in order; collectives
+  whose transfers overlap on one link (the chip's HBM, NeuronLink, EFA) split its bandwidth equally
+  (``collectives.SharedLink``): a newcomer stretches the ones in flight, unless a later collective of their
+  group already queued behind them (their end is then kept);
+- torch.distributed semantics: a blocking collective (``async_op=False``, the default) holds the compute
+  launched after it on this core until it ends, so tensor-parallel all-reduces sit on the critical path; an
+  asynchronous one (``async_op=True``, DDP's gradient buckets, functional collectives) runs beside compute
+  until its first consumer: a wait (``wait_tensor``, ``Work.wait``, a "wait" ``record_param_comms``), the
+  optimizer step, or the next step (``ProfilerStep#``: the next forward); the compute launched after the
+  consumer starts once every collective issued before it has ended;
 - at a synchronisation point the host waits for all device work, plus ``sync_latency_ns``.
 Deterministic: only the program and the model's constants enter; the capturing machine's timings set
 the program order alone.
@@ -27,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.runtime.simulated.collectives import Topology, members_of
+from neuron_profiler.runtime.simulated.collectives import MIN_COLLECTIVE_NS, SharedLink, Topology, members_of
 from neuron_profiler.runtime.simulated.engines import throttle_extra_ns
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import KernelTemplate
@@ -70,11 +77,13 @@ class _Device:
         self.core_free, self.tensor_idle_since = 0.0, -np.inf
         self.cc_free: dict[int, float] = {}
         self.cc_of: dict[str, int] = {}
-        self.cc_done, self.wait_cc = 0.0, False
+        self.cc_done = 0.0
+        self.compute_after = 0.0  # compute launched from now on waits until then (blocking / waited collectives)
+        self.links: dict[str, SharedLink] = {}
         self.inflight: collections.deque[float] = collections.deque()
         self.q_max = max(int(p.host["max_inflight_programs"]), 1)
         self.kernels: list[tuple[int, int, float, float, float]] = []   # host, sig, start, extra, enqueue
-        self.colls: list[tuple[int, float, int, str, int, float]] = []  # index, start, dur, algorithm, core, arrival
+        self.colls: list[list] = []  # index, start, dur, algorithm, core, arrival, latency, blocking
         self.queue_wait = 0.0
 
     def launch(self, host: int, sig: int, tpl: KernelTemplate, clock: float) -> float:
@@ -85,9 +94,7 @@ class _Device:
             blocked = self.inflight[len(self.inflight) - self.q_max]
             self.queue_wait += max(0.0, blocked - clock)
             clock = max(clock, blocked)
-        ready = clock + self.p.host["device_start_latency_ns"]
-        if self.wait_cc:
-            ready, self.wait_cc = max(ready, self.cc_done), False
+        ready = max(clock + self.p.host["device_start_latency_ns"], self.compute_after)
         start = max(ready, self.core_free)
         extra = 0.0
         if tpl.first_mm >= 0 and start + tpl.start[tpl.first_mm] - self.tensor_idle_since >= self.p.throttle_idle_ns:
@@ -100,17 +107,40 @@ class _Device:
         return clock
 
     def collective(self, index: int, row: pd.Series, clock: float) -> None:
-        """Run a collective on its process group's CC core once its input (the compute before it) is done."""
+        """Run a collective on its process group's CC core once its input (the compute before it) is done; its
+        bytes wait for the collectives ahead of it on the same link; a blocking one holds later compute."""
         cc = self.cc_of.setdefault(str(row["process_group"]), len(self.cc_of) % max(self.p.cc_cores, 1))
-        arrival = max(clock + self.p.host["device_start_latency_ns"], self.core_free, self.cc_free.get(cc, 0.0))
+        arrival = max(clock + self.p.host["device_start_latency_ns"], self.core_free, self.cc_free.get(cc, 0.0),
+                      self.compute_after)  # its input is produced after what the compute waits for
         floor, factor = self.constraints.get((str(row["process_group"]), int(row["sequence_number"])), (None, 1.0))
         ready = arrival if floor is None else max(arrival, floor - self.base)
         members = members_of(row["replica_group"], int(row["group_size"]))
-        dur, alg = self.topo.duration(row["operation"], float(row["message_bytes"]), members)
-        dur = int(np.ceil(dur * factor))
-        self.cc_free[cc] = ready + dur
-        self.cc_done = max(self.cc_done, self.cc_free[cc])
-        self.colls.append((index, ready, dur, alg, cc, arrival))
+        cost = self.topo.cost(row["operation"], float(row["message_bytes"]), members)
+        xfer, lat = cost.transfer_ns * factor, cost.latency_ns * factor
+        me, blocking = len(self.colls), bool(row.get("blocking", False))
+        self.colls.append([index, ready, 0, cost.algorithm, cc, arrival, lat, blocking])
+        ends = self.links.setdefault(cost.link, SharedLink()).add(me, ready, xfer) if cost.link and xfer > 0 \
+            else {me: ready + xfer}
+        for k, end in ends.items():
+            self._end_at(k, end)
+
+    def _end_at(self, k: int, xfer_end: float) -> None:
+        """(Re)set the end of collective ``k`` from the end of its transfer; an earlier one only while nothing
+        of its group queued behind it."""
+        c = self.colls[k]
+        new, old_end = k == len(self.colls) - 1, c[1] + c[2]
+        end = c[1] + max(int(np.ceil(xfer_end + c[6] - c[1])), MIN_COLLECTIVE_NS)
+        if not new and (end == old_end or self.cc_free.get(c[4]) != old_end):
+            return
+        c[2] = int(end - c[1])
+        self.cc_free[c[4]] = end
+        self.cc_done = max(self.cc_done, end)
+        if c[7] or (not new and self.compute_after == old_end):  # blocking, or what the compute waits for
+            self.compute_after = max(self.compute_after, end)
+
+    def wait_collectives(self) -> None:
+        """A consumer of the outstanding collectives: compute launched from now on starts after them."""
+        self.compute_after = max(self.compute_after, self.cc_done)
 
     def done(self) -> float:
         return max(self.core_free, self.cc_done)
@@ -127,7 +157,7 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
     n = prog.n
     # the clock runs in ns relative to the anchor: float64 holds epoch-ns timestamps only to 256 ns
     first = int(prog.measured_start.min()) if n else 0
-    base = first if anchor_ns is None or anchor_ns > first else int(anchor_ns)
+    base = first if anchor_ns is None else int(anchor_ns)  # the run's origin even if this rank's ops came earlier
     dev = _Device(p, topo, base, constraints or {})
     hs, he = np.zeros(n), np.zeros(n)
     clocks: dict[int, float] = {}
@@ -149,7 +179,7 @@ def project(prog: Program, templates: list[KernelTemplate | None], p: CoreParams
         if prog.collective[i] >= 0:
             dev.collective(int(prog.collective[i]), prog.collectives.iloc[int(prog.collective[i])], clock)
         if prog.waits_collectives[i]:
-            dev.wait_cc = True
+            dev.wait_collectives()
         if prog.sync[i]:
             done = dev.done() + h["sync_latency_ns"]
             sync_wait += max(0.0, done - clock)
@@ -167,7 +197,7 @@ def _projection(hs: np.ndarray, he: np.ndarray, dev: _Device, base: int, sync_wa
     def i64(v) -> np.ndarray:
         return np.asarray(np.ceil(np.asarray(v, dtype=np.float64) - 1e-6), dtype=np.int64) + base
     k: list[Sequence[Any]] = list(zip(*dev.kernels)) if dev.kernels else [[]] * 5  # columns of the kernels
-    c: list[Sequence[Any]] = list(zip(*dev.colls)) if dev.colls else [[]] * 6
+    c: list[Sequence[Any]] = list(zip(*dev.colls)) if dev.colls else [[]] * 8
     return Projection(host_start=i64(hs), host_end=i64(he), k_host=np.asarray(k[0], np.int64),
                       k_sig=np.asarray(k[1], np.int64), k_start=i64(k[2]),
                       k_extra=np.asarray(np.ceil(np.asarray(k[3], dtype=np.float64)), dtype=np.int64),
