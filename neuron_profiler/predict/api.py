@@ -80,13 +80,15 @@ def _hbm(c: PredictConfig, lay: Layout, stages: list[StageCost]) -> list[dict[st
 
 
 def _band() -> tuple[float, float]:
-    f = predict_table()["fitted"].get("tensor_efficiency", {})
-    return float(f.get("band_low", -0.15)), float(f.get("band_high", 0.15))
+    f = predict_table()["fitted"].get("band", {})
+    return float(f.get("low", -0.15)), float(f.get("high", 0.15))
 
 
-def predict(c: PredictConfig, *, tensor_efficiency: float | None = None, keep_scratch: bool = False) -> Prediction:
+def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] = (None, None),
+            keep_scratch: bool = False) -> Prediction:
     """Predict the training step of ``c`` (see docs/simulation.md "Predicting a training run"). Raises
-    ``ConfigError`` (one line) for configurations that cannot run."""
+    ``ConfigError`` (one line) for configurations that cannot run. ``efficiency``: (matmul peak fraction,
+    TP overlap) instead of the fitted ones (the calibration bench refits them)."""
     t0 = time.perf_counter()
     m = _spec(c)
     lay = layout(c, m.layers.heads, m.layers.layers)
@@ -104,7 +106,7 @@ def predict(c: PredictConfig, *, tensor_efficiency: float | None = None, keep_sc
                               f"{hbm[worst]['capacity'] / 2**30:.0f} GiB available (raise TP/PP or use ZeRO-1)")
         seq_shard = mt.seq // lay.tp if lay.sp else mt.seq
         act = c.microbatch * seq_shard * mt.layers.hidden * 2
-        step = comp.compose(c, lay, stages, act, _bytes_per(c.precision)[1], tensor_efficiency)
+        step = comp.compose(c, lay, stages, act, _bytes_per(c.precision)[1], efficiency)
         gb = lay.accumulation * c.microbatch * lay.dp
         peak = float(raw_table()["neuron"][lay.inst.target]["peak_flops_per_s"]["bfloat16"]["value"])
         mfu = gb * flops_per_sample(m) / (step.step_ns / 1e9) / (lay.world * peak)

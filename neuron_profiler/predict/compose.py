@@ -40,19 +40,21 @@ class Step:
     detail: dict[str, float] = field(default_factory=dict)
 
 
-def stage_slot(s: StageCost, tensor_eff: float) -> tuple[float, float]:
-    """(compute, tensor-parallel communication) of one micro-step of stage ``s``, ns."""
-    compute = (s.micro_ns - s.mm_ns) + s.mm_ns / tensor_eff
-    return compute, s.tp_comm_ns
+def stage_slot(s: StageCost, peak_fraction: float, tp_overlap: float) -> tuple[float, float]:
+    """(compute, exposed tensor-parallel communication) of one micro-step of stage ``s``, ns: matrix multiplies
+    no faster than ``peak_fraction`` of the Tensor engine's peak, ``tp_overlap`` of the TP collectives hidden."""
+    return s.micro_ns + s.mm_extra_ns(peak_fraction), s.tp_comm_ns * (1.0 - tp_overlap)
 
 
 def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: float, grad_bytes_per_param: float,
-            tensor_eff: float | None = None) -> Step:
-    """The optimizer step of ``stages`` under layout ``lay``. ``act_bytes``: bytes one pipeline send carries."""
-    eff = fitted("tensor_efficiency") if tensor_eff is None else tensor_eff
+            eff: tuple[float | None, float | None] = (None, None)) -> Step:
+    """The optimizer step of ``stages`` under layout ``lay``. ``act_bytes``: bytes one pipeline send carries;
+    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted constants."""
+    pf = fitted("matmul_peak_fraction") if eff[0] is None else eff[0]
+    ov = fitted("tp_overlap") if eff[1] is None else eff[1]
     m, p = lay.accumulation, lay.pp
     p2p = comm.p2p_ns(lay, 0, act_bytes) if p > 1 else 0.0
-    slots = {s.name: stage_slot(s, eff) for s in stages}
+    slots = {s.name: stage_slot(s, pf, ov) for s in stages}
     slowest = max(stages, key=lambda s: sum(slots[s.name]))
     compute, tp = slots[slowest.name]
     slot = compute + tp + 2 * p2p
@@ -72,4 +74,5 @@ def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: f
     launch = host_model_params()["graph_launch_ns"][0]
     parts["host"] = launch * (framework("graph_launches_per_micro_step") * m
                               + framework("graph_launches_per_optimizer_step"))
-    return Step(sum(parts.values()), parts, slot, slowest.name, {"p2p_ns": p2p, "tensor_efficiency": eff})
+    return Step(sum(parts.values()), parts, slot, slowest.name,
+                {"p2p_ns": p2p, "matmul_peak_fraction": pf, "tp_overlap": ov})

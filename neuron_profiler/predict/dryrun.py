@@ -37,6 +37,7 @@ class StageRun:
     trace: Path
     micro_ns: float           # device busy time of forward + backward (compute, without collectives)
     mm_ns: float              # of which matrix-multiply ops (matmuls, convolutions, attention)
+    mm_ops: np.ndarray        # per matrix-multiply op: (simulated span ns, ns at the Tensor engine's peak)
     opt_ns: float             # device busy time of the optimizer step
     tp_comm_ns: float         # summed duration of the collectives recorded in the micro-step
     tp_comm_count: int
@@ -93,8 +94,8 @@ def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]
             opt.step()
             prof.step()
     path = prof.neuron_profiler.paths[0]
-    m = measure(path)
-    return StageRun(path, m["micro_ns"], m["mm_ns"], m["opt_ns"], m["comm_ns"], m["comm_count"], saved,
+    m = measure(path, target)
+    return StageRun(path, m["micro_ns"], m["mm_ns"], m["mm_ops"], m["opt_ns"], m["comm_ns"], m["comm_count"], saved,
                     sum(p.numel() for p in params), m["unpriced"])
 
 
@@ -111,7 +112,7 @@ def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((run_end[last] - s[first]).sum())
 
 
-def measure(path: str | Path) -> dict[str, object]:
+def measure(path: str | Path, target: str) -> dict[str, object]:
     """Device busy time of a dry-run trace's micro-step and of its optimizer step (the instructions and DMA
     transfers of host ops before / from the first ``Optimizer.step``), its collectives and unpriced ops."""
     from neuron_profiler.trace import read_trace
@@ -140,6 +141,7 @@ def measure(path: str | Path) -> dict[str, object]:
         for k, lst in pieces.items():
             if lst:
                 out[k] = _busy_ns(np.concatenate([a for a, _ in lst]), np.concatenate([b for _, b in lst]))
+        out["mm_ops"] = _mm_ops(tf, is_mm, hstart >= cut, target)
         c = tf.table("collectives")
         out["comm_ns"] = float(c["duration_ns"].sum()) if len(c) else 0.0
         out["comm_count"] = int(len(c))
@@ -147,6 +149,36 @@ def measure(path: str | Path) -> dict[str, object]:
         return out
     finally:
         tf.close()
+
+
+def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: str) -> np.ndarray:
+    """(span, peak ns) of each matrix-multiply framework op of the micro-step: its instructions' first start to
+    last end, and its MATMUL FLOPs at the Tensor engine's peak for their dtype (FP32 at a quarter)."""
+    from neuron_profiler.hardware import adjusted_flops_multiplier, raw_table
+    ins = tf.table("instructions")
+    if not len(ins):
+        return np.zeros((0, 2))
+    peak = float(raw_table()["neuron"][target]["peak_flops_per_s"]["bfloat16"]["value"])
+    fop = ins["framework_op"].to_numpy(np.int64)
+    ok = (fop >= 0) & is_mm[np.clip(fop, 0, len(is_mm) - 1)] & ~in_opt[np.clip(fop, 0, len(in_opt) - 1)]
+    st = ins["start_ts"].to_numpy(np.int64)[ok]
+    en = st + ins["duration_ns"].to_numpy(np.int64)[ok]
+    mult = np.ones(int(ok.sum()))
+    dts = ins["dtype"].astype(str).to_numpy()[ok]
+    for dt in set(dts.tolist()):
+        if dt:
+            mult[dts == dt] = adjusted_flops_multiplier(target, dt)
+    is_matmul = ins["opcode"].astype(str).to_numpy()[ok] == "MATMUL"
+    flops = np.where(is_matmul, ins["raw_flops"].to_numpy(np.float64)[ok] * mult, 0.0)
+    ops, inv = np.unique(fop[ok], return_inverse=True)
+    span = np.zeros(len(ops))
+    first = np.full(len(ops), np.inf)
+    last = np.zeros(len(ops))
+    np.minimum.at(first, inv, st)
+    np.maximum.at(last, inv, en)
+    span = last - first
+    ideal = np.bincount(inv, weights=flops, minlength=len(ops)) / peak * 1e9
+    return np.stack([span, ideal], axis=1)
 
 
 def _unpriced(tf) -> list[str]:

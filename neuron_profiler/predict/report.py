@@ -22,8 +22,8 @@ def format_prediction(p: Prediction) -> str:
         f"DP={lay.dp}{' +SP' if lay.sp else ''}{' ZeRO-1' if c.zero1 else ''}, microbatch {c.microbatch} x "
         f"{lay.accumulation} accumulation = global batch {lay.accumulation * c.microbatch * lay.dp}, "
         f"{c.precision}, {c.optimizer}",
-        f"predicted {p.samples_per_s:,.2f} samples/s  (calibration band {lo:,.2f} - {hi:,.2f}: step time "
-        f"{p.band[0] * 100:+.0f} % / {p.band[1] * 100:+.0f} %)",
+        f"predicted {p.samples_per_s:,.2f} samples/s  (calibration band {lo:,.2f} - {hi:,.2f}: leave-one-out "
+        f"errors {p.band[0] * 100:+.0f} % .. {p.band[1] * 100:+.0f} % on the published rows C1-C5)",
         f"time per optimizer step {_ms(s.step_ns)}:",
     ]
     for k, v in s.parts.items():

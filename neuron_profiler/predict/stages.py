@@ -9,9 +9,11 @@ busy back to back); ``tests/neuron_profiler/test_predict_scaling.py`` checks it 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -28,7 +30,7 @@ __all__ = ["StageCost", "stage_structures", "dry_run_stages"]
 class StageCost:
     """One pipeline stage of one rank, per micro-step (ns, bytes), extrapolated to its ``layers``."""
 
-    name: str                  # "first+last", "first", "middle", "last"
+    name: str                  # "whole" (PP=1), "first", "middle", "last"
     index: int                 # the stage index it stands for (the first with this structure)
     count: int                 # stages with this structure
     layers: int
@@ -40,23 +42,36 @@ class StageCost:
     params: float              # parameters of this rank
     traces: list
     unpriced: list
+    mm_runs: list = dataclasses.field(default_factory=list)   # per dry run: (span, peak ns) of its matmul ops
+    runs_layers: tuple = ()
+
+    def mm_extra_ns(self, peak_fraction: float) -> float:
+        """Time the matrix-multiply ops add when none may run faster than ``peak_fraction`` of the Tensor
+        engine's peak: sum over ops of max(0, peak ns / fraction - simulated span), extrapolated to ``layers``."""
+        if peak_fraction >= 1.0 or not self.mm_runs:
+            return 0.0
+        x = [float(np.maximum(0.0, r[:, 1] / peak_fraction - r[:, 0]).sum()) if len(r) else 0.0
+             for r in self.mm_runs]
+        return x[0] if len(x) == 1 else x[0] + (self.layers - 1) * (x[1] - x[0])
 
 
 def stage_structures(pp: int) -> list[tuple[str, int, int, bool, bool]]:
     """(name, first stage index, count, is_first, is_last) of the distinct stage structures of a PP-way split."""
     if pp == 1:
-        return [("first+last", 0, 1, True, True)]
+        return [("whole", 0, 1, True, True)]
     out = [("first", 0, 1, True, False)]
     if pp > 2:
         out.append(("middle", 1, pp - 2, False, False))
     return out + [("last", pp - 1, 1, False, True)]
 
 
-def _inputs(m: ModelSpec, mb: int, first: bool, sp: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _inputs(m: ModelSpec, mb: int, first: bool, sp: bool, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input, target) of one micro-batch: token ids or images on the first stage, else the previous stage's
+    activations in the residual stream's dtype (the weights' dtype: FP32 under autocast)."""
     t = m.seq // m.layers.tp if sp else m.seq
     tgt = torch.randint(0, max(m.vocab, m.labels), (mb, m.seq))
     if not first:
-        return torch.randn(mb, t, m.layers.hidden, requires_grad=True), tgt
+        return torch.randn(mb, t, m.layers.hidden, dtype=dtype, requires_grad=True), tgt
     if m.input == "patches":
         return torch.randn(mb, 3, m.image, m.image), tgt
     return torch.randint(0, m.vocab, (mb, m.seq)), tgt
@@ -80,7 +95,7 @@ def _builder(m: ModelSpec, n: int, first: bool, last: bool, c: PredictConfig, la
             st = Stage(m, n, first, last, recompute)
         finally:
             torch.set_default_dtype(dtype)
-        x, tgt = _inputs(m, c.microbatch, first, lay.sp)
+        x, tgt = _inputs(m, c.microbatch, first, lay.sp, torch.bfloat16 if c.precision == "bf16" else torch.float32)
 
         def micro() -> None:
             with _precision(c.precision):
@@ -122,4 +137,4 @@ def _extrapolate(s: tuple, runs: list[StageRun], k: int) -> StageCost:
     name, index, count, _f, _l = s
     return StageCost(name, index, count, k, ext("micro_ns"), ext("mm_ns"), ext("tp_comm_ns"), ext("opt_ns"),
                      ext("saved_bytes"), ext("param_count"), [r.trace for r in runs],
-                     sorted({u for r in runs for u in r.unpriced}))
+                     sorted({u for r in runs for u in r.unpriced}), [r.mm_ops for r in runs])
