@@ -14,7 +14,7 @@ from typing import Any
 from neuron_profiler.hardware import raw_table
 from neuron_profiler.predict import compose as comp
 from neuron_profiler.predict.config import ConfigError, Layout, PredictConfig, layout, predict_table
-from neuron_profiler.predict.flops import flops_per_sample, model_params
+from neuron_profiler.predict.flops import flops_per_sample, layer_params, model_params
 from neuron_profiler.predict.models.zoo import ModelSpec, get_model
 from neuron_profiler.predict.stages import StageCost, dry_run_stages
 
@@ -66,7 +66,7 @@ def _hbm(c: PredictConfig, lay: Layout, stages: list[StageCost]) -> list[dict[st
     t = raw_table()["neuron"][lay.inst.target]
     cap = float(t["hbm_capacity_bytes"]["value"]) / lay.inst.cores_per_chip
     pb, gb = _bytes_per(c.precision)
-    states = {"adamw": 8, "lamb": 8, "sgd": 4}[c.optimizer] + (4 if c.precision == "bf16" else 0)
+    states = _state_bytes(c)
     out = []
     for s in stages:
         in_flight = min(lay.pp - s.index, lay.accumulation)
@@ -77,6 +77,32 @@ def _hbm(c: PredictConfig, lay: Layout, stages: list[StageCost]) -> list[dict[st
         row["capacity"] = cap
         out.append(row)
     return out
+
+
+def static_bytes_per_core(c: PredictConfig, lay: Layout, m: ModelSpec) -> float:
+    """Weights, gradients and optimizer state per NeuronCore of the fullest stage (from the config, before any
+    dry run): its layers and the larger end, divided by TP."""
+    ends = model_params(m) - m.layers.layers * layer_params(m)
+    per_rank = (m.layers.layers // lay.pp * layer_params(m) + ends / (2 if m.input == "tokens" else 1)) / lay.tp
+    pb, gb = _bytes_per(c.precision)
+    states = _state_bytes(c)
+    return per_rank * (pb + gb + states / (lay.dp if c.zero1 else 1))
+
+
+def _state_bytes(c: PredictConfig) -> int:
+    """Optimizer state bytes per parameter: Adam/LAMB moments (FP32), SGD momentum; + FP32 master weights
+    when the weights are BF16."""
+    return {"adamw": 8, "lamb": 8, "sgd": 4}[c.optimizer] + (4 if c.precision == "bf16" else 0)
+
+
+def _check_fits(c: PredictConfig, lay: Layout, m: ModelSpec) -> None:
+    need = static_bytes_per_core(c, lay, m)
+    t = raw_table()["neuron"][lay.inst.target]
+    cap = float(t["hbm_capacity_bytes"]["value"]) / lay.inst.cores_per_chip
+    if need > cap:
+        raise ConfigError(f"a stage does not fit in HBM: its weights, gradients and optimizer state need "
+                          f"{need / 2**30:.1f} GiB per NeuronCore, {cap / 2**30:.0f} GiB available "
+                          f"(raise TP or PP, or use ZeRO-1)")
 
 
 def _band() -> tuple[float, float]:
@@ -93,17 +119,12 @@ def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] =
     m = _spec(c)
     lay = layout(c, m.layers.heads, m.layers.layers)
     mt = m.with_tp(lay.tp, lay.sp)
+    _check_fits(c, lay, m)
     run_dir = _run_dir(c)
     scratch = tempfile.mkdtemp(prefix="neuron_predict_")
     try:
         stages = dry_run_stages(mt, c, lay, scratch)
         hbm = _hbm(c, lay, stages)
-        static = [h["weights"] + h["gradients"] + h["optimizer state"] for h in hbm]
-        worst = max(range(len(hbm)), key=lambda i: static[i])
-        if static[worst] > hbm[worst]["capacity"]:
-            raise ConfigError(f"stage {stages[worst].index} does not fit in HBM: weights, gradients and optimizer "
-                              f"state need {static[worst] / 2**30:.1f} GiB per NeuronCore, "
-                              f"{hbm[worst]['capacity'] / 2**30:.0f} GiB available (raise TP/PP or use ZeRO-1)")
         seq_shard = mt.seq // lay.tp if lay.sp else mt.seq
         act = c.microbatch * seq_shard * mt.layers.hidden * 2
         step = comp.compose(c, lay, stages, act, _bytes_per(c.precision)[1], efficiency)

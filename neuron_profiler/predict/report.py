@@ -35,7 +35,7 @@ def format_prediction(p: Prediction) -> str:
         lines.append(f"HBM stage {st.index} ({st.name}, x{st.count}): {h['total'] / 2**30:.2f} of "
                      f"{h['capacity'] / 2**30:.0f} GiB per core ({parts})")
     lines += [f"warning: {w}" for w in p.warnings]
-    lines.append(f"model {p.assumptions['model_version']}; assumptions in {p.run_dir}/predict.json and the trace "
+    lines.append(f"model {p.assumptions['model_version']}; assumptions in {p.run_dir}/prediction.jsonl and the trace "
                  f"headers (predict.*); wall {p.wall_s:.1f} s, peak RSS {p.peak_rss_bytes / 2**30:.2f} GiB")
     lines.append(f"run directory: {p.run_dir}  (neuron-analyze / neuron-explorer open it)")
     return "\n".join(lines)

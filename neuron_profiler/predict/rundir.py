@@ -1,5 +1,6 @@
 """The run directory of a prediction: one trace per simulated rank (a rank of each distinct pipeline stage,
-with the prediction and every assumption in its header metadata under ``predict.*``) and ``predict.json``."""
+with the prediction and every assumption in its header metadata under ``predict.*``), ``prediction.jsonl``
+and ``prediction.txt``."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ __all__ = ["write_run", "write_summary", "summary"]
 
 
 def summary(p: Prediction) -> dict[str, Any]:
-    """The prediction as JSON-able values (also written to predict.json and the trace headers)."""
+    """The prediction as JSON-able values (also written to prediction.jsonl and the trace headers)."""
     return {
         "samples_per_s": p.samples_per_s, "step_ns": p.step.step_ns, "breakdown_ns": p.step.parts,
         "slowest_stage": p.step.slowest, "slot_ns": p.step.slot_ns, "mfu": p.mfu,
@@ -49,18 +50,24 @@ def write_run(p: Prediction) -> list[Path]:
                 "samples_per_s", "step_ns", "breakdown_ns", "mfu", "uncertainty_band")})
             hdr.metadata["predict.assumptions"] = json.dumps(p.assumptions, default=str)
             dst = p.run_dir / Path(s.traces[-1]).name
-            _copy(src, hdr, dst)
+            _copy(src, hdr, dst, f"stage{s.index}_")
             out.append(dst)
         finally:
             src.close()
     return out
 
 
-def _copy(src, hdr, dst: Path) -> None:
+def _copy(src, hdr, dst: Path, group_prefix: str) -> None:
+    """Copy ``src`` under header ``hdr``. Each stage's dry run had its own fake process group, so its TP group
+    carries the name every other stage's has too: the prefix keeps the groups of different stages apart (the
+    run analysis would otherwise match their collectives as one)."""
     from neuron_profiler.trace import TABLES
     with TraceWriter(dst, hdr) as w:
         for table in TABLES:
             for df in src.iter_table(table):
+                if len(df) and table == "collectives":
+                    df = df.copy()
+                    df["process_group"] = [group_prefix + str(g) for g in df["process_group"].astype(str)]
                 if len(df):
                     w.append(table, df)
         w.dropped_events.update(src.dropped_events)
@@ -68,7 +75,10 @@ def _copy(src, hdr, dst: Path) -> None:
 
 
 def write_summary(p: Prediction) -> Path:
-    """predict.json in the run directory."""
-    path = p.run_dir / "predict.json"
-    path.write_text(json.dumps(summary(p), indent=1, default=str), encoding="utf-8")
+    """prediction.jsonl (the summary as one JSON line; not .json, which trace listings would take for a
+    Kineto trace) and prediction.txt (the printed report) in the run directory."""
+    from neuron_profiler.predict.report import format_prediction
+    path = p.run_dir / "prediction.jsonl"
+    path.write_text(json.dumps(summary(p), default=str) + "\n", encoding="utf-8")
+    (p.run_dir / "prediction.txt").write_text(format_prediction(p) + "\n", encoding="utf-8")
     return path
