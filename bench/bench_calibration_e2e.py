@@ -50,12 +50,15 @@ GRID_PF = [round(0.20 + 0.01 * i, 2) for i in range(81)]     # matmul peak fract
 GRID_OV = [round(0.01 * i, 2) for i in range(96)]             # TP overlap 0 .. 0.95
 
 
-def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, None)) -> dict:
-    """Predict one row in this process; returns its figures and what a refit needs."""
+def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, None), reduced: bool = False) -> dict:
+    """Predict one row in this process; returns its figures and what a refit needs. ``reduced``: the row's
+    layout with 2 layers per stage and a 512-token sequence (the CI case; its throughput is not the row's)."""
     import warnings
     warnings.filterwarnings("ignore")
     from neuron_profiler.predict import PredictConfig, predict
     expected, kw = ROWS[row]
+    if reduced:
+        kw = dict(kw, layers=2 * kw.get("pp", 1), seq=512 if kw["model"] != "vit-base" else 0)
     p = predict(PredictConfig(output_dir=out, run_id=row.lower(), **kw), efficiency=eff)
     parts = p.step.parts
     fixed = sum(v for k, v in parts.items() if k.startswith("dp ") or k in ("optimizer", "host"))

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,7 +113,7 @@ def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((run_end[last] - s[first]).sum())
 
 
-def measure(path: str | Path, target: str) -> dict[str, object]:
+def measure(path: str | Path, target: str) -> dict[str, Any]:
     """Device busy time of a dry-run trace's micro-step and of its optimizer step (the instructions and DMA
     transfers of host ops before / from the first ``Optimizer.step``), its collectives and unpriced ops."""
     from neuron_profiler.trace import read_trace
@@ -124,7 +125,7 @@ def measure(path: str | Path, target: str) -> dict[str, object]:
         opt_rows = np.flatnonzero(np.char.startswith(names.astype(str), "Optimizer.step"))
         cut = hstart[opt_rows].min() if len(opt_rows) else np.iinfo(np.int64).max
         is_mm = np.array([bool(MATMUL_OPS.match(n)) for n in names], dtype=bool)
-        out: dict[str, object] = {"micro_ns": 0.0, "opt_ns": 0.0, "mm_ns": 0.0}
+        out: dict[str, Any] = {"micro_ns": 0.0, "opt_ns": 0.0, "mm_ns": 0.0}
         pieces: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"micro_ns": [], "opt_ns": [], "mm_ns": []}
         for table in ("instructions", "dma"):
             t = tf.table(table)

@@ -13,12 +13,12 @@ __all__ = ["make_optimizer", "LAMB"]
 class LAMB(torch.optim.Optimizer):
     """LAMB: Adam moments, then the update scaled per tensor by ||w|| / ||update|| (the trust ratio)."""
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.01) -> None:
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.01) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
     @torch.no_grad()
-    def step(self, closure=None):  # type: ignore[override]
+    def step(self, closure=None):
         for g in self.param_groups:
             b1, b2 = g["betas"]
             for p in g["params"]:

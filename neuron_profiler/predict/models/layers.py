@@ -29,11 +29,11 @@ class _CopyToTP(torch.autograd.Function):
     """Identity forward; all-reduce of the input gradient across the TP group backward."""
 
     @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
+    def forward(ctx, x):
         return x
 
     @staticmethod
-    def backward(ctx, g):  # type: ignore[override]
+    def backward(ctx, g):
         if TPGroup.group is not None:
             dist.all_reduce(g, group=TPGroup.group)
         return g
@@ -43,13 +43,13 @@ class _ReduceFromTP(torch.autograd.Function):
     """All-reduce of the partial sums forward; identity backward."""
 
     @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
+    def forward(ctx, x):
         if TPGroup.group is not None:
             dist.all_reduce(x, group=TPGroup.group)
         return x
 
     @staticmethod
-    def backward(ctx, g):  # type: ignore[override]
+    def backward(ctx, g):
         return g
 
 
@@ -78,11 +78,11 @@ class _GatherFromSP(torch.autograd.Function):
     """Sequence parallelism: all-gather forward, reduce-scatter of the gradient backward."""
 
     @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
+    def forward(ctx, x):
         return _gather_seq(x)
 
     @staticmethod
-    def backward(ctx, g):  # type: ignore[override]
+    def backward(ctx, g):
         return _scatter_seq(g)
 
 
@@ -90,11 +90,11 @@ class _ScatterToSP(torch.autograd.Function):
     """Sequence parallelism: reduce-scatter forward, all-gather of the gradient backward."""
 
     @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
+    def forward(ctx, x):
         return _scatter_seq(x)
 
     @staticmethod
-    def backward(ctx, g):  # type: ignore[override]
+    def backward(ctx, g):
         return _gather_seq(g)
 
 

@@ -138,7 +138,8 @@ class Stage(nn.Module):
         self.sp, self.tp = m.layers.sp, m.layers.tp
         if recompute == "selective":   # Megatron's selective recompute: the attention core only
             for b in self.blocks:
-                b.attn.core = _checkpointed(b.attn.core)
+                attn = b.get_submodule("attn")
+                attn.core = _checkpointed(attn.core)
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         h = x
