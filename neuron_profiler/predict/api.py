@@ -29,7 +29,7 @@ class Prediction:
 
     config: PredictConfig
     layout: Layout
-    model: ModelSpec
+    model: ModelSpec | None              # None for a custom model (``module:callable``)
     step: comp.Step
     samples_per_s: float
     mfu: float
@@ -114,24 +114,31 @@ def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] =
     """Predict the training step of ``c`` (see docs/simulation.md "Predicting a training run"). Raises
     ``ConfigError`` (one line) for configurations that cannot run. ``efficiency``: (matmul peak fraction,
     TP overlap) instead of the fitted ones (the calibration bench refits them)."""
+    from neuron_profiler.predict.custom import dry_run_custom, is_custom
     t0 = time.perf_counter()
-    m = _spec(c)
-    lay = layout(c, m.layers.heads, m.layers.layers)
-    mt = m.with_tp(lay.tp, lay.sp)
-    _check_fits(c, lay, m)
+    custom = is_custom(c.model)
+    m = None if custom else _spec(c)
+    lay = layout(c, None, None) if m is None else layout(c, m.layers.heads, m.layers.layers)
+    if m is not None:
+        _check_fits(c, lay, m)
     run_dir = _run_dir(c)
     scratch = tempfile.mkdtemp(prefix="neuron_predict_")
     try:
-        stages = dry_run_stages(mt, c, lay, scratch)
+        if m is None:
+            stages, fps, act = dry_run_custom(c, lay, scratch)
+        else:
+            mt = m.with_tp(lay.tp, lay.sp)
+            stages, fps = dry_run_stages(mt, c, lay, scratch), flops_per_sample(m)
+            act = c.microbatch * (mt.seq // lay.tp if lay.sp else mt.seq) * mt.layers.hidden * 2
         hbm = _hbm(c, lay, stages)
-        seq_shard = mt.seq // lay.tp if lay.sp else mt.seq
-        act = c.microbatch * seq_shard * mt.layers.hidden * 2
+        _check_measured_fit(stages, hbm)
         step = comp.compose(c, lay, stages, act, _bytes_per(c.precision)[1], efficiency)
         gb = lay.accumulation * c.microbatch * lay.dp
         peak = float(raw_table()["neuron"][lay.inst.target]["peak_flops_per_s"]["bfloat16"]["value"])
-        mfu = gb * flops_per_sample(m) / (step.step_ns / 1e9) / (lay.world * peak)
+        mfu = gb * fps / (step.step_ns / 1e9) / (lay.world * peak) if fps else float("nan")
         pred = Prediction(c, lay, m, step, gb / (step.step_ns / 1e9), mfu, hbm, _band(), stages, run_dir)
-        pred.warnings = _warnings(pred)
+        pred.warnings = _warnings(pred) + (["pipeline sends not priced: the stage module has no activation_bytes"]
+                                           if m is None and lay.pp > 1 and not act else [])
         pred.assumptions = _assumptions(pred)
         from neuron_profiler.predict.rundir import write_run
         write_run(pred)
@@ -143,6 +150,16 @@ def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] =
     from neuron_profiler.predict.rundir import write_summary
     write_summary(pred)
     return pred
+
+
+def _check_measured_fit(stages: list[StageCost], hbm: list[dict[str, float]]) -> None:
+    """The memory check of a custom model, from the parameters its dry run held."""
+    for s, h in zip(stages, hbm):
+        need = h["weights"] + h["gradients"] + h["optimizer state"]
+        if need > h["capacity"]:
+            raise ConfigError(f"stage {s.index} does not fit in HBM: its weights, gradients and optimizer state "
+                              f"need {need / 2**30:.1f} GiB per NeuronCore, {h['capacity'] / 2**30:.0f} GiB "
+                              f"available (raise TP or PP, or use ZeRO-1)")
 
 
 def _run_dir(c: PredictConfig) -> Path:
@@ -179,8 +196,10 @@ def _assumptions(p: Prediction) -> dict[str, Any]:
         "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "accumulation": lay.accumulation,
                    "sequence_parallel": lay.sp, "world": lay.world, "instance": lay.inst.name,
                    "target": lay.inst.target},
-        "model": {"name": p.model.name, "source": p.model.source, "params": model_params(p.model),
-                  "recompute": c.recompute or p.model.recompute},
+        "model": ({"name": c.model, "source": "custom stage builder", "recompute": c.recompute or "as built"}
+                  if p.model is None else
+                  {"name": p.model.name, "source": p.model.source, "params": model_params(p.model),
+                   "recompute": c.recompute or p.model.recompute}),
         "framework": {k: v for k, v in t["framework"].items()},
         "fitted": t["fitted"],
         "instance": t["instances"][lay.inst.name],

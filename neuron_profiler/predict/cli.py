@@ -14,7 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="predict a distributed training run on Trainium from dry runs",
                        description="Dry-run one rank per distinct pipeline stage on fake tensors through the "
                                    "simulated runtime and compose the optimizer step (docs/simulation.md).")
-    p.add_argument("model", help="built-in model: vit-base, bert-large, gpt3-23b, llama3.1-8b, llama2-70b, tiny-gpt")
+    p.add_argument("model", help="built-in model (vit-base, bert-large, gpt3-23b, llama3.1-8b, llama2-70b, tiny-gpt) "
+                                 "or module:callable / file.py:callable building a stage (see docs/simulation.md)")
     p.add_argument("--instance", default="trn1.32xlarge", help="instance type (default trn1.32xlarge)")
     p.add_argument("--instances", type=int, default=1)
     p.add_argument("--tp", type=int, default=1)

@@ -18,7 +18,7 @@ def format_prediction(p: Prediction) -> str:
     c, lay, s = p.config, p.layout, p.step
     lo, hi = p.samples_per_s / (1 + p.band[1]), p.samples_per_s / (1 + p.band[0])
     lines = [
-        f"{p.model.name} on {c.instances} x {lay.inst.name} ({lay.world} NeuronCores): TP={lay.tp} PP={lay.pp} "
+        f"{c.model} on {c.instances} x {lay.inst.name} ({lay.world} NeuronCores): TP={lay.tp} PP={lay.pp} "
         f"DP={lay.dp}{' +SP' if lay.sp else ''}{' ZeRO-1' if c.zero1 else ''}, microbatch {c.microbatch} x "
         f"{lay.accumulation} accumulation = global batch {lay.accumulation * c.microbatch * lay.dp}, "
         f"{c.precision}, {c.optimizer}",
@@ -29,7 +29,10 @@ def format_prediction(p: Prediction) -> str:
     for k, v in s.parts.items():
         lines.append(f"  {k:<20} {_ms(v):>14}  {100 * v / s.step_ns:5.1f} %")
     lines.append(f"  {'total':<20} {_ms(sum(s.parts.values())):>14}")
-    lines.append(f"MFU {100 * p.mfu:.1f} % (model FLOPs / (step x {lay.world} cores x BF16 peak))")
+    if p.mfu == p.mfu:
+        lines.append(f"MFU {100 * p.mfu:.1f} % (model FLOPs / (step x {lay.world} cores x BF16 peak))")
+    else:
+        lines.append("MFU unknown: the custom stage module has no flops_per_sample")
     for st, h in zip(p.stages, p.hbm):
         parts = ", ".join(f"{k} {v / 2**30:.2f}" for k, v in h.items() if k not in ("total", "capacity"))
         lines.append(f"HBM stage {st.index} ({st.name}, x{st.count}): {h['total'] / 2**30:.2f} of "

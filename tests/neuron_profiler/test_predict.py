@@ -117,3 +117,16 @@ def test_refuses_to_write_over_a_run(pred):
     from neuron_profiler.predict import ConfigError
     with pytest.raises(ConfigError, match="already holds files"):
         predict(PredictConfig(model="tiny-gpt", output_dir=str(pred.run_dir.parent), run_id="tiny"))
+
+
+def test_custom_stage_builder(tmp_path):
+    """examples/predict_custom.py: its 4 all-reduces per micro-step on a TP=2 group, MFU from its FLOPs."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    p = predict(PredictConfig(model=f"{root}/examples/predict_custom.py:make_stage", tp=2, microbatch=4,
+                              global_batch=64, output_dir=str(tmp_path), run_id="custom"))
+    assert [s.name for s in p.stages] == ["whole"] and p.layout.accumulation == 1
+    coll = read_trace(p.run_dir / "rank00000_window000.nprof").table("collectives")
+    assert len(coll) == 4 and set(coll["group_size"]) == {2}
+    assert set(coll["input_size"]) == {4 * 512 * 1024 * 2}   # [4, 512, 1024] BF16 (autocast linear output)
+    assert p.mfu == pytest.approx(64 * 6 * 4 * 2 * 1024 * 4096 * 512 / (p.step.step_ns / 1e9) / (32 * 91.75e12))

@@ -37,3 +37,14 @@ def test_llama2_70b_fits_once_sharded(tmp_path):
     # 20 layers of 856 M parameters (+ the 262 M embedding) / 32 ranks x (4 + 4 + 8) bytes
     assert b == pytest.approx((20 * 856_227_840 + 262_144_000) / 32 * 16, rel=0.01)
     assert b < 16 * 2**30
+
+
+@pytest.mark.parametrize("model, message", [
+    ("examples/nope.py:make_stage", "model script 'examples/nope.py' not found"),
+    ("examples/predict_custom.py:nothing", "'examples/predict_custom.py' has no callable 'nothing'"),
+    ("no_such_module_xyz:make", "cannot import 'no_such_module_xyz': ModuleNotFoundError"),
+])
+def test_custom_model_that_cannot_load(model, message, tmp_path, capsys):
+    assert main(["predict", model, "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
