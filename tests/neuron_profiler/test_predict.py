@@ -130,3 +130,20 @@ def test_custom_stage_builder(tmp_path):
     assert len(coll) == 4 and set(coll["group_size"]) == {2}
     assert set(coll["input_size"]) == {4 * 512 * 1024 * 2}   # [4, 512, 1024] BF16 (autocast linear output)
     assert p.mfu == pytest.approx(64 * 6 * 4 * 2 * 1024 * 4096 * 512 / (p.step.step_ns / 1e9) / (32 * 91.75e12))
+
+
+def test_every_explorer_page_builds_on_the_run(pred):
+    """The explorer's run view (the group of the run's rank traces): every page builds without an error box."""
+    import json as _json
+
+    import plotly
+
+    from explorer.app import build_page
+    from explorer.pages.common import Ctx
+    from explorer.state import PAGES, ViewState
+    from explorer.store import TraceStore
+    ctx = Ctx(TraceStore(pred.run_dir))
+    key = next(e.key for e in ctx.store.entries() if e.is_group)
+    for page in PAGES:
+        s = _json.dumps(build_page(ctx, ViewState(page=page, trace=key)), cls=plotly.utils.PlotlyJSONEncoder)
+        assert "error-box" not in s, (page, s[s.find("error-box") - 300: s.find("error-box") + 200])
