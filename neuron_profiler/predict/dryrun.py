@@ -51,8 +51,11 @@ class StageRun:
 def fake_group(rank: int, world: int) -> Iterator[None]:
     """A fake ``world``-rank process group in which this process is ``rank`` (torch's ``fake`` backend)."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from neuron_profiler.predict.config import ConfigError
     if dist.is_initialized():
-        dist.destroy_process_group()
+        raise ConfigError("predict runs its dry runs in their own fake process group: call it from a process "
+                          "without an initialised torch.distributed process group")
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
         yield

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from pathlib import Path
+
 from neuron_profiler.launch.cli import main
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "predict_custom.py")
 
 BAD = [
     (["tiny-gpt", "--tp", "3"], "TP=3 does not divide the model's 8 attention heads"),
@@ -41,7 +45,7 @@ def test_llama2_70b_fits_once_sharded(tmp_path):
 
 @pytest.mark.parametrize("model, message", [
     ("examples/nope.py:make_stage", "model script 'examples/nope.py' not found"),
-    ("examples/predict_custom.py:nothing", "'examples/predict_custom.py' has no callable 'nothing'"),
+    (f"{EXAMPLE}:nothing", f"'{EXAMPLE}' has no callable 'nothing'"),
     ("no_such_module_xyz:make", "cannot import 'no_such_module_xyz': ModuleNotFoundError"),
 ])
 def test_custom_model_that_cannot_load(model, message, tmp_path, capsys):
