@@ -1,9 +1,9 @@
 """``neuron-profile predict``: bad configurations give one line and exit 2, before any dry run."""
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from neuron_profiler.launch.cli import main
 
