@@ -180,8 +180,9 @@ def _warnings(p: Prediction) -> list[str]:
     for s, h in zip(p.stages, p.hbm):
         if h["total"] > h["capacity"]:
             out.append(f"stage {s.index}: with {h['activations'] / 2**30:.1f} GiB of activations in flight the core "
-                       f"needs {h['total'] / 2**30:.1f} of {h['capacity'] / 2**30:.0f} GiB (the dry run saves "
-                       f"gathered sequence-parallel inputs; Megatron/NxD re-gather them; more recompute helps)")
+                       f"needs {h['total'] / 2**30:.1f} of {h['capacity'] / 2**30:.0f} GiB; an upper bound: the dry "
+                       f"run keeps autocast's BF16 weight copies and the all-gathered sequence-parallel inputs, "
+                       f"which Megatron/NxD re-gather; recompute lowers it")
         if s.unpriced:
             out.append(f"stage {s.index}: ops without a cost model (no device time): {', '.join(s.unpriced)}")
     return out
