@@ -50,7 +50,8 @@ GRID_PF = [round(0.20 + 0.01 * i, 2) for i in range(81)]     # matmul peak fract
 GRID_OV = [round(0.01 * i, 2) for i in range(96)]             # TP overlap 0 .. 0.95
 
 
-def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, None), reduced: bool = False) -> dict:
+def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, None), reduced: bool = False,
+            compiled: bool = False) -> dict:
     """Predict one row in this process; returns its figures and what a refit needs. ``reduced``: the row's
     layout with 2 layers per stage and a 512-token sequence (the CI case; its throughput is not the row's)."""
     import warnings
@@ -59,7 +60,7 @@ def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, 
     expected, kw = ROWS[row]
     if reduced:
         kw = dict(kw, layers=2 * kw.get("pp", 1), seq=512 if kw["model"] != "vit-base" else 0)
-    p = predict(PredictConfig(output_dir=out, run_id=row.lower(), **kw), efficiency=eff)
+    p = predict(PredictConfig(output_dir=out, run_id=row.lower(), compiled=compiled, **kw), efficiency=eff)
     parts = p.step.parts
     fixed = sum(v for k, v in parts.items() if k.startswith("dp ") or k in ("optimizer", "host"))
     return {"row": row, "expected": expected, "predicted": p.samples_per_s, "error": p.samples_per_s / expected - 1,
@@ -102,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--efficiency", default=None, help="PEAK_FRACTION,TP_OVERLAP: override the fitted constants")
     ap.add_argument("--fit", action="store_true", help="fit the two efficiencies on the last run's rows")
+    ap.add_argument("--compiled", action="store_true", help="dry-run through torch.compile(backend='neuron')")
     a = ap.parse_args(argv)
     if a.one:
         eff = tuple(float(x) for x in a.efficiency.split(",")) if a.efficiency else (None, None)
-        print(json.dumps(run_row(a.one, a.out, eff)))
+        print(json.dumps(run_row(a.one, a.out, eff, compiled=a.compiled)))
         return 0
     if a.fit:
         print(json.dumps(fit(json.loads(LAST.read_text())), indent=1))
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, __file__, "--one", row, "--out", out]
         if a.efficiency:
             cmd += ["--efficiency", a.efficiency]
+        if a.compiled:
+            cmd.append("--compiled")
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode:
             print(f"{row}: failed: {done.stderr.strip().splitlines()[-1:]}")

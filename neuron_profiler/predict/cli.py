@@ -32,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int, default=0, help="override the layer count (reduced-size runs)")
     p.add_argument("--simulate-layers", action="store_true",
                    help="dry-run every layer of each stage instead of 1 and 2 layers extrapolated")
+    p.add_argument("--compiled", action="store_true",
+                   help="dry-run through torch.compile(backend='neuron') (fused kernels; the fitted constants "
+                        "are calibrated on eager dry runs)")
     p.add_argument("-o", "--output-dir", default="./predict_output")
     p.add_argument("--run-id", default="")
     return p
@@ -43,7 +46,7 @@ def config_from_args(a: argparse.Namespace) -> PredictConfig:
                          microbatch=a.microbatch, global_batch=a.global_batch, precision=a.precision,
                          optimizer=a.optimizer, zero1=a.zero1,
                          sequence_parallel=False if a.no_sequence_parallel else None, recompute=a.recompute,
-                         seq=a.seq, layers=a.layers, simulate_layers=int(a.simulate_layers),
+                         seq=a.seq, layers=a.layers, simulate_layers=int(a.simulate_layers), compiled=a.compiled,
                          output_dir=a.output_dir, run_id=a.run_id)
 
 

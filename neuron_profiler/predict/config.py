@@ -60,7 +60,8 @@ class PredictConfig:
     all remaining cores; ``global_batch`` 0 = microbatch x dp (no accumulation); ``layers`` / ``seq`` override
     the model's (reduced-size runs); ``recompute`` "" = the model's published recipe; ``sequence_parallel``
     None = on when tp > 1; ``simulate_layers`` 0 = dry-run 1 and 2 layers per stage structure and extrapolate
-    (exact for identical layers, see docs/simulation.md), else dry-run exactly that many."""
+    (exact for identical layers, see docs/simulation.md), else dry-run every layer; ``compiled``: dry-run the
+    stage through ``torch.compile(backend="neuron")`` (fused pricing) instead of eagerly."""
 
     model: str
     instance: str = "trn1.32xlarge"
@@ -78,6 +79,7 @@ class PredictConfig:
     seq: int = 0
     layers: int = 0
     simulate_layers: int = 0
+    compiled: bool = False
     output_dir: str = "./predict_output"
     run_id: str = ""
 

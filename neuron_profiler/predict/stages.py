@@ -96,10 +96,11 @@ def _builder(m: ModelSpec, n: int, first: bool, last: bool, c: PredictConfig, la
         finally:
             torch.set_default_dtype(dtype)
         x, tgt = _inputs(m, c.microbatch, first, lay.sp, torch.bfloat16 if c.precision == "bf16" else torch.float32)
+        run = torch.compile(st, backend="neuron") if c.compiled else st
 
         def micro() -> None:
             with _precision(c.precision):
-                y = st(x, tgt)
+                y = run(x, tgt)
             y.backward(torch.ones_like(y) if y.dim() else None)
         return st, micro
     return build

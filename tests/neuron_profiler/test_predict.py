@@ -147,3 +147,14 @@ def test_every_explorer_page_builds_on_the_run(pred):
     for page in PAGES:
         s = _json.dumps(build_page(ctx, ViewState(page=page, trace=key)), cls=plotly.utils.PlotlyJSONEncoder)
         assert "error-box" not in s, (page, s[s.find("error-box") - 300: s.find("error-box") + 200])
+
+
+def test_compiled_dry_run_fuses(pred, tmp_path):
+    """--compiled: the same stage through torch.compile(backend="neuron"), the TP collectives between the
+    compiled regions: same collectives, same matmul FLOPs, less non-matmul device time (fused chains)."""
+    c = pred.config.replace(compiled=True, output_dir=str(tmp_path), run_id="compiled")
+    p = predict(c)
+    for e, k in zip(pred.stages, p.stages):
+        assert k.tp_comm_ns == pytest.approx(e.tp_comm_ns)
+        assert k.mm_runs[-1][:, 1].sum() == pytest.approx(e.mm_runs[-1][:, 1].sum(), rel=1e-6)
+        assert k.micro_ns - k.mm_ns < e.micro_ns - e.mm_ns

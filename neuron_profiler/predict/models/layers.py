@@ -35,7 +35,7 @@ class _CopyToTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         if TPGroup.group is not None:
-            dist.all_reduce(g, group=TPGroup.group)
+            _all_reduce(g)
         return g
 
 
@@ -45,12 +45,16 @@ class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         if TPGroup.group is not None:
-            dist.all_reduce(x, group=TPGroup.group)
+            _all_reduce(x)
         return x
 
     @staticmethod
     def backward(ctx, g):
         return g
+
+
+def _all_reduce(x: torch.Tensor) -> None:
+    dist.all_reduce(x, group=TPGroup.group)
 
 
 def _gather_seq(x: torch.Tensor) -> torch.Tensor:
@@ -72,6 +76,13 @@ def _scatter_seq(x: torch.Tensor) -> torch.Tensor:
     out = x.new_empty(b * t // n, h)
     dist.reduce_scatter_tensor(out, x.reshape(b * t, h).contiguous(), group=g)
     return out.view(b, t // n, h)
+
+
+# compiled dry runs: the collectives run eagerly between the compiled regions (the capture's c10d wrappers
+# are not traceable by Dynamo)
+_all_reduce = torch._dynamo.disable(_all_reduce)
+_gather_seq = torch._dynamo.disable(_gather_seq)
+_scatter_seq = torch._dynamo.disable(_scatter_seq)
 
 
 class _GatherFromSP(torch.autograd.Function):
