@@ -7,6 +7,7 @@ Those rows are the calibration set; other published AWS figures are an independe
     nice -n 10 python bench/bench_calibration_e2e.py              # all rows
     nice -n 10 python bench/bench_calibration_e2e.py --rows C1,C4
     python bench/bench_calibration_e2e.py --fit     # refit the two efficiencies on the last run's rows
+    python bench/bench_calibration_e2e.py --fit --write   # ... and store them in hardware/predict_table.json
 
 Where a row's recipe differs from the calibration file's wording, ``NOTES`` says which public source was used.
 """
@@ -96,6 +97,31 @@ def fit(results: list[dict]) -> dict:
             "leave_one_out": {k: round(v, 4) for k, v in loo.items()}}
 
 
+def write_fit(f: dict, results: list[dict], table: Path | None = None) -> Path:
+    """Store a fit in neuron_profiler/hardware/predict_table.json (``fitted``): both constants with the fit and
+    the errors at it, and the band from the leave-one-out errors."""
+    table = table or ROOT / "neuron_profiler" / "hardware" / "predict_table.json"
+    t = json.loads(table.read_text())
+    errs = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["errors"].items())
+    loo = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["leave_one_out"].items())
+    how = ("least squares on log(predicted / published) over calibration rows "
+           f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01), jointly with ")
+    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "tp_overlap; no matrix "
+        "multiply of a production compiled graph runs faster than this fraction of the Tensor engine's peak for "
+        f"its dtype. Errors at the fit: {errs}.")
+    t["fitted"]["tp_overlap"].update(value=f["tp_overlap"], fit=how + "matmul_peak_fraction: the share of the "
+        "simulated tensor-parallel collective time that does not add to the step. It absorbs both the compiler's "
+        "overlap of collectives with compute and the topology model's pessimism for 32-rank NeuronLink rings "
+        "(MODEL constants cc_ring_link_fraction, cc_step_latency_ns; issue 22 reworks them): refit when the "
+        "simulator changes.")
+    lo, hi = min(f["leave_one_out"].values()), max(f["leave_one_out"].values())
+    t["fitted"]["band"].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
+        f"leave-one-out errors (each row predicted with the constants fitted on the others): {loo}; a "
+        "prediction's published figure is expected within predicted / (1 + high) .. predicted / (1 + low)")
+    table.write_text(json.dumps(t, indent=2) + "\n")
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default=",".join(ROWS))
@@ -104,13 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--efficiency", default=None, help="PEAK_FRACTION,TP_OVERLAP: override the fitted constants")
     ap.add_argument("--fit", action="store_true", help="fit the two efficiencies on the last run's rows")
     ap.add_argument("--compiled", action="store_true", help="dry-run through torch.compile(backend='neuron')")
+    ap.add_argument("--write", action="store_true", help="with --fit: store the fit in predict_table.json")
     a = ap.parse_args(argv)
     if a.one:
         eff = tuple(float(x) for x in a.efficiency.split(",")) if a.efficiency else (None, None)
         print(json.dumps(run_row(a.one, a.out, eff, compiled=a.compiled)))
         return 0
     if a.fit:
-        print(json.dumps(fit(json.loads(LAST.read_text())), indent=1))
+        results = json.loads(LAST.read_text())
+        f = fit(results)
+        print(json.dumps(f, indent=1))
+        if a.write:
+            print(f"written to {write_fit(f, results)}")
         return 0
     out = a.out or tempfile.mkdtemp(prefix="calib_e2e_")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
