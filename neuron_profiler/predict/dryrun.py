@@ -49,10 +49,13 @@ class StageRun:
 
 @contextlib.contextmanager
 def fake_group(rank: int, world: int) -> Iterator[None]:
-    """A fake ``world``-rank process group in which this process is ``rank`` (torch's ``fake`` backend)."""
+    """A fake ``world``-rank process group in which this process is ``rank`` (torch's ``fake`` backend). A fake
+    group left by another dry run is replaced; a real one is not touched (``ConfigError``)."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     from neuron_profiler.predict.config import ConfigError
+    if dist.is_initialized() and dist.get_backend() == "fake":
+        dist.destroy_process_group()   # another dry run's stand-in (nothing real to keep)
     if dist.is_initialized():
         raise ConfigError("predict runs its dry runs in their own fake process group: call it from a process "
                           "without an initialised torch.distributed process group")
