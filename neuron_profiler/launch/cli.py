@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "<output-dir>/<run-id>/rankRRRRR_windowWWW.nprof")
     add_capture_options(c)
     c.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    from neuron_profiler.predict.cli import add_parser
+    add_parser(sub)
     return p
 
 
@@ -143,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``neuron-profile``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "predict":
+        from neuron_profiler.predict.cli import run
+        return run(args)
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

@@ -1,0 +1,209 @@
+"""Transformer building blocks of one tensor-parallel rank, in plain ``torch.nn`` (Megatron-style sharding).
+
+A rank of a TP group holds ``heads / tp`` attention heads and ``ffn / tp`` MLP columns: the QKV and MLP-up
+projections are column-parallel, the attention output and MLP-down projections row-parallel, with an
+all-reduce of the partial sums after each row-parallel projection (forward) and of the input gradient before
+each column-parallel one (backward). The all-reduces are real ``torch.distributed`` calls on the TP group
+(a fake process group in a dry run records them with their sizes). Key/value heads fewer than ``tp`` are
+replicated (one per rank), as NeuronX Distributed does for grouped-query attention.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["TransformerConfig", "Block", "TPGroup"]
+
+
+class TPGroup:
+    """The tensor-parallel process group of the rank being built (``None``: no collectives, TP=1)."""
+
+    group: dist.ProcessGroup | None = None
+
+
+class _CopyToTP(torch.autograd.Function):
+    """Identity forward; all-reduce of the input gradient across the TP group backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        if TPGroup.group is not None:
+            _all_reduce(g)
+        return g
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    """All-reduce of the partial sums forward; identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if TPGroup.group is not None:
+            _all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _all_reduce(x: torch.Tensor) -> None:
+    dist.all_reduce(x, group=TPGroup.group)
+
+
+def _gather_seq(x: torch.Tensor) -> torch.Tensor:
+    """All-gather of the sequence shards ([b, t/tp, h] -> [b, t, h]); the rows are laid out rank-major, which
+    for b > 1 orders them differently from Megatron's [t, b, h] but moves and computes the same bytes."""
+    g = TPGroup.group
+    n = dist.get_world_size(g)
+    b, t, h = x.shape
+    out = x.new_empty(b * t * n, h)
+    dist.all_gather_into_tensor(out, x.reshape(b * t, h).contiguous(), group=g)
+    return out.view(b, t * n, h)
+
+
+def _scatter_seq(x: torch.Tensor) -> torch.Tensor:
+    """Reduce-scatter over the sequence ([b, t, h] partial sums -> [b, t/tp, h] reduced shard)."""
+    g = TPGroup.group
+    n = dist.get_world_size(g)
+    b, t, h = x.shape
+    out = x.new_empty(b * t // n, h)
+    dist.reduce_scatter_tensor(out, x.reshape(b * t, h).contiguous(), group=g)
+    return out.view(b, t // n, h)
+
+
+# compiled dry runs: the collectives run eagerly between the compiled regions (the capture's c10d wrappers
+# are not traceable by Dynamo)
+_all_reduce = torch._dynamo.disable(_all_reduce)
+_gather_seq = torch._dynamo.disable(_gather_seq)
+_scatter_seq = torch._dynamo.disable(_scatter_seq)
+
+
+class _GatherFromSP(torch.autograd.Function):
+    """Sequence parallelism: all-gather forward, reduce-scatter of the gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return _gather_seq(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _scatter_seq(g)
+
+
+class _ScatterToSP(torch.autograd.Function):
+    """Sequence parallelism: reduce-scatter forward, all-gather of the gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return _scatter_seq(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _gather_seq(g)
+
+
+def _enter(x: torch.Tensor, sp: bool) -> torch.Tensor:
+    """Into a column-parallel projection: gather the sequence shards (SP) or mark the backward all-reduce."""
+    if TPGroup.group is None:
+        return x
+    return _GatherFromSP.apply(x) if sp else _CopyToTP.apply(x)
+
+
+def _leave(x: torch.Tensor, sp: bool) -> torch.Tensor:
+    """Out of a row-parallel projection: reduce-scatter (SP) or all-reduce the partial sums."""
+    if TPGroup.group is None:
+        return x
+    return _ScatterToSP.apply(x) if sp else _ReduceFromTP.apply(x)
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """One transformer layer stack as published (full model sizes; ``tp`` divides them per rank)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    kv_heads: int = 0          # 0 = heads (multi-head attention)
+    norm: str = "layer"        # "layer" or "rms"
+    mlp: str = "gelu"          # "gelu" or "swiglu"
+    causal: bool = True
+    bias: bool = True
+    tp: int = 1
+    sp: bool = False           # sequence parallelism (Megatron / NxD): norms and residuals on t/tp rows
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+def _norm(c: TransformerConfig) -> nn.Module:
+    return nn.LayerNorm(c.hidden) if c.norm == "layer" else nn.RMSNorm(c.hidden)
+
+
+class Attention(nn.Module):
+    """Self-attention of one TP rank (scaled_dot_product_attention: the fused, flash-style kernel)."""
+
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        self.c = c
+        self.heads = c.heads // c.tp
+        self.kv = max((c.kv_heads or c.heads) // c.tp, 1)
+        d = c.head_dim
+        self.qkv = nn.Linear(c.hidden, (self.heads + 2 * self.kv) * d, bias=c.bias)
+        self.out = nn.Linear(self.heads * d, c.hidden, bias=c.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d = self.c.head_dim
+        qkv = self.qkv(_enter(x, self.c.sp))
+        b, t, _ = qkv.shape
+        q, k, v = qkv.split([self.heads * d, self.kv * d, self.kv * d], dim=-1)
+        q = q.view(b, t, self.heads, d).transpose(1, 2)
+        k, v = (y.view(b, t, self.kv, d).transpose(1, 2) for y in (k, v))
+        y = self.core(q, k, v)
+        return _leave(self.out(y.transpose(1, 2).reshape(b, t, -1)), self.c.sp)
+
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d)) v (recomputed in the backward under selective recompute)."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.c.causal, enable_gqa=self.kv != self.heads)
+
+
+class MLP(nn.Module):
+    """Feed-forward of one TP rank: GELU (BERT, GPT, ViT) or SwiGLU (Llama)."""
+
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        f = c.ffn // c.tp
+        self.sp = c.sp
+        self.swiglu = c.mlp == "swiglu"
+        self.up = nn.Linear(c.hidden, 2 * f if self.swiglu else f, bias=c.bias)
+        self.down = nn.Linear(f, c.hidden, bias=c.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(_enter(x, self.sp))
+        if self.swiglu:
+            g, u = h.chunk(2, dim=-1)
+            h = F.silu(g) * u
+        else:
+            h = F.gelu(h)
+        return _leave(self.down(h), self.sp)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer layer (BERT's post-norm costs the same ops in another order)."""
+
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        self.ln1, self.attn, self.ln2, self.mlp = _norm(c), Attention(c), _norm(c), MLP(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
