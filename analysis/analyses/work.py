@@ -23,6 +23,7 @@ from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, column, em
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
 from ..registry import Column, register
+from .opcontext import NEEDS_OUT_SHAPE, conv_out_shapes
 
 __all__ = ["instruction_work", "op_flops_and_bytes", "instruction_placement", "work_source", "host_op_work",
            "module_path_from_stack", "module_from_stack", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
@@ -69,13 +70,15 @@ def _concrete_key(args: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _signature_work(name: str, shapes: str, dtypes: str, args: str) -> tuple[float, float, str, bool, str]:
-    """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature; NaN where the op model cannot tell
-    (the note says why). Never raises."""
+def _signature_work(name: str, shapes: str, dtypes: str, args: str,
+                    out_shape: str = "") -> tuple[float, float, str, bool, str]:
+    """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature (``out_shape``: its output shape as
+    JSON where other records tell it); NaN where the op model cannot tell (the note says why). Never raises."""
     if classify(name) == "none" and not known_no_work(name):
         return float("nan"), float("nan"), "", False, f"no op model for {name!r} (not a known aten op)"
     try:
-        w = lower_signature(name, shapes, dtypes, 0, _args_concrete(name, args))
+        out = tuple(json.loads(out_shape)) if out_shape else None
+        w = lower_signature(name, shapes, dtypes, 0, _args_concrete(name, args), out)
     except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError):
         return float("nan"), float("nan"), "", classify(name) in TENSOR_ENGINE_CLASSES, "unparsable record"
     dtype = canonical_dtype(w.inputs[0].dtype) if w.inputs else ""
@@ -106,6 +109,7 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     keys["a"] = a
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]
+    codes, res = _with_out_shapes(host_ops, keys, codes, res)
     arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)
     flops = arr[codes, 0]
     kineto = column(host_ops, "flops", 0).to_numpy(dtype=float)
@@ -115,6 +119,28 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
                          "is_matmul": np.array([r[3] for r in res], dtype=bool)[codes],
                          "note": pd.Categorical(np.array([r[4] for r in res], dtype=object)[codes])},
                         index=host_ops.index)
+
+
+def _with_out_shapes(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
+    """Convolutions whose record lacks the stride re-priced with the output shape other records give
+    (:func:`.opcontext.conv_out_shapes`): new signatures appended to ``res``, their rows' codes moved."""
+    bad = [i for i, r in enumerate(res) if NEEDS_OUT_SHAPE in r[4]]
+    if not bad:
+        return codes, res
+    need = np.flatnonzero(np.isin(codes, bad))
+    found = conv_out_shapes(host_ops.reset_index(drop=True), need)
+    if not found:
+        return codes, res
+    codes, res = codes.copy(), list(res)
+    index: dict[tuple, int] = {}
+    k = keys.to_numpy(dtype=object)
+    for pos, out in found.items():
+        sig = (*k[pos], out)
+        if sig not in index:
+            index[sig] = len(res)
+            res.append(_signature_work(*sig))
+        codes[pos] = index[sig]
+    return codes, res
 
 
 def cat_where_names(names: pd.Series, pred) -> np.ndarray:

@@ -1,0 +1,90 @@
+"""Convolutions without their stride, conv backward, reductions' reduced dims and out= tensors: the op
+model derives what the record does not hold from what it does, or says unknown (hand-computed oracles)."""
+import json
+import math
+
+import pandas as pd
+
+from analysis.analyses.work import op_flops_and_bytes
+from neuron_profiler.opmodel import lower_signature
+
+F = "float"
+NOARGS = [[], [], [], [], [], []]  # stride, padding, dilation, ... recorded as [] without Concrete Inputs
+
+
+def _sig(name, shapes, dtypes, concrete=None, out=None):
+    return lower_signature(name, json.dumps(shapes), json.dumps(dtypes), 0, concrete, out)
+
+
+def test_conv_without_stride_is_unknown_never_stride_1():
+    w = _sig("aten::cudnn_convolution", [[8, 64, 56, 56], [128, 64, 3, 3], *NOARGS], [F, F] + [""] * 6)
+    assert not w.flops_known and "stride and padding not recorded" in w.note
+
+
+def test_conv_output_shape_given_by_other_records():
+    w = _sig("aten::cudnn_convolution", [[8, 64, 56, 56], [128, 64, 3, 3], *NOARGS], [F, F] + [""] * 6,
+             out=(8, 128, 28, 28))
+    assert w.flops == 2 * (8 * 28 * 28) * (64 * 9) * 128          # stride 2: 28x28, not 56x56
+
+
+def test_miopen_argument_order_and_zero_stride():
+    # miopen_convolution(input, weight, bias, padding, stride, dilation, groups, ...): stride 2 is argument 4
+    c = ["", "", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False"]
+    w = _sig("aten::miopen_convolution", [[10, 256, 14, 14], [512, 256, 3, 3], [], [], [], [], [], [], []],
+             ["c10::BFloat16"] * 2 + [""] * 7, c)
+    assert w.flops == 2 * (10 * 7 * 7) * (256 * 9) * 512
+    bad = ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1", "False", "False"]
+    assert not _sig("aten::miopen_convolution", [[1, 3, 8, 8], [4, 3, 3, 3], [], [], [], [], [], [], []],
+                    [F, F] + [""] * 7, bad).flops_known
+
+
+def test_conv_backward_output_mask_and_bytes():
+    shapes = [[10, 512, 7, 7], [10, 512, 7, 7], [512, 512, 3, 3], [], [], [], [], [], [], [], []]
+    dt = ["c10::BFloat16"] * 3 + [""] * 8
+    both = ["", "", "", "[0]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"]
+    fwd = 2 * (10 * 49) * (512 * 9) * 512
+    w = _sig("aten::convolution_backward", shapes, dt, both)
+    assert w.flops == 2 * fwd
+    assert w.write_bytes == (10 * 512 * 49 + 512 * 512 * 9) * 2       # grad input + grad weight
+    first = both[:10] + ["[False, True, False]"]                       # first layer: no grad input
+    assert _sig("aten::convolution_backward", shapes, dt, first).flops == fwd
+
+
+def test_conv_output_shape_from_backward_and_consumer_in_a_trace():
+    def row(name, shapes, track, start, dur=10):
+        return dict(name=name, input_shapes=json.dumps(shapes), input_dtypes=json.dumps([F] * len(shapes)),
+                    flops=0, args="", track=track, start_ts=start, duration_ns=dur)
+    df = op_flops_and_bytes(pd.DataFrame([
+        row("aten::cudnn_convolution", [[8, 64, 56, 56], [128, 64, 3, 3], *NOARGS], 1, 0),
+        row("aten::cudnn_batch_norm", [[8, 128, 28, 28], [128], [128]], 1, 20),          # its consumer
+        row("aten::cudnn_convolution", [[8, 64, 28, 28], [64, 64, 3, 3], *NOARGS], 1, 40),
+        row("aten::convolution_backward", [[8, 64, 28, 28], [8, 64, 28, 28], [64, 64, 3, 3], *NOARGS], 2, 99),
+        row("aten::cudnn_convolution", [[8, 3, 224, 224], [64, 3, 7, 7], *NOARGS], 3, 0),  # nothing tells
+    ]))
+    f = df["flops"].tolist()
+    assert f[0] == 2 * (8 * 28 * 28) * (64 * 9) * 128
+    assert f[2] == 2 * (8 * 28 * 28) * (64 * 9) * 64
+    assert math.isnan(f[4]) and "stride and padding" in df["note"][4]
+
+
+def test_reductions_write_what_their_dims_say():
+    def written(shapes, dtypes, concrete=None, name="aten::sum"):
+        w = _sig(name, shapes, dtypes, concrete)
+        return w.write_bytes if w.bytes_known else None
+    # dim=None (new Kineto: '' type, Concrete Inputs ''): a full reduction, one element
+    assert written([[110, 100], [], [], []], ["long", "", "Scalar", ""], ["", "", "False", ""]) == 8
+    assert written([[1024, 512], [], [], []], [F, "ScalarList", "Scalar", ""], ["", "[0]", "True", ""]) == 512 * 4
+    assert written([[8, 16, 32, 32], [], [], [], []], [F, "ScalarList", "Scalar", "", F], ["", "[]", "False", "", ""],
+                   "aten::mean") == 4
+    assert written([[5, 7]], [F]) == 4                                    # sum(self)
+    # old Kineto writes '' for a dim list too: unknown, not a guess
+    assert written([[1024, 512], [], [], []], [F, "", "Scalar", ""]) is None
+    # the out= tensor gives the output
+    assert written([[16, 128, 8, 8], [], [], [], [16, 128, 1, 1]], [F, "ScalarList", "Scalar", "Scalar", F]) \
+        == 16 * 128 * 4
+
+
+def test_out_tensor_is_written_not_read():
+    w = _sig("aten::clamp_min", [[1024, 256], [], [1024, 256]], [F, "Scalar", F])
+    assert w.read_bytes == 1024 * 256 * 4 and w.write_bytes == 1024 * 256 * 4
+    assert w.flops == 1024 * 256
