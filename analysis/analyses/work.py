@@ -26,7 +26,7 @@ from ..registry import Column, register
 from .opcontext import NEEDS_OUT_SHAPE, conv_out_shapes
 
 __all__ = ["instruction_work", "op_flops_and_bytes", "instruction_placement", "work_source", "host_op_work",
-           "module_path_from_stack", "module_from_stack", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
+           "module_path_from_stack", "module_from_stack", "unpriced_reason", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
 
 WORK_SPEC = (
     Column("op", "", "Op", "Launching host op name, else the instruction name, else its opcode"),
@@ -343,3 +343,25 @@ def _shape_level(trace, ins: pd.DataFrame, engine: pd.Series, dur: np.ndarray, h
     return {"flops": flops, "tflops": np.zeros(n), "hw": flops, "rd": np.where(own, own_r, hbm),
             "wr": np.where(own, own_w, 0.0), "is_mm": is_mm.astype(bool) & (flops > 0), "dtype": dtype,
             "fk": fk, "bk": bk}
+
+
+def unpriced_reason(trace) -> pd.Series:
+    """Per device instruction (same index as ``instruction_work``): why its FLOPs or bytes are unknown ('' where
+    both are known): the op model's note of its launching host op, or that no host op launched it."""
+    return trace.memo("unpriced_reason", lambda: _unpriced_reason(trace))
+
+
+def _unpriced_reason(trace) -> pd.Series:
+    w = instruction_work(trace)
+    unknown = ~(w["flops_known"].to_numpy() & w["bytes_known"].to_numpy())
+    out = np.full(len(w), "", dtype=object)
+    if unknown.any():
+        fo = w["framework_op"].to_numpy()
+        hw = host_op_work(trace)
+        pos = row_positions(hw.index, fo) if len(hw) else np.full(len(w), -1)
+        notes = hw["note"].astype(str).to_numpy() if len(hw) else np.zeros(0, dtype=object)
+        names = w["op"].astype(str).to_numpy()
+        has = unknown & (pos >= 0)
+        out[has] = [n or f"{op}: no op model for it" for n, op in zip(notes[pos[has]], names[has])]
+        out[unknown & (pos < 0)] = "a kernel without a launching host op: its work is not recorded"
+    return pd.Series(pd.Categorical(out), index=w.index)
