@@ -62,3 +62,25 @@ def test_roofline_groupings(by):
     assert np.isfinite(r["flops"]).any()
     with pytest.raises(ValueError):
         _v100_conv_trace(flops=1).roofline(by="stack")
+
+
+def test_device_identified_by_properties_when_its_name_is_unknown():
+    from analysis.core.devices import peaks_at
+    from neuron_profiler.trace.header import make_header
+    from schemas import pb
+
+    def dev(name, kind, props):
+        d = pb.Device(index=0, kind=kind, name=name, simulated=False)
+        for k, v in props.items():
+            d.properties[k] = str(v)
+        return d
+    mi250 = {"numSms": 104, "totalGlobalMem": 68702699520, "computeMajor": 9, "computeMinor": 0}
+    hdr = make_header("x", source_format="kineto-json", devices=[dev("AMD Radeon Graphics", "rocm", mi250)])
+    p = peaks_at(hdr, 0)
+    assert p.matrix_peak("bfloat16") == 181.05e12 and p.hbm_per_core == 1.6384e12   # an MI250 GCD / MI210
+    assert "identified by its properties" in p.name
+    # the same properties on a CUDA device, or another core count: not identified
+    assert not peaks_at(make_header("x", source_format="kineto-json", devices=[dev("GPU", "cuda", mi250)]), 0).matrix
+    odd = dict(mi250, numSms=96)
+    assert not peaks_at(make_header("x", source_format="kineto-json", devices=[dev("AMD Radeon", "rocm", odd)]),
+                        0).matrix
