@@ -124,9 +124,10 @@ def summary(trace) -> pd.DataFrame:
     _dma_rows(trace, lo, hi, total, R)
     cc = trace.table("collectives", ["start_ts", "duration_ns"])
     R.add("cc_op_count", len(cc), "count", "Collective operations on this rank")
-    R.add("cc_op_active_time_percent", M._div(100.0 * collective_time_ns(trace), total) if len(cc) else 0.0,
-          "percent", "Collectives share: union of the rank's collective ops over total_time"
-          + ("" if len(cc) else " (no collectives in the trace)"))
+    cc_ns = collective_time_ns(trace)
+    R.add("cc_op_active_time_percent", M._div(100.0 * cc_ns, total) if len(cc) or cc_ns else 0.0,
+          "percent", "Collectives share: union of the rank's collective ops (collective kernels in a Kineto "
+          "import) over total_time" + ("" if len(cc) or cc_ns else " (no collectives in the trace)"))
     _overlap_and_idle(trace, R, dev_active, total)
     return pd.DataFrame(R.rows, columns=["metric", "value", "unit", "description", "label"])
 
