@@ -14,7 +14,7 @@ import math
 
 from .shapes import Tensor, concrete_flag
 
-__all__ = ["conv_geometry", "conv_backward_passes", "CONV_ARG_POS"]
+__all__ = ["conv_geometry", "conv_backward_passes", "conv_backward_mask", "CONV_ARG_POS"]
 
 #: positions of (stride, padding, dilation) among a conv op's arguments (aten signatures); the default is
 #: ``convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)``
@@ -101,15 +101,24 @@ def conv_geometry(base: str, ts: list[Tensor | None], nargs: int, concrete: list
     return (1, x[0] * math.prod(out), math.prod(w[1:]), w[0]), note
 
 
-def conv_backward_passes(concrete: list | None) -> tuple[int, str]:
-    """How many forward-sized GEMMs ``convolution_backward`` runs: grad input and grad weight (2) unless its
-    ``output_mask`` (argument 10 of Concrete Inputs) says one of them is not computed (the first layer computes
-    no grad input). Without the mask both are assumed, and the note says so."""
+def conv_backward_mask(concrete: list | None) -> tuple[int, int]:
+    """(grad input computed, grad weight computed) from ``convolution_backward``'s ``output_mask`` (argument 10
+    of Concrete Inputs); (1, 1) when it is not recorded."""
     if concrete and len(concrete) > 10:
         try:
             mask = json.loads(str(concrete[10]).replace("True", "true").replace("False", "false"))
         except ValueError:
             mask = None
         if isinstance(mask, list) and len(mask) >= 2:
-            return int(bool(mask[0])) + int(bool(mask[1])), ""
+            return int(bool(mask[0])), int(bool(mask[1]))
+    return 1, 1
+
+
+def conv_backward_passes(concrete: list | None) -> tuple[int, str]:
+    """How many forward-sized GEMMs ``convolution_backward`` runs: grad input and grad weight (2) unless its
+    ``output_mask`` says one of them is not computed (the first layer computes no grad input). Without the
+    mask both are assumed, and the note says so."""
+    mask = conv_backward_mask(concrete)
+    if concrete and len(concrete) > 10:
+        return mask[0] + mask[1], ""
     return 2, "convolution_backward: output_mask not recorded: grad input and grad weight assumed"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
-from .conv import conv_backward_passes, conv_geometry
+from .conv import conv_backward_mask, conv_backward_passes, conv_geometry
 from .lists import is_list_op, list_op_work
 from .losses import LOSS_OPS, loss_work
 from .pooling import is_pool_op, pool_work
@@ -166,8 +166,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
     w.read_bytes, w.write_bytes, w.bytes_known = tr.read_bytes, tr.write_bytes, tr.known
     w.note = "; ".join(x for x in (w.note, tr.note) if x)
-    if cls == "conv" and w.backward and len(inputs) >= 3:  # writes grad input and grad weight
-        w.write_bytes = inputs[1].nbytes + inputs[2].nbytes
+    if cls == "conv" and w.backward and len(inputs) >= 3:
+        _conv_backward_traffic(w, inputs, concrete)
     if cls == "reduce" and base in REDUCE_DIM_POS and w.out_elems == 0:
         w.bytes_known = False
     _say_unknowns(w, name, base)
@@ -183,7 +183,18 @@ _ARITY = {"clamp_min": 2, "clamp_max": 2, "clamp": 3, "add": 3, "sub": 3, "mul":
           "pow": 2, "where": 3, "maximum": 2, "minimum": 2, "reciprocal": 1, "sin": 1, "cos": 1, "erf": 1,
           "square": 1, "sign": 1, "floor": 1, "ceil": 1, "round": 1, "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2,
           "ge": 2, "mul_": 2, "addcmul": 4, "addcdiv": 4, "lerp": 3, "threshold_backward": 3, "hardtanh": 3,
-          "leaky_relu": 2, "sum": 4, "mean": 4, "amax": 3, "amin": 3, "prod": 4}
+          "leaky_relu": 2, "sum": 4, "mean": 4, "amax": 3, "amin": 3, "prod": 4, "mm": 2, "bmm": 2, "matmul": 2,
+          "addmm": 5, "baddbmm": 5, "addbmm": 5, "addmv": 5, "mv": 2, "dot": 2}
+
+
+def _conv_backward_traffic(w: OpWork, inputs: list[Tensor], concrete: list | None) -> None:
+    """``convolution_backward(grad_output, input, weight)`` runs one GEMM per gradient its output_mask asks
+    for, each reading grad_output: grad input reads the weight and writes the input's size, grad weight reads
+    the input and writes the weight's size (both when the mask is not recorded)."""
+    go, x, wt = inputs[0], inputs[1], inputs[2]
+    mask = conv_backward_mask(concrete)
+    w.read_bytes = go.nbytes * (mask[0] + mask[1]) + wt.nbytes * mask[0] + x.nbytes * mask[1]
+    w.write_bytes = x.nbytes * mask[0] + wt.nbytes * mask[1]
 
 
 def _split_out_arg(base: str, ts: list[Tensor | None]) -> tuple[list[Tensor | None], Tensor | None]:

@@ -45,9 +45,13 @@ def test_conv_backward_output_mask_and_bytes():
     fwd = 2 * (10 * 49) * (512 * 9) * 512
     w = _sig("aten::convolution_backward", shapes, dt, both)
     assert w.flops == 2 * fwd
-    assert w.write_bytes == (10 * 512 * 49 + 512 * 512 * 9) * 2       # grad input + grad weight
+    go = x = 10 * 512 * 49
+    wt = 512 * 512 * 9
+    assert w.write_bytes == (x + wt) * 2                                # grad input + grad weight
+    assert w.read_bytes == (2 * go + x + wt) * 2                       # each GEMM reads grad_output
     first = both[:10] + ["[False, True, False]"]                       # first layer: no grad input
-    assert _sig("aten::convolution_backward", shapes, dt, first).flops == fwd
+    w1 = _sig("aten::convolution_backward", shapes, dt, first)
+    assert w1.flops == fwd and w1.read_bytes == (go + x) * 2 and w1.write_bytes == wt * 2
 
 
 def test_conv_output_shape_from_backward_and_consumer_in_a_trace():
@@ -82,6 +86,11 @@ def test_reductions_write_what_their_dims_say():
     # the out= tensor gives the output
     assert written([[16, 128, 8, 8], [], [], [], [16, 128, 1, 1]], [F, "ScalarList", "Scalar", "Scalar", F]) \
         == 16 * 128 * 4
+
+
+def test_matmul_out_tensor_is_not_read():
+    w = _sig("aten::mm", [[32768, 2048], [2048, 2048], [32768, 2048]], ["c10::BFloat16"] * 3)
+    assert w.read_bytes == (32768 * 2048 + 2048 * 2048) * 2 and w.write_bytes == 32768 * 2048 * 2
 
 
 def test_out_tensor_is_written_not_read():
