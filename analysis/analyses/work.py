@@ -278,6 +278,7 @@ def _work(trace) -> pd.DataFrame:
     place = instruction_placement(trace)
     if work_source(trace) == "instructions":
         cols = _instruction_level(ins, engine)
+        cols["dtype"] = _fill_dtype(trace, cols["dtype"], hpos, has_ho, ins.index)
     else:
         cols = _shape_level(trace, ins, engine, dur, hpos, has_ho)
     out = pd.DataFrame({"op": op, "module": module, "stack": stack, "engine": engine.array, "dtype": cols["dtype"],
@@ -292,6 +293,20 @@ def _work(trace) -> pd.DataFrame:
         if not isinstance(out[c].dtype, pd.CategoricalDtype):
             out[c] = as_cat(out[c])
     return out
+
+
+def _fill_dtype(trace, dtype, hpos: np.ndarray, has_ho: np.ndarray, index: pd.Index):
+    """Instruction dtypes, the launching host op's (from its recorded input dtypes) where an instruction records
+    none: a compiled graph's instructions carry no dtype, the ops it runs do."""
+    d = pd.Series(dtype, index=index)
+    blank = (d.astype(str) == "").to_numpy()
+    if not (blank & has_ho).any():
+        return dtype
+    w = host_op_work(trace)
+    if not len(w):
+        return dtype
+    d_ho = pd.Series(cat_pick(w["dtype"], hpos, empty_cat(len(index)), has_ho), index=index)
+    return cat_pick(as_cat(d), None, as_cat(d_ho), ~blank)
 
 
 def _instruction_level(ins: pd.DataFrame, engine: pd.Series) -> dict:

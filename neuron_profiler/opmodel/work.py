@@ -126,6 +126,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         return _unknown("unparsable input shapes")
     short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
     base = short.rstrip("_")
+    if base in _DROPOUT and _eval_mode(concrete):
+        return OpWork("none", note=f"{base} with train=False (or p=0) is the identity: no device work")
     if unrecorded_tensor_list(shapes, dtypes):
         return _unknown(f"{base}: its tensor-list argument is recorded without shapes (this Kineto writes [] "
                         "for a TensorList)")
@@ -311,13 +313,28 @@ def _rule_op(rule: _Rule, cls: str, base: str, ts: list[Tensor | None], inputs: 
     return w
 
 
+_DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "native_dropout"}
+
+
+def _eval_mode(concrete: list | None) -> bool:
+    """A dropout's Concrete Inputs ``(input, p, train)`` say it does nothing: train False, or p 0."""
+    if not concrete or len(concrete) < 3:
+        return False
+    train = str(concrete[2]).strip().lower()
+    try:
+        p_zero = float(str(concrete[1]).strip()) == 0.0
+    except ValueError:
+        p_zero = False
+    return train in ("false", "0") or p_zero
+
+
 def wants_concrete(name: str) -> bool:
     """True when the op model reads this op's Kineto "Concrete Inputs" (scalar arguments such as a
     convolution's stride, a gather's dim, ``diff``'s n): callers pass them only for these ops."""
     if classify(name) == "conv":
         return True
     base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
-    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS, *REDUCE_DIM_POS) or is_pool_op(base)
+    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS, *REDUCE_DIM_POS, *_DROPOUT) or is_pool_op(base)
 
 
 # ops whose output is bool whatever their inputs' dtype

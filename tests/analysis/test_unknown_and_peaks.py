@@ -84,3 +84,16 @@ def test_device_identified_by_properties_when_its_name_is_unknown():
     odd = dict(mi250, numSms=96)
     assert not peaks_at(make_header("x", source_format="kineto-json", devices=[dev("AMD Radeon", "rocm", odd)]),
                         0).matrix
+
+
+def test_compiled_ops_carry_their_dtype_and_compiled_runs_are_not_told_to_compile():
+    from realdata import sample_trace
+
+    t = analysis.load(sample_trace("gpt_train_step_compiled.nprof"), cache=False)
+    w = analysis.instruction_work(t)
+    mm = w[w["op"].astype(str).isin(["aten::bmm", "aten::mm", "aten::addmm"])]
+    assert len(mm) and (mm["dtype"].astype(str) == "bfloat16").all()    # blank on the instructions themselves
+    rec = t.recommendations()
+    gaps = rec[rec["rule"] == "host_bound_gaps"]
+    assert len(gaps) and "already uses torch.compile" in gaps["action"].iloc[0]
+    assert "capture larger graphs (torch.compile" not in gaps["action"].iloc[0]

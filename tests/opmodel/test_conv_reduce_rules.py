@@ -97,3 +97,11 @@ def test_out_tensor_is_written_not_read():
     w = _sig("aten::clamp_min", [[1024, 256], [], [1024, 256]], [F, "Scalar", F])
     assert w.read_bytes == 1024 * 256 * 4 and w.write_bytes == 1024 * 256 * 4
     assert w.flops == 1024 * 256
+
+
+def test_dropout_in_eval_mode_does_no_work():
+    shapes, dt = [[8, 256, 512], [], []], [F, "Scalar", "Scalar"]
+    assert _sig("aten::dropout", shapes, dt, ["", "0.1", "False"]).cls == "none"
+    assert _sig("aten::dropout", shapes, dt, ["", "0.0", "True"]).cls == "none"
+    train = _sig("aten::dropout", shapes, dt, ["", "0.1", "True"])
+    assert train.cls != "none" and train.read_bytes == 8 * 256 * 512 * 4
