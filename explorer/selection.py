@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.analyses.activity import WAIT_OPCODES
 from analysis.core.intervals import union_sorted_ns
 
 from .rows import TimelineIndex
@@ -24,11 +25,26 @@ def _row_label(index: TimelineIndex, i: int) -> str:
     return f"{info.path[-1] if info.path else info.group} · {info.label}"
 
 
+def _waits(index: TimelineIndex, table: str) -> np.ndarray | None:
+    """Per row id of ``table``: True for an engine waiting on a semaphore (``WAIT_OPCODES``: idle time of its
+    engine, not work); None when the table has none."""
+    key = ("waits", table)
+    if key not in index.memo:
+        mask = None
+        if table == "instructions":
+            op = index.trace.table(table, ["opcode"])["opcode"]
+            w = op.astype(str).isin(WAIT_OPCODES).to_numpy()
+            mask = w if w.any() else None
+        index.memo[key] = mask
+    return index.memo[key]
+
+
 def area_stats(index: TimelineIndex, t0: int, t1: int, rows: list[int]
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(per track, per name, counters) of the events of ``rows`` (row indexes of the index) overlapping
     [t0, t1) ns from the trace start. Per track: events, busy_ns (the union of the events clipped to the
-    range: time with at least one event, the analyses' definition of busy), busy_percent of the range. Per
+    range: time with at least one event that is work, the analyses' definition of busy: an engine waiting on a
+    semaphore is idle), busy_percent of the range. Per
     name: events, total_ns, mean_ns, max_ns (clipped), largest total first. Counters: min, mean (of the
     samples), max, samples."""
     a, b = index.origin + int(t0), index.origin + max(int(t1), int(t0) + 1)
@@ -57,7 +73,10 @@ def area_stats(index: TimelineIndex, t0: int, t1: int, rows: list[int]
             continue
         s0, e0 = np.maximum(lvl.start[pos], a), np.minimum(lvl.end[pos], b)
         clip = e0 - s0
-        busy = union_sorted_ns(s0, e0)  # starts are sorted; clipping keeps that order
+        waits = _waits(index, info.table)
+        work = ~waits[index.ids[i][pos]] if waits is not None else None
+        # starts are sorted; clipping keeps that order
+        busy = union_sorted_ns(s0[work], e0[work]) if work is not None else union_sorted_ns(s0, e0)
         per_track.append((_row_label(index, i), len(pos), busy, 100.0 * busy / span))
         codes, labels = index.color_codes(info.table, "op")
         c = codes[index.ids[i][pos]]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from dash import dcc, html
 
-from ..labels import column_label, column_unit, fmt_ns
+from ..labels import column_unit, fmt_ns, table_column_label
 from ..rows import EVENT_TABLES, event_label
 from ..state import ViewState
 from .common import Ctx, error_box, guarded, window_href
@@ -81,7 +81,7 @@ def _details(ctx: Ctx, state: ViewState):
             continue
         if k.startswith("measured_") and not v:
             continue
-        items.append((column_label(k), fmt_field(v, column_unit(k), index.origin)))
+        items.append((table_column_label(k), fmt_field(v, column_unit(k, ""), index.origin)))
     parts = [html.H4(f"{TABLE_NAMES.get(table, table)}: {_name(trace, table, row)}", id="tl-details-title"),
              html.Div(f"{table} #{rid}", className="nx-hint"),
              _link_for(state, index.origin, table, rid, row, "Zoom to this event"),
