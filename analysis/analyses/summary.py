@@ -16,6 +16,7 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.categorical import cat_values, cat_where
+from ..core.commkernels import is_collective_op
 from ..core.devices import DevicePeaks, device_peaks
 from ..core.devicetime import RATE_TOLERANCE
 from ..core.intervals import union_by_key, union_ns
@@ -229,9 +230,7 @@ def _physical_pct(value: float, why: str) -> tuple[float, str]:
 
 
 def _is_communication(name: str) -> bool:
-    n = name.lower()
-    return n.startswith("nccl") or "c10d" in n or n in ("record_param_comms",) or "all_reduce" in n \
-        or "allreduce" in n or "all_gather" in n or "reduce_scatter" in n
+    return is_collective_op(name) or "c10d" in name.lower()
 
 
 def _flop_totals(w: pd.DataFrame, src: str) -> tuple[float, float, float, str]:

@@ -19,7 +19,8 @@ import pandas as pd
 
 from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature, wants_concrete
 
-from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, column, empty_cat
+from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, cat_where, column, empty_cat
+from ..core.commkernels import is_collective_kernel, is_collective_op
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
 from ..registry import Column, register
@@ -325,6 +326,16 @@ def _instruction_level(ins: pd.DataFrame, engine: pd.Series) -> dict:
             "fk": np.ones(n, bool), "bk": np.ones(n, bool)}
 
 
+def _communication_rows(trace, ins: pd.DataFrame, hpos: np.ndarray, has_ho: np.ndarray) -> np.ndarray:
+    """Rows that are collectives: a collective kernel (:func:`~analysis.core.commkernels.is_collective_kernel`)
+    or a kernel launched by a collective call (:func:`~analysis.core.commkernels.is_collective_op`)."""
+    comm = cat_where(column(ins, "name"), is_collective_kernel) if len(ins) else np.zeros(0, bool)
+    if has_ho.any():
+        op_comm = cat_where(trace.whole_table("host_ops", ["name"])["name"], is_collective_op)
+        comm |= np.where(has_ho, op_comm[np.where(has_ho, hpos, 0)], False)
+    return comm
+
+
 def _shape_level(trace, ins: pd.DataFrame, engine: pd.Series, dur: np.ndarray, hpos: np.ndarray,
                  has_ho: np.ndarray) -> dict:
     """Imported GPU traces: the launching op's shape-derived work split over its kernels by duration."""
@@ -346,9 +357,10 @@ def _shape_level(trace, ins: pd.DataFrame, engine: pd.Series, dur: np.ndarray, h
         wf, wb = w["flops"].to_numpy(dtype=float)[safe], w["bytes"].to_numpy(dtype=float)[safe]
     else:
         wf = wb = np.full(n, np.nan)
-    fk = own | no_work | (split & np.isfinite(wf))
+    comm = _communication_rows(trace, ins, hpos, has_ho)  # collectives do no model FLOPs
+    fk = own | no_work | comm | (split & np.isfinite(wf))
     bk = own | no_work | (split & np.isfinite(wb))
-    flops = np.where(split & fk, np.nan_to_num(wf) * share, 0.0)
+    flops = np.where(split & fk & ~comm, np.nan_to_num(wf) * share, 0.0)
     hbm = np.where(split & bk, np.nan_to_num(wb) * share, 0.0)
     is_mm = (np.where(split, w["is_matmul"].to_numpy()[safe], False) if len(w) else np.zeros(n, bool))
     d_ins = cat_map(column(ins, "dtype"), canonical_dtype)
@@ -366,6 +378,16 @@ def unpriced_reason(trace) -> pd.Series:
     return trace.memo("unpriced_reason", lambda: _unpriced_reason(trace))
 
 
+def _reason(note: str, op: str) -> str:
+    """The op model's note, said in terms of what the op is where its name tells."""
+    if is_collective_op(op):
+        return "a collective: its traffic is measured by bus bandwidth (collectives analysis), not HBM bytes"
+    if op.startswith(("triton_", "CompiledFunction", "## Call CompiledFxGraph", "Torch-Compiled Region")):
+        return (f"{op}: a torch.compile (Inductor / Triton) kernel: the ops it fused are not recorded with "
+                "their shapes")
+    return note or f"{op}: no op model for it"
+
+
 def _unpriced_reason(trace) -> pd.Series:
     w = instruction_work(trace)
     unknown = ~(w["flops_known"].to_numpy() & w["bytes_known"].to_numpy())
@@ -377,6 +399,6 @@ def _unpriced_reason(trace) -> pd.Series:
         notes = hw["note"].astype(str).to_numpy() if len(hw) else np.zeros(0, dtype=object)
         names = w["op"].astype(str).to_numpy()
         has = unknown & (pos >= 0)
-        out[has] = [n or f"{op}: no op model for it" for n, op in zip(notes[pos[has]], names[has])]
+        out[has] = [_reason(n, op) for n, op in zip(notes[pos[has]], names[has])]
         out[unknown & (pos < 0)] = "a kernel without a launching host op: its work is not recorded"
     return pd.Series(pd.Categorical(out), index=w.index)

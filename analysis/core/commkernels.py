@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_collective_kernel", "COLLECTIVE_KERNEL_RE"]
+__all__ = ["is_collective_kernel", "is_collective_op", "COLLECTIVE_KERNEL_RE"]
 
 COLLECTIVE_KERNEL_RE = re.compile(
     r"(^|[^a-z])(nccl|rccl|msccl|mscclpp)[a-z_]*(kernel|::)"
@@ -25,3 +25,12 @@ COLLECTIVE_KERNEL_RE = re.compile(
 def is_collective_kernel(name: str) -> bool:
     """True when a device kernel name is a collective (see the module doc)."""
     return bool(COLLECTIVE_KERNEL_RE.search(str(name)))
+
+
+def is_collective_op(name: str) -> bool:
+    """True when a host op name is a collective call or its wrapper (``nccl:all_reduce``, ``gloo:*``,
+    ``c10d::*``, ``_c10d_functional::*``, ``record_param_comms``, ``symm_mem::multimem_all_reduce_``, ...)."""
+    n = str(name).lower()
+    return n.startswith(("nccl", "rccl", "gloo:", "c10d", "_c10d_functional", "symm_mem::", "mscclpp")) \
+        or n == "record_param_comms" or any(k in n for k in ("all_reduce", "allreduce", "all_gather",
+                                                              "reduce_scatter", "all_to_all", "alltoall"))

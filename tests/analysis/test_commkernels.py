@@ -30,3 +30,21 @@ def test_symmetric_memory_all_reduce_is_communication_not_compute():
     tb = tr.temporal_breakdown().iloc[0]
     assert tb["compute_time_ns"] == 1000 and tb["non_compute_time_ns"] == 3000
     assert tr.temporal_breakdown(hta_compatible=True).iloc[0]["compute_time_ns"] == 4000  # HTA's regex
+
+
+def test_collective_rows_have_no_model_flops_and_say_why_their_bytes_are_unknown():
+    from analysis.analyses.work import unpriced_reason
+
+    b, t = gpu_builder("NVIDIA A100-SXM4-80GB")
+    host = b.add_rows("host_ops", {"track": t["thread"], "name": ["nccl:all_reduce"], "category": "cpu_op",
+                                   "start_ts": [0], "duration_ns": [50], "input_shapes": ["[[1024]]"],
+                                   "input_dtypes": ['["float"]']})
+    b.add_rows("instructions", {"track": t["stream"], "start_ts": [100], "duration_ns": [5000], "engine": "Kernel",
+                                "opcode": "kernel", "name": ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"],
+                                "framework_op": [host]})
+    tr = analysis.Trace.from_builder(b)
+    w = analysis.instruction_work(tr)
+    assert w["flops_known"].all() and w["flops"].sum() == 0
+    assert "collective" in unpriced_reason(tr).iloc[0]
+    h = tr.hot_ops().loc["nccl:all_reduce"]
+    assert h["flops"] == 0 and "collectives analysis" in h["note"]
