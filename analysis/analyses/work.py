@@ -24,7 +24,7 @@ from ..core.commkernels import is_collective_kernel, is_collective_op
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
 from ..registry import Column, register
-from .opcontext import NEEDS_OUT_SHAPE, conv_out_shapes
+from .opcontext import NEEDS_OUT_SHAPE, NO_SHAPES, backward_signatures, conv_out_shapes
 
 __all__ = ["instruction_work", "op_flops_and_bytes", "instruction_placement", "work_source", "host_op_work",
            "module_path_from_stack", "module_from_stack", "unpriced_reason", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
@@ -111,6 +111,7 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]
     codes, res = _with_out_shapes(host_ops, keys, codes, res)
+    codes, res = _with_forward(host_ops, codes, res)
     arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)
     flops = arr[codes, 0]
     kineto = column(host_ops, "flops", 0).to_numpy(dtype=float)
@@ -140,6 +141,28 @@ def _with_out_shapes(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarr
         if sig not in index:
             index[sig] = len(res)
             res.append(_signature_work(*sig))
+        codes[pos] = index[sig]
+    return codes, res
+
+
+def _with_forward(host_ops: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
+    """Backward ops recorded without shapes priced from their forward's (:func:`.opcontext.backward_signatures`),
+    the note saying so: new results appended to ``res``, their rows' codes moved."""
+    bad = [i for i, r in enumerate(res) if r[4] == NO_SHAPES]
+    if not bad:
+        return codes, res
+    need = np.flatnonzero(np.isin(codes, bad))
+    found = backward_signatures(host_ops.reset_index(drop=True), need)
+    if not found:
+        return codes, res
+    codes, res = codes.copy(), list(res)
+    index: dict[tuple, int] = {}
+    for pos, sig in found.items():
+        if sig not in index:
+            f, b, d, mm, note = _signature_work(*sig)
+            index[sig] = len(res)
+            why = "; ".join(x for x in ("priced from its forward's shapes (this record has none)", note) if x)
+            res.append((f, b, d, mm, why))
         codes[pos] = index[sig]
     return codes, res
 

@@ -105,3 +105,34 @@ def test_dropout_in_eval_mode_does_no_work():
     assert _sig("aten::dropout", shapes, dt, ["", "0.0", "True"]).cls == "none"
     train = _sig("aten::dropout", shapes, dt, ["", "0.1", "True"])
     assert train.cls != "none" and train.read_bytes == 8 * 256 * 512 * 4
+
+
+def test_backward_ops_without_shapes_priced_from_their_forward():
+    def row(name, shapes, dtypes, start, dur, seq=-1, track=1):
+        return dict(name=name, input_shapes=json.dumps(shapes) if shapes is not None else "",
+                    input_dtypes=json.dumps(dtypes) if dtypes is not None else "", flops=0, track=track,
+                    start_ts=start, duration_ns=dur, sequence_number=seq,
+                    args=json.dumps({"Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"]})
+                    if name == "aten::conv2d" else "")
+    bf = "c10::BFloat16"
+    df = op_flops_and_bytes(pd.DataFrame([
+        # forward (thread 1): a stride-2 conv and a linear, with shapes and sequence numbers
+        row("aten::conv2d", [[8, 64, 56, 56], [128, 64, 3, 3], [], [], [], [], []], [bf, bf] + [""] * 5, 0, 10, 7),
+        row("aten::linear", [[32, 512], [1000, 512], [1000]], [bf] * 3, 20, 10, 8),
+        row("aten::native_layer_norm", [[32, 512], [], [512], [512], []], [bf, "", bf, bf, ""], 40, 10, 9),
+        # backward (thread 2): nodes with the forward's sequence numbers, ops inside recorded without shapes
+        row("ConvolutionBackward0", None, None, 100, 50, 7, 2),
+        row("aten::convolution_backward", None, None, 110, 30, -1, 2),
+        row("AddmmBackward0", None, None, 200, 50, 8, 2),
+        row("aten::mm", None, None, 210, 10, -1, 2),
+        row("aten::mm", None, None, 225, 10, -1, 2),
+        row("NativeLayerNormBackward0", None, None, 300, 50, 9, 2),
+        row("aten::native_layer_norm_backward", None, None, 310, 20, -1, 2),
+        row("aten::mm", None, None, 400, 10, -1, 2),                       # under no node: stays unknown
+    ]))
+    fwd_conv = 2 * (8 * 28 * 28) * (64 * 9) * 128
+    assert df["flops"][4] == 2 * fwd_conv and "forward" in df["note"][4]
+    assert df["flops"][6] == df["flops"][7] == 2 * 32 * 512 * 1000
+    assert df["bytes"][6] == (32 * 512 + 512 * 1000 + 32 * 1000) * 2
+    assert df["flops"][9] == 13 * 32 * 512
+    assert math.isnan(df["flops"][10]) and df["note"][10] == "no input shapes recorded"
