@@ -10,7 +10,9 @@ the op model cannot compute. The trace often tells it elsewhere:
   tensor argument has the convolution's batch and output channels and no larger a spatial size (batch norm,
   activation, pooling, the next convolution).
 
-Where neither tells it, the FLOPs stay unknown with the op model's reason.
+Where neither tells it, the FLOPs stay unknown with the op model's reason. A reduction whose reduced dims are
+not recorded (old Kineto writes '' for a dim list) is sized the same way from its consumer
+(:func:`reduction_out_shapes`).
 
 A backward op recorded without shapes (while its forward has them) is priced from its forward: the autograd
 node it runs under (``ConvolutionBackward0``, ``AddmmBackward0``, ...) has the forward op's sequence number
@@ -19,6 +21,7 @@ node it runs under (``ConvolutionBackward0``, ``AddmmBackward0``, ...) has the f
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
@@ -26,8 +29,11 @@ import pandas as pd
 
 from neuron_profiler.opmodel import classify
 
-__all__ = ["conv_out_shapes", "backward_signatures", "NEEDS_OUT_SHAPE", "NO_SHAPES"]
+__all__ = ["conv_out_shapes", "reduction_out_shapes", "backward_signatures", "NEEDS_OUT_SHAPE", "NO_SHAPES",
+           "REDUCED_DIMS_UNKNOWN"]
 
+#: the op model's note for a reduction whose reduced dims its record does not give
+REDUCED_DIMS_UNKNOWN = "the reduced dims are not recorded"
 #: the op model's note for an op recorded without shapes
 NO_SHAPES = "no input shapes recorded"
 #: the op model's note for a convolution whose output size its record does not give
@@ -63,14 +69,14 @@ def _from_backward(names: np.ndarray, shapes: np.ndarray) -> dict[tuple, tuple |
     return out
 
 
-def _consumer(pos: int, x: tuple, w: tuple, ho: dict, order: np.ndarray, rank: np.ndarray) -> tuple | None:
-    """Output shape from the first op after ``pos`` on its track (after its nested ops end) whose first tensor
-    argument has the convolution's batch, output channels and rank, and no larger a spatial size."""
+def _consumer(pos: int, ho: dict, order: np.ndarray, rank: np.ndarray, fits) -> tuple | None:
+    """The first tensor argument of the first op after ``pos`` on its track (after its nested ops end) when
+    ``fits(shape)``; None otherwise. Ops recording no tensor with dims are passed over, two at most."""
     end = ho["start"][pos] + ho["dur"][pos]
     i = rank[pos] + 1
     track = ho["track"][pos]
-    cout = w[0]
-    while i < len(order):
+    passed = 0
+    while i < len(order) and passed <= 2:
         j = order[i]
         if ho["track"][j] != track:
             return None
@@ -78,13 +84,58 @@ def _consumer(pos: int, x: tuple, w: tuple, ho: dict, order: np.ndarray, rank: n
             v = _shapes(ho["shapes"][j])
             first = next((t for t in (_tensor(a) for a in v) if t is not None), None)
             if first is None:
+                passed += 1
                 i += 1
                 continue
-            ok = (len(first) == len(x) and first[0] == x[0] and first[1] == cout
-                  and all(o <= s for o, s in zip(first[2:], x[2:])))
-            return first if ok else None
+            return first if fits(first) else None
         i += 1
     return None
+
+
+def _conv_fits(x: tuple, w: tuple):
+    """A convolution output's shape: the input's batch and rank, the weight's output channels, no larger a
+    spatial size."""
+    return lambda o: (len(o) == len(x) and o[0] == x[0] and o[1] == w[0]
+                      and all(a <= b for a, b in zip(o[2:], x[2:])))
+
+
+def _reduction_fits(x: tuple):
+    """A reduction output's element count: the product of a proper subset of the input's dims."""
+    import itertools
+
+    sizes = {math.prod(c) for r in range(len(x)) for c in itertools.combinations(x, r)}
+    return lambda o: math.prod(o) in sizes and math.prod(o) < math.prod(x)
+
+
+def _timeline(host_ops: pd.DataFrame, shapes: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray] | None:
+    if not all(c in host_ops.columns for c in ("track", "start_ts", "duration_ns")):
+        return None
+    ho = {"track": host_ops["track"].to_numpy(), "start": host_ops["start_ts"].to_numpy(),
+          "dur": host_ops["duration_ns"].to_numpy(), "shapes": shapes}
+    order = np.lexsort((host_ops["start_ts"].to_numpy(), host_ops["track"].to_numpy()))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return ho, order, rank
+
+
+def reduction_out_shapes(host_ops: pd.DataFrame, need: np.ndarray) -> dict[int, str]:
+    """Row position -> output shape (JSON) of the reductions at ``need`` whose reduced dims are not recorded,
+    from their consumer: the next op's first tensor argument, when its element count is the product of a
+    proper subset of the input's dims (``sum(x, dim, keepdim)`` then ``view``: a bias gradient)."""
+    shapes = host_ops["input_shapes"].astype(str).to_numpy()
+    tl = _timeline(host_ops, shapes) if len(need) else None
+    if tl is None:
+        return {}
+    out: dict[int, str] = {}
+    for pos in need.tolist():
+        v = _shapes(shapes[pos])
+        x = _tensor(v[0]) if v else None
+        if x is None:
+            continue
+        found = _consumer(pos, *tl, _reduction_fits(x))
+        if found is not None:
+            out[pos] = json.dumps(list(found))
+    return out
 
 
 def conv_out_shapes(host_ops: pd.DataFrame, need: np.ndarray) -> dict[int, str]:
@@ -95,15 +146,7 @@ def conv_out_shapes(host_ops: pd.DataFrame, need: np.ndarray) -> dict[int, str]:
     names = host_ops["name"].astype(str).to_numpy()
     shapes = host_ops["input_shapes"].astype(str).to_numpy()
     bwd = _from_backward(names, shapes)
-    have_time = all(c in host_ops.columns for c in ("track", "start_ts", "duration_ns"))
-    ho: dict = {}
-    order = rank = np.zeros(0, np.int64)
-    if have_time:
-        ho = {"track": host_ops["track"].to_numpy(), "start": host_ops["start_ts"].to_numpy(),
-              "dur": host_ops["duration_ns"].to_numpy(), "shapes": shapes}
-        order = np.lexsort((host_ops["start_ts"].to_numpy(), host_ops["track"].to_numpy()))
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.arange(len(order))
+    tl = _timeline(host_ops, shapes)
     out: dict[int, str] = {}
     for pos in need.tolist():
         if classify(names[pos]) != "conv":
@@ -113,8 +156,8 @@ def conv_out_shapes(host_ops: pd.DataFrame, need: np.ndarray) -> dict[int, str]:
         if x is None or w is None:
             continue
         found = bwd.get((x, w))
-        if found is None and have_time:
-            found = _consumer(pos, x, w, ho, order, rank)
+        if found is None and tl is not None:
+            found = _consumer(pos, *tl, _conv_fits(x, w))
         if found is not None:
             out[pos] = json.dumps(list(found))
     return out

@@ -24,7 +24,14 @@ from ..core.commkernels import is_collective_kernel, is_collective_op
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
 from ..registry import Column, register
-from .opcontext import NEEDS_OUT_SHAPE, NO_SHAPES, backward_signatures, conv_out_shapes
+from .opcontext import (
+    NEEDS_OUT_SHAPE,
+    NO_SHAPES,
+    REDUCED_DIMS_UNKNOWN,
+    backward_signatures,
+    conv_out_shapes,
+    reduction_out_shapes,
+)
 
 __all__ = ["instruction_work", "op_flops_and_bytes", "instruction_placement", "work_source", "host_op_work",
            "module_path_from_stack", "module_from_stack", "unpriced_reason", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
@@ -124,13 +131,16 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def _with_out_shapes(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
-    """Convolutions whose record lacks the stride re-priced with the output shape other records give
-    (:func:`.opcontext.conv_out_shapes`): new signatures appended to ``res``, their rows' codes moved."""
-    bad = [i for i, r in enumerate(res) if NEEDS_OUT_SHAPE in r[4]]
-    if not bad:
-        return codes, res
-    need = np.flatnonzero(np.isin(codes, bad))
-    found = conv_out_shapes(host_ops.reset_index(drop=True), need)
+    """Convolutions whose record lacks the stride, and reductions whose record lacks the reduced dims,
+    re-priced with the output shape other records give (:func:`.opcontext.conv_out_shapes`,
+    :func:`.opcontext.reduction_out_shapes`): new signatures appended to ``res``, their rows' codes moved."""
+    found: dict[int, str] = {}
+    ho = None
+    for marker, derive in ((NEEDS_OUT_SHAPE, conv_out_shapes), (REDUCED_DIMS_UNKNOWN, reduction_out_shapes)):
+        bad = [i for i, r in enumerate(res) if marker in r[4]]
+        if bad:
+            ho = host_ops.reset_index(drop=True) if ho is None else ho
+            found.update(derive(ho, np.flatnonzero(np.isin(codes, bad))))
     if not found:
         return codes, res
     codes, res = codes.copy(), list(res)

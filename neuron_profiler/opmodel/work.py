@@ -158,6 +158,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
             out_elems, why = reduced_elems(base, shapes, dtypes, ts, concrete)
             if out_arg is not None:
                 out_elems, why = out_arg.numel, ""
+            elif out_elems is None and out_shape:
+                out_elems, why = math.prod(out_shape), f"{base}: output size from the op that consumes it"
             w.out_elems = out_elems if out_elems is not None else 0
             w.note = why
     if flops_col and flops_col > 0:

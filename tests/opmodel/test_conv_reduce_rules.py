@@ -136,3 +136,19 @@ def test_backward_ops_without_shapes_priced_from_their_forward():
     assert df["bytes"][6] == (32 * 512 + 512 * 1000 + 32 * 1000) * 2
     assert df["flops"][9] == 13 * 32 * 512
     assert math.isnan(df["flops"][10]) and df["note"][10] == "no input shapes recorded"
+
+
+def test_reduction_dims_from_the_consumer_in_old_kineto():
+    # old Kineto: sum(x, dim, keepdim, dtype) with the dim list written as '' - a bias gradient, then a view
+    def row(name, shapes, dtypes, start):
+        return dict(name=name, input_shapes=json.dumps(shapes), input_dtypes=json.dumps(dtypes), flops=0, args="",
+                    track=1, start_ts=start, duration_ns=10)
+    df = op_flops_and_bytes(pd.DataFrame([
+        row("aten::sum", [[1024, 512], [], [], []], [F, "", "Scalar", ""], 0),
+        row("aten::view", [[1, 512], []], [F, ""], 20),
+        row("aten::sum", [[1024, 512], [], [], []], [F, "", "Scalar", ""], 40),
+        row("aten::mm", [[7, 3], [3, 5]], [F, F], 60),                    # 35 elements: not a reduction of x
+    ]))
+    assert df["bytes"][0] == (1024 * 512 + 512) * 4 and "consumes" in df["note"][0]
+    assert math.isnan(df["bytes"][2]) and "reduced dims are not recorded" in df["note"][2]
+    assert df["flops"][0] == df["flops"][2] == 1024 * 512
