@@ -7,6 +7,8 @@ one ``bincount`` per row.
 """
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pandas as pd
 
@@ -32,7 +34,7 @@ def _waits(index: TimelineIndex, table: str) -> np.ndarray | None:
     if key not in index.memo:
         mask = None
         if table == "instructions":
-            op = index.trace.table(table, ["opcode"])["opcode"]
+            op = cast(Any, index.trace).table(table, ["opcode"])["opcode"]
             w = op.astype(str).isin(WAIT_OPCODES).to_numpy()
             mask = w if w.any() else None
         index.memo[key] = mask

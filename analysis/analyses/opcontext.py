@@ -49,7 +49,9 @@ def _shapes(s: str) -> list:
 
 
 def _tensor(v: object) -> tuple[int, ...] | None:
-    ok = isinstance(v, list) and v and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v)
+    if not isinstance(v, list) or not v:
+        return None
+    ok = all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v)
     return tuple(v) if ok else None
 
 

@@ -55,8 +55,8 @@ def reduced_elems(base: str, shapes: list, dtypes: list, ts: list[Tensor | None]
     n = len(shapes)
     if n <= 1 or (base in _DTYPE_ONLY and n == 2) or (base in ("norm",) and n == 2):
         return 1, ""
-    if pos < len(ts) and ts[pos] is not None and ts[pos].shape:  # a second tensor: max(a, b), min(a, b)
-        other = ts[pos]
+    other = ts[pos] if pos < len(ts) else None
+    if other is not None and other.shape:  # a second tensor: max(a, b), min(a, b)
         nd = max(len(first.shape), len(other.shape))
         a = (1,) * (nd - len(first.shape)) + first.shape
         b = (1,) * (nd - len(other.shape)) + other.shape
