@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature, wants_concrete
+from neuron_profiler.opmodel.inductor import is_inductor_kernel
 
 from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, cat_where, column, empty_cat
 from ..core.commkernels import is_collective_kernel, is_collective_op
@@ -82,7 +83,7 @@ def _signature_work(name: str, shapes: str, dtypes: str, args: str,
                     out_shape: str = "") -> tuple[float, float, str, bool, str]:
     """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature (``out_shape``: its output shape as
     JSON where other records tell it); NaN where the op model cannot tell (the note says why). Never raises."""
-    if classify(name) == "none" and not known_no_work(name):
+    if classify(name) == "none" and not known_no_work(name) and not is_inductor_kernel(name):
         return float("nan"), float("nan"), "", False, f"no op model for {name!r} (not a known aten op)"
     try:
         out = tuple(json.loads(out_shape)) if out_shape else None

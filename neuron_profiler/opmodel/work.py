@@ -12,6 +12,7 @@ from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
 from .conv import conv_backward_mask, conv_backward_passes, conv_geometry
+from .inductor import inductor_work, is_inductor_kernel
 from .lists import is_list_op, list_op_work
 from .losses import LOSS_OPS, loss_work
 from .pooling import is_pool_op, pool_work
@@ -112,6 +113,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     (the ``flops`` column) and analysis (FLOPs of imported GPU ops) call it rather than re-deriving them.
     ``out_shape``: the op's output shape where other records of the trace tell it (a convolution's backward
     or consumer), used where the op's own record cannot give it (a convolution without its stride)."""
+    if is_inductor_kernel(name):
+        return _inductor(name, shapes_s, dtypes_s, concrete)
     cls = classify(name)
     if cls == "none":
         return OpWork("none")  # views, allocations, metadata, host-only: no FLOPs, no bytes (known)
@@ -199,6 +202,24 @@ def _conv_backward_traffic(w: OpWork, inputs: list[Tensor], concrete: list | Non
     mask = conv_backward_mask(concrete)
     w.read_bytes = go.nbytes * (mask[0] + mask[1]) + wt.nbytes * mask[0] + x.nbytes * mask[1]
     w.write_bytes = x.nbytes * mask[0] + wt.nbytes * mask[1]
+
+
+def _inductor(name: str, shapes_s: str, dtypes_s: str, concrete: list | None) -> OpWork:
+    """An Inductor Triton kernel launch priced from its buffers and the ops its name lists
+    (:mod:`~neuron_profiler.opmodel.inductor`); class "vector" (elementwise / reduction work)."""
+    shapes = parse_json_list(shapes_s)
+    if shapes is None:
+        return _unknown("no input shapes recorded")
+    try:
+        ts = tensor_args(shapes, parse_json_list(dtypes_s) or [])
+    except (TypeError, ValueError, OverflowError):
+        return _unknown("unparsable input shapes")
+    flops, known, nbytes, dtype, note = inductor_work(name, ts, concrete)
+    inputs = [t for t in ts if t is not None]
+    if not inputs:
+        return _unknown("no tensor inputs recorded")
+    return OpWork("vector", dtype=dtype or "float32", flops=flops, flops_known=known, inputs=inputs,
+                  read_bytes=nbytes, write_bytes=0, note=note, elems=max(t.numel for t in inputs))
 
 
 def _split_out_arg(base: str, ts: list[Tensor | None]) -> tuple[list[Tensor | None], Tensor | None]:
@@ -333,7 +354,7 @@ def _eval_mode(concrete: list | None) -> bool:
 def wants_concrete(name: str) -> bool:
     """True when the op model reads this op's Kineto "Concrete Inputs" (scalar arguments such as a
     convolution's stride, a gather's dim, ``diff``'s n): callers pass them only for these ops."""
-    if classify(name) == "conv":
+    if classify(name) == "conv" or is_inductor_kernel(name):
         return True
     base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
     return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS, *REDUCE_DIM_POS, *_DROPOUT) or is_pool_op(base)

@@ -152,3 +152,21 @@ def test_reduction_dims_from_the_consumer_in_old_kineto():
     assert df["bytes"][0] == (1024 * 512 + 512) * 4 and "consumes" in df["note"][0]
     assert math.isnan(df["bytes"][2]) and "reduced dims are not recorded" in df["note"][2]
     assert df["flops"][0] == df["flops"][2] == 1024 * 512
+
+
+def test_inductor_kernels_priced_from_their_buffers_and_the_ops_their_name_lists():
+    from neuron_profiler.opmodel.inductor import fused_ops
+
+    assert fused_ops("triton_red_fused__unsafe_view_add_mean_mul_pow_rsqrt_1") == \
+        ("_unsafe_view", "add", "mean", "mul", "pow", "rsqrt")
+    # HTA's triton_example: out = a + cos(b) + sin(c)-like kernel over 10x10 float buffers, xnumel 100
+    w = _sig("triton_poi_fused_add_cos_sin_0", [[10, 10], [10, 10], [10, 10], []], [F, F, F, "Scalar"],
+             ["", "", "", "100"])
+    assert w.flops_known and w.flops == (1 + 1 + 1) * 100 and w.moved_bytes == 3 * 100 * 4
+    assert "estimate" in w.note and w.dtype == "float32"
+    # a reduction: xnumel x r0numel iterations
+    bf = "c10::BFloat16"
+    r = _sig("triton_red_fused_add_mean_mul_pow_rsqrt_0", [[8, 4096, 2048], [2048], [8, 4096, 2048], [], []],
+             [bf, bf, bf, "Scalar", "Scalar"], ["", "", "", "32768", "2048"])
+    assert r.flops == (1 + 1 + 1 + 1 + 1) * 32768 * 2048 and r.dtype == "bfloat16"
+    assert not _sig("triton_poi_fused_mystery_op_0", [[4]], [F], ["", "4"]).flops_known
