@@ -87,7 +87,7 @@ def _by_properties(d):
     """The hardware spec of a GPU the importer did not recognise by name, from its recorded properties (core
     count, memory, compute capability: :func:`neuron_profiler.hardware.gpu_entry_by_properties`); None when
     they do not identify it. Its ``name`` says how it was identified."""
-    from neuron_profiler.hardware import gpu_entry_by_properties, gpu_spec
+    from neuron_profiler.hardware import gpu_entry_by_properties, gpu_spec, raw_table
 
     props = dict(d.properties)
     try:
@@ -100,7 +100,10 @@ def _by_properties(d):
     e = gpu_entry_by_properties(str(d.kind), cores, mem, cc) if cores else None
     if e is None:
         return None, ""
-    return gpu_spec("", entry=e), f"{d.name} (identified by its properties as {e['variant']})"
+    same = [x["variant"] for x in raw_table()["gpus"] if x.get("properties", {}).get("cores") == cores
+            and x["kind"] == e["kind"] and x["peak_flops_per_s"].keys() == e["peak_flops_per_s"].keys()
+            and x.get("properties", {}).get("compute_capability") == e["properties"].get("compute_capability")]
+    return gpu_spec("", entry=e), f"{d.name} (identified by its properties as {' or '.join(same)})"
 
 
 def _peaks(position: int, d) -> DevicePeaks:

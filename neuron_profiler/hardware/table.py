@@ -197,15 +197,20 @@ def gpu_entry_by_properties(kind: str, cores: int, total_mem_bytes: float | None
     """The table entry of a GPU identified by its properties (Kineto ``deviceProperties``: ``numSms`` /
     CU count, ``totalGlobalMem``, ``computeMajor``.``computeMinor``), for a device whose name the table does
     not know ("AMD Radeon Graphics" on an MI250). The entries of that kind with that core count and compute
-    capability, the memory size closest (within 10 %); None when none fits or the fitting entries disagree on
-    their peaks."""
+    capability, the memory size within 10 %; None when none fits or the fitting entries' peaks differ by more
+    than 1 % (an MI250 GCD and an MI210 share 104 CUs, gfx90a and 64 GB, and their peaks)."""
     fits = [e for e in raw_table()["gpus"] if e["kind"] == kind and e.get("properties", {}).get("cores") == cores
             and (not compute_capability or e["properties"].get("compute_capability") == compute_capability)]
     if total_mem_bytes:
         fits = [e for e in fits if abs(e["hbm_capacity_bytes"] - total_mem_bytes) <= 0.1 * e["hbm_capacity_bytes"]]
-    if not fits or any(e["peak_flops_per_s"] != fits[0]["peak_flops_per_s"] for e in fits):
+    if not fits or any(not _same_peaks(e, fits[0]) for e in fits):
         return None
     return fits[0]
+
+
+def _same_peaks(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    pa, pb = a["peak_flops_per_s"], b["peak_flops_per_s"]
+    return pa.keys() == pb.keys() and all(abs(pa[k] - pb[k]) <= 0.01 * max(pa[k], pb[k]) for k in pa)
 
 
 def gpu_spec(name: str, total_mem_bytes: float | None = None, entry: dict[str, Any] | None = None

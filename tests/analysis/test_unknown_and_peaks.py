@@ -97,3 +97,12 @@ def test_compiled_ops_carry_their_dtype_and_compiled_runs_are_not_told_to_compil
     gaps = rec[rec["rule"] == "host_bound_gaps"]
     assert len(gaps) and "already uses torch.compile" in gaps["action"].iloc[0]
     assert "capture larger graphs (torch.compile" not in gaps["action"].iloc[0]
+
+
+def test_mi250_gcds_and_mi210_by_name_and_memory():
+    from neuron_profiler.hardware import gpu_variant_name
+
+    assert gpu_variant_name("AMD Instinct MI250", 68702699520) == "AMD Instinct MI250 (one GCD)"
+    assert gpu_variant_name("AMD Instinct MI250", 137438953472) == "AMD Instinct MI250"
+    assert gpu_variant_name("AMD Instinct MI250X", 68702699520) == "AMD Instinct MI250X (one GCD)"
+    assert gpu_variant_name("AMD Instinct MI210", 68702699520) == "AMD Instinct MI210"
