@@ -162,7 +162,27 @@ def conv_out_shapes(host_ops: pd.DataFrame, need: np.ndarray) -> dict[int, str]:
             found = _consumer(pos, *tl, _conv_fits(x, w))
         if found is not None:
             out[pos] = json.dumps(list(found))
+    if tl is not None and len(out) < len(need):
+        _nested(need, out, shapes, tl[0])
     return out
+
+
+def _nested(need: np.ndarray, out: dict[int, str], shapes: np.ndarray, ho: dict) -> None:
+    """A convolution nested in another of the same input and weight (``conv2d`` > ``convolution`` >
+    ``cudnn_convolution``) has its output: the innermost one's consumer is often a bias view inside the
+    outer call, so the shape one level found serves the levels it encloses or is enclosed by."""
+    got = list(out)
+    for pos in need.tolist():
+        if pos in out:
+            continue
+        s, e = ho["start"][pos], ho["start"][pos] + ho["dur"][pos]
+        for g in got:
+            if ho["track"][g] != ho["track"][pos] or shapes[g].split("],[", 2)[:2] != shapes[pos].split("],[", 2)[:2]:
+                continue
+            gs, ge = ho["start"][g], ho["start"][g] + ho["dur"][g]
+            if (gs <= s and e <= ge) or (s <= gs and ge <= e):
+                out[pos] = out[g]
+                break
 
 
 # ---------------------------------------------------------------- backward ops priced from their forward

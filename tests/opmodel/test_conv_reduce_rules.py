@@ -170,3 +170,21 @@ def test_inductor_kernels_priced_from_their_buffers_and_the_ops_their_name_lists
              [bf, bf, bf, "Scalar", "Scalar"], ["", "", "", "32768", "2048"])
     assert r.flops == (1 + 1 + 1 + 1 + 1) * 32768 * 2048 and r.dtype == "bfloat16"
     assert not _sig("triton_poi_fused_mystery_op_0", [[4]], [F], ["", "4"]).flops_known
+
+
+def test_conv_flops_without_concrete_inputs_equal_those_with_them_on_the_cnn_sample():
+    """The bundled CNN capture keeps each convolution's stride; with it removed, the output shapes other
+    records give (consumers, nested calls) must give the same FLOPs, not a stride-1 guess."""
+    import numpy as np
+    from realdata import sample_trace
+
+    import analysis
+    from neuron_profiler.opmodel import classify
+
+    ho = analysis.load(sample_trace("cnn_inference.nprof"), cache=False).whole_table("host_ops").copy()
+    conv = np.array([classify(n) == "conv" for n in ho["name"].astype(str)])
+    full = op_flops_and_bytes(ho)["flops"].to_numpy()[conv]
+    ho["args"] = np.where(conv, "", ho["args"].astype(str))
+    stripped = op_flops_and_bytes(ho)["flops"].to_numpy()[conv]
+    assert conv.sum() >= 10 and np.isfinite(full).all()
+    assert (stripped == full).all()
