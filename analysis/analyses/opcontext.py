@@ -278,7 +278,8 @@ def backward_signatures(host_ops: pd.DataFrame, need: np.ndarray) -> dict[int, t
     seq = host_ops["sequence_number"].to_numpy()
     ho = {"track": host_ops["track"].to_numpy(), "start": host_ops["start_ts"].to_numpy(),
           "dur": host_ops["duration_ns"].to_numpy()}
-    is_node = np.array([bool(_NODE.match(n)) for n in names], dtype=bool)
+    uniq, inv = np.unique(names, return_inverse=True)
+    is_node = np.array([bool(_NODE.match(n)) for n in uniq], dtype=bool)[inv]
     nodes_by_track: dict = {}
     for tr in np.unique(ho["track"][is_node]):
         rows = np.flatnonzero(is_node & (ho["track"] == tr))

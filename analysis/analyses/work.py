@@ -119,7 +119,7 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]
     codes, res = _with_out_shapes(host_ops, keys, codes, res)
-    codes, res = _with_forward(host_ops, codes, res)
+    codes, res = _with_forward(host_ops, keys, codes, res)
     arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)
     flops = arr[codes, 0]
     kineto = column(host_ops, "flops", 0).to_numpy(dtype=float)
@@ -156,13 +156,18 @@ def _with_out_shapes(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarr
     return codes, res
 
 
-def _with_forward(host_ops: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
+def _with_forward(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
     """Backward ops recorded without shapes priced from their forward's (:func:`.opcontext.backward_signatures`),
-    the note saying so: new results appended to ``res``, their rows' codes moved."""
+    the note saying so: new results appended to ``res``, their rows' codes moved. Nothing to do when no op of
+    the trace has shapes."""
     bad = [i for i, r in enumerate(res) if r[4] == NO_SHAPES]
     if not bad:
         return codes, res
-    need = np.flatnonzero(np.isin(codes, bad))
+    mask = np.isin(codes, bad)
+    sh = keys["s"].to_numpy(dtype=object)
+    if not ((sh[~mask] != "") & (sh[~mask] != "[]")).any():
+        return codes, res
+    need = np.flatnonzero(mask)
     found = backward_signatures(host_ops.reset_index(drop=True), need)
     if not found:
         return codes, res
