@@ -42,6 +42,7 @@ from .analyses.explorer_summary import neuron_explorer_comparison
 from .analyses.hot_ops import GROUPINGS as HOT_OPS_GROUPINGS
 from .analyses.hot_ops import hot_ops
 from .analyses.idle import idle_time_breakdown
+from .analyses.measured import measured_flops
 from .analyses.ranks import (
     cross_rank_report,
     rank_balance,
@@ -56,7 +57,7 @@ from .analyses.regions import regions
 from .analyses.roofline import roofline, roofline_ceilings, roofline_point_rows
 from .analyses.steps import STEP_BOUNDARY, step_window, steps
 from .analyses.summary import summary, summary_dict
-from .analyses.work import instruction_work, op_flops_and_bytes
+from .analyses.work import instruction_work, op_flops_and_bytes, unpriced_reason, work_source
 from .invariants import CheckReport, check
 from .trace import Trace, TraceSet, load
 
@@ -65,14 +66,14 @@ __all__ = [
     "load", "Trace", "TraceSet", "check", "CheckReport", "registry",
     # helpers
     "classify_kernels", "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes", "cross_rank_report",
-    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY", "STEP_BOUNDARY",
+    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY", "STEP_BOUNDARY", "unpriced_reason", "work_source",
     # the registered analyses (tests/analysis/test_facade.py checks this list against the registry)
     "steps", "step_window", "instruction_work", "device_activity", "temporal_breakdown", "kernel_breakdown",
     "comm_comp_overlap", "idle_time_breakdown", "collectives", "straggler_ranks", "collective_skew_matrix",
     "summary", "summary_dict", "hot_ops", "roofline_ceilings", "roofline", "roofline_point_rows", "diff",
     "dma_throughput", "dma_queues", "dma_sizes", "collectives_across_ranks", "rank_balance", "rank_timeline",
     "run_recommendations", "stragglers", "slow_links", "slowest_ranks_per_step", "recommendations",
-    "neuron_explorer_comparison", "area_stats", "regions",
+    "neuron_explorer_comparison", "area_stats", "regions", "measured_flops",
 ]
 
 

@@ -6,8 +6,10 @@ Checked (each row of the report is one invariant on one subject):
 * shares: every percent of ``summary`` within 0-100; busy + idle = 100 %; the summary's idle share equals the
   temporal breakdown's; ``hot_ops`` shares within 0-100 % and adding up to at most 100 % for every grouping;
 * peaks: roofline efficiency within 0-100 %, distance to the roof within 0-1, achieved FLOP/s within the
-  compute peak and achieved bandwidth within the memory roof; hot_ops rates within the device's peaks; MFU /
-  MBU a number wherever the device's peaks and the work are known;
+  compute peak and achieved bandwidth within the memory roof; each hot_ops group's FLOPs / self time within
+  the peak of its own dtype and engine (a V100's FP32 peak for FP32 work, not its FP16 tensor-core peak); no
+  op with device time whose FLOPs are neither known nor explained; MFU / MBU a number wherever the device's
+  peaks and the work are known;
 * time: the union of device activity never above the analysed span; the temporal breakdown's parts add up to
   its span, for the trace and for each step (per-step sums within the step); recommendation savings within
   their time pools and the span;
@@ -27,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from .core.categorical import cat_values
-from .core.devices import device_peaks
 from .core.intervals import union_sorted_ns
 from .core.tables import row_positions
 
@@ -184,27 +185,37 @@ def _check_known(t, s: pd.DataFrame, R: _Rows, prefix: str) -> None:
 
 
 def _check_rates(t, R: _Rows, prefix: str) -> None:
-    """hot_ops rates within the largest ceilings of the trace's devices × its active cores."""
+    """Each hot_ops group's FLOPs over its self time within the peak of its own work (the matrix peak of its
+    dtype for matmul-family rows, the engine's vector peak otherwise, × its active cores), computed from its
+    FLOPs (the shown rate is NaN above that peak); bandwidth within the memory roof; and no group with device
+    time whose FLOPs are neither known nor explained."""
+    from .analyses.hot_ops import group_bounds
     from .analyses.work import instruction_work
 
     w = instruction_work(t)
     if not len(w):
         return
-    peak = roof = 0.0
-    for pos in np.unique(w["device"].to_numpy()):
-        p = device_peaks(t, int(pos))
-        if p is not None:
-            peak = max(peak, max([*p.matrix.values(), *p.vector.values()], default=0.0))
-            roof = max(roof, p.memory_roof if np.isfinite(p.memory_roof) else 0.0)
-    cores = len(pd.unique(pd.Series(list(zip(w["device"].to_numpy(), w["nc_idx"].to_numpy())))))
-    if peak > 0:
-        for by in ("op", "engine"):
-            h = t.hot_ops(by=by)
-            R.within("hot_ops FLOP/s within the device peak", f"{prefix}hot_ops by {by}", h["achieved_flops_per_s"],
-                     0.0, peak * cores, peak * cores * REL_TOL)
-            if roof > 0:
-                R.within("hot_ops bandwidth within the memory roof", f"{prefix}hot_ops by {by}",
-                         h["achieved_bandwidth_bytes_per_s"], 0.0, roof * cores, roof * cores * REL_TOL)
+    for by in ("op", "engine"):
+        h = t.hot_ops(by=by)
+        cats = pd.Index(w[by].cat.categories.astype(str))
+        peak, roof = group_bounds(t, w, w[by].cat.codes.to_numpy().astype(np.int64), len(cats))
+        pos = cats.get_indexer(h.index.astype(str))
+        pk = np.where(pos >= 0, peak[np.maximum(pos, 0)], np.nan)
+        rf = np.where(pos >= 0, roof[np.maximum(pos, 0)], np.nan)
+        secs = h["device_time_self_ns"].to_numpy(dtype=float) / 1e9
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(secs > 0, h["flops"].to_numpy(dtype=float) / secs / pk, np.nan)
+            bw = np.where(secs > 0, h["achieved_bandwidth_bytes_per_s"].to_numpy(dtype=float) / rf, np.nan)
+        subj = f"{prefix}hot_ops by {by}"
+        worst = int(np.nanargmax(ratio)) if np.isfinite(ratio).any() else -1
+        R.within("hot_ops FLOP/s within the peak of their dtype and engine", subj, ratio, 0.0, 1.0, REL_TOL,
+                 reason=f"worst: {h.index[worst]}" if worst >= 0 and ratio[worst] > 1.0 + REL_TOL else "")
+        R.within("hot_ops bandwidth within the memory roof", subj, bw, 0.0, 1.0, REL_TOL)
+        if by == "op":
+            silent = (h["device_time_self_ns"].to_numpy() > 0) & h["flops"].isna().to_numpy() \
+                & (h["note"].astype(str).to_numpy() == "")
+            R.add("device time has FLOPs or a reason", subj, float(silent.sum()), 0.0, not silent.any(),
+                  reason=", ".join(h.index[silent].astype(str)[:3]))
 
 
 def _check_roofline(t, R: _Rows, prefix: str) -> None:

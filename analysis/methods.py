@@ -21,6 +21,7 @@ from .analyses import dma as _dma
 from .analyses import explorer_summary as _explorer_summary
 from .analyses import hot_ops as _hot_ops
 from .analyses import idle as _idle
+from .analyses import measured as _measured
 from .analyses import ranks as _ranks
 from .analyses import recommend as _recommend
 from .analyses import regions as _regions
@@ -129,6 +130,10 @@ class TraceAnalyses:
     def regions(self, max_per_kind: int = 200) -> pd.DataFrame:
         """Steps, collectives and top-level module calls as named time ranges: :func:`analysis.regions`."""
         return _regions.regions(self, max_per_kind)
+
+    def measured_flops(self) -> pd.DataFrame:
+        """FLOPs the trace's own hardware counters measured (CUPTI profiler ranges): :func:`analysis.measured_flops`."""
+        return _measured.measured_flops(self)
 
     def neuron_explorer_comparison(self) -> pd.DataFrame:
         """Our summary beside a Neuron Explorer profile's own metrics: :func:`analysis.neuron_explorer_comparison`."""

@@ -109,6 +109,19 @@ def column_label(col: str, analysis: str | None = None) -> str:
     return humanize(col)
 
 
+#: labels of trace-table columns (an event's fields), where the humanised name is not enough; a table column is
+#: never labelled with an analysis' label (``duration_ns`` of an event is its duration, not a step time)
+TABLE_COLUMN_LABELS = {"duration_ns": "Duration", "framework_op": "Host op row", "name": "Name",
+                       "flops": "FLOPs (recorded by the profiler)", "opcode": "Opcode / Kineto category",
+                       "dtype": "Data type", "stack": "Python stack", "hbm_write_bytes": "HBM written"}
+
+
+def table_column_label(col: str) -> str:
+    """The label of a trace-table column (an event's field in the timeline's details): its own name, never an
+    analysis column's label of the same name."""
+    return TABLE_COLUMN_LABELS.get(str(col)) or column_label(col, "")
+
+
 def column_unit(col: str, analysis: str | None = None) -> str:
     """The display unit of a column (see :data:`UNITS`): "ts" for absolute timestamps (shown from the trace
     start), else the registry's unit (``analysis.registry.column_unit``), else one read from the name's

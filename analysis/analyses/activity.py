@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.categorical import categorical, category_names, code_dtype, per_category
+from ..core.commkernels import is_collective_kernel
 from ..core.devicetime import group_time
 from ..core.intervals import first_rows, is_sorted, merge, union_by_key
 
@@ -60,13 +61,18 @@ def classify_kernels(names: pd.Series) -> pd.Series:
     return pd.Series(out, index=idx, dtype=object)
 
 
-def kernel_type_codes(ins: pd.DataFrame) -> np.ndarray:
+def kernel_type_codes(ins: pd.DataFrame, hta: bool = True) -> np.ndarray:
     """int8 code (index into ``KERNEL_TYPES``) per instruction row: Kineto rows by name, Neuron rows by engine;
-    each distinct name / engine is classified once."""
+    each distinct name / engine is classified once. ``hta=False`` (the default mode's activity): collective
+    kernels HTA's regex misses (symmetric memory, MSCCL++, custom all-reduce:
+    :func:`analysis.core.commkernels.is_collective_kernel`) are COMMUNICATION too."""
     opcode, names, engine = (categorical(ins, c) for c in ("opcode", "name", "engine"))
     kineto = per_category(opcode, np.isin(category_names(opcode), list(KINETO_DEVICE_OPCODES)), False)
-    by_name = np.array([_KT_CODE[t] for t in classify_kernels(pd.Series(category_names(names), dtype=object))],
-                       dtype=np.int8)
+    uniq = category_names(names)
+    by_name = np.array([_KT_CODE[t] for t in classify_kernels(pd.Series(uniq, dtype=object))], dtype=np.int8)
+    if not hta and len(uniq):
+        comm = np.array([is_collective_kernel(x) for x in uniq], dtype=bool)
+        by_name = np.where(comm, np.int8(_KT_CODE[COMMUNICATION]), by_name).astype(np.int8)
     by_engine = np.where(np.isin(category_names(engine), list(NEURON_COMPUTE_ENGINES)),
                          _KT_CODE[COMPUTATION], _KT_CODE[OTHER]).astype(np.int8)
     return np.where(kineto, per_category(names, by_name, _KT_CODE[COMPUTATION]),
@@ -132,14 +138,14 @@ def _union_categories(cats: list[pd.Categorical]) -> tuple[pd.Index, list[np.nda
     return union, [np.append(union.get_indexer(category_names(c)), -1).astype(dt) for c in cats]
 
 
-def _instruction_part(ins: pd.DataFrame) -> _Part:
+def _instruction_part(ins: pd.DataFrame, hta: bool = True) -> _Part:
     busy = _busy_positions(ins)
     n = len(ins) if busy is None else len(busy)
     idx = ins.index
     # a RangeIndex: row id = start + position, no n-long id array materialised
     index = int(idx.start) if isinstance(idx, pd.RangeIndex) and idx.step == 1 else idx.to_numpy()
     return _Part(ins, busy, categorical(ins, "name"), categorical(ins, "opcode"),
-                 kernel_type_codes(ins) if n else np.zeros(0, np.int8), INSTRUCTIONS,
+                 kernel_type_codes(ins, hta) if n else np.zeros(0, np.int8), INSTRUCTIONS,
                  np.arange(len(ins), dtype=np.int64) if busy is None else busy, index)
 
 
@@ -161,22 +167,23 @@ def _fill_parts(parts: list[_Part], out: np.ndarray, value, selected: bool = Fal
 
 def activity_frame(instructions: pd.DataFrame, *, dma: pd.DataFrame | None = None,
                    collectives: pd.DataFrame | None = None, sort: bool = False,
-                   window: tuple[int, int] | None = None) -> pd.DataFrame:
+                   window: tuple[int, int] | None = None, hta_kernel_types: bool = True) -> pd.DataFrame:
     """Device intervals with their kernel type. Columns: ``start_ts``, ``end_ts`` (ns, int64), ``name``,
     ``kernel_type`` (one of ``KERNEL_TYPES``), ``opcode`` (Categoricals), ``track``, ``framework_op`` (host op
     row, -1 none), ``table`` (0 instructions, 1 dma, 2 collectives), ``row`` (position of the row in its
     table); index = instruction row id (dma / collective rows get -1 - row).
 
-    Kineto rows are classified by name (:func:`classify_kernels`), Neuron rows by engine; DMA rows are MEMORY
-    and collectives without an ``instruction`` COMMUNICATION; ``WAIT_OPCODES`` rows (an engine waiting on a
-    semaphore) are not activity (HTA's rounding to whole µs: :func:`analysis.analyses.hta.quantise`).
-    ``window`` clips the intervals to [lo, hi). ``sort`` orders the rows by start (stable), which makes every
-    later interval union cheap (``Trace.device_activity``).
+    Kineto rows are classified by name (:func:`classify_kernels`; with ``hta_kernel_types=False`` collective
+    kernels HTA's regex misses are COMMUNICATION too, as in a trace's default activity), Neuron rows by engine;
+    DMA rows are MEMORY and collectives without an ``instruction`` COMMUNICATION; ``WAIT_OPCODES`` rows (an
+    engine waiting on a semaphore) are not activity (HTA's rounding to whole µs:
+    :func:`analysis.analyses.hta.quantise`). ``window`` clips the intervals to [lo, hi). ``sort`` orders the
+    rows by start (stable), which makes every later interval union cheap (``Trace.device_activity``).
 
     Each column is written once, straight from the tables into its array (no per-table copy, no
     concatenated copy); when sorting, the unsorted int64 columns pass through one scratch array reused
     column by column, so a 5M-row frame allocates little beyond itself."""
-    parts = [_instruction_part(instructions)]
+    parts = [_instruction_part(instructions, hta_kernel_types)]
     if dma is not None and len(dma):
         parts.append(_table_part(dma, "dma", "dma", MEMORY, DMA, np.arange(len(dma), dtype=np.int64)))
     if collectives is not None and len(collectives):
@@ -278,7 +285,7 @@ def _trace_activity(trace) -> pd.DataFrame:
     cc = None if trace.is_kineto_import else trace.table("collectives")
     dma = trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"])
     return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
-                          window=trace.window_bounds)
+                          window=trace.window_bounds, hta_kernel_types=False)
 
 
 def analysis_span(trace) -> tuple[int, int]:

@@ -13,12 +13,14 @@ import pandas as pd
 
 from ..core.intervals import union_by_key
 from ..registry import Column, register
+from .activity import WAIT_OPCODES
 
 __all__ = ["AREA_TRACK_SPEC", "AREA_NAME_SPEC", "AREA_COUNTER_SPEC", "area_stats"]
 
 AREA_TRACK_SPEC = (Column("track", "", "Track"),
                    Column("events", "count", "Events", "Events overlapping the range"),
-                   Column("busy_ns", "ns", "Busy", "Union of the events clipped to the range"),
+                   Column("busy_ns", "ns", "Busy",
+                          "Union of the working events (semaphore waits left out) clipped to the range"),
                    Column("busy_percent", "percent", "Busy share", "Busy time over the range"))
 AREA_NAME_SPEC = (Column("name", "", "Name"),
                   Column("total_ns", "ns", "Total", "Sum of the durations clipped to the range"),
@@ -48,9 +50,10 @@ def area_stats(events: pd.DataFrame, start_ns: int, end_ns: int, counters: pd.Da
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(per track, per name, counters) of an area [start_ns, end_ns).
 
-    ``events``: columns ``track`` (row label), ``name``, ``start_ts``, ``end_ts`` (ns); rows not overlapping the
-    range are left out. ``counters``: columns ``counter``, ``unit``, ``ts`` (ns), ``value``; samples outside
-    the range or not finite are left out. Returns:
+    ``events``: columns ``track`` (row label), ``name``, ``start_ts``, ``end_ts`` (ns), optionally ``opcode``
+    (an engine waiting on a semaphore, ``WAIT_OPCODES``, is idle: counted as an event, not as busy); rows not
+    overlapping the range are left out. ``counters``: columns ``counter``, ``unit``, ``ts`` (ns), ``value``;
+    samples outside the range or not finite are left out. Returns:
 
     * per track (in order of first appearance): ``track``, ``events``, ``busy_ns`` (the union of the events
       clipped to the range), ``busy_percent`` (of the range);
@@ -66,7 +69,9 @@ def area_stats(events: pd.DataFrame, start_ns: int, end_ns: int, counters: pd.Da
     s0, e0 = np.maximum(s[m], a), np.minimum(e[m], b)
     clip = (e0 - s0).astype(float)
     cnt = np.bincount(tcodes, minlength=len(tlabels))
-    busy = union_by_key(tcodes, s0, e0).reindex(range(len(tlabels)), fill_value=0).to_numpy(np.int64)
+    work = ~events["opcode"].astype(str).isin(WAIT_OPCODES).to_numpy()[m] if "opcode" in events else None
+    busy_parts = (tcodes, s0, e0) if work is None else (tcodes[work], s0[work], e0[work])
+    busy = union_by_key(*busy_parts).reindex(range(len(tlabels)), fill_value=0).to_numpy(np.int64)
     present = np.flatnonzero(cnt)
     tracks = pd.DataFrame({"track": [tlabels[i] for i in present], "events": cnt[present].astype(np.int64),
                            "busy_ns": busy[present], "busy_percent": 100.0 * busy[present] / (b - a)},

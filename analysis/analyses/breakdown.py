@@ -183,9 +183,10 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
     One row; columns: ``rank``; ``idle_time_ns``, ``compute_time_ns``, ``non_compute_time_ns``,
     ``kernel_time_ns`` (ns; kernel_time = the span, the denominator: HTA's first device start to last end;
     on a Trace without ``hta_compatible`` the analysed span); ``idle_time_pctg``, ``compute_time_pctg``,
-    ``non_compute_time_pctg`` (percent, 2 decimals). All zero when there is no device activity (HTA raises
-    there). ``activity``: a precomputed :func:`device_activity` frame (then ``instructions``, ``dma``,
-    ``collectives``, ``hta_rounding`` are unused); ``span``: (lo, hi) to divide by instead."""
+    ``non_compute_time_pctg`` (percent, 2 decimals). With no device activity the times are 0 and the shares
+    NaN (unknown: there is no span to divide; HTA raises there). ``activity``: a precomputed
+    :func:`device_activity` frame (then ``instructions``, ``dma``, ``collectives``, ``hta_rounding`` are unused);
+    ``span``: (lo, hi) to divide by instead."""
     act, unions = _source(instructions, dma=dma, collectives=collectives, activity=activity,
                           hta_rounding=hta_rounding, hta_compatible=hta_compatible)
     default = activity is None and dma is TRACE_TABLES and collectives is TRACE_TABLES and not hta_compatible
@@ -204,7 +205,7 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
     row: dict[str, float] = {"rank": _rank(instructions, rank), "idle_time_ns": idle, "compute_time_ns": compute,
            "non_compute_time_ns": non_compute, "kernel_time_ns": width}
     for k in ("idle_time", "compute_time", "non_compute_time"):
-        row[f"{k}_pctg"] = round(100.0 * row[f"{k}_ns"] / width, 2) if width else 0.0
+        row[f"{k}_pctg"] = round(100.0 * row[f"{k}_ns"] / width, 2) if width else float("nan")
     return pd.DataFrame([row])
 
 

@@ -39,7 +39,17 @@ ACROSS_COLUMNS = [c.name for c in ACROSS_SPEC]
 
 def collective_time_ns(trace) -> int:
     """The rank's collective time: the union of its collective operations (the collectives table), clipped to
-    the analysed span (ns). The one definition used by the summary and the rank balance."""
+    the analysed span (ns); in a Kineto import, whose collectives table holds the host-side calls, the union of
+    its collective kernels (COMMUNICATION device activity: NCCL / RCCL, symmetric memory, MSCCL++, ...). The
+    one definition used by the summary and the rank balance."""
+    if trace.is_kineto_import:
+        from .activity import COMMUNICATION, kernel_type_mask, trace_activity
+
+        act = trace_activity(trace)
+        m = kernel_type_mask(act, COMMUNICATION)
+        if not m.any():
+            return 0
+        return union_ns(act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m], *analysis_span(trace))
     cc = trace.table("collectives", ["start_ts", "duration_ns"])
     if not len(cc):
         return 0

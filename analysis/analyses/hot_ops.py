@@ -19,7 +19,7 @@ from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import DMA, INSTRUCTIONS, analysis_span, invocation_time, trace_activity
 from .steps import steps
-from .work import instruction_work, module_from_stack, work_source
+from .work import instruction_work, module_from_stack, unpriced_reason, work_source
 
 GROUPINGS = ("op", "module", "stack", "engine")
 HOT_OPS_SPEC = (
@@ -204,12 +204,38 @@ def _self_time(trace, g: np.ndarray, inv: np.ndarray, s: np.ndarray, e: np.ndarr
     return t
 
 
-def _known_sum(codes: np.ndarray, values: np.ndarray, known: np.ndarray, k: int) -> np.ndarray:
-    """Σ values per group; NaN for a group none of whose rows is known."""
+def _known_sum(codes: np.ndarray, values: np.ndarray, known: np.ndarray, k: int,
+               dur: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ values per group, share of the group's device-row time whose value is unknown). The sum is NaN
+    where it would say 0 while some of the time is unknown, or where more than half of it is unknown: an
+    unknown is never shown as 0 (:func:`unknown_note` says why)."""
     tot = group_sum(codes, values, k)
-    n_known = np.bincount(codes[known], minlength=k) if len(codes) else np.zeros(k)
-    n_rows = np.bincount(codes, minlength=k) if len(codes) else np.zeros(k)
-    return np.where((n_rows > 0) & (n_known == 0), np.nan, tot)
+    d = np.ones(len(codes)) if dur is None else np.maximum(dur.astype(float), 1.0)
+    t_all = np.bincount(codes, weights=d, minlength=k) if len(codes) else np.zeros(k)
+    t_unk = np.bincount(codes[~known], weights=d[~known], minlength=k) if len(codes) else np.zeros(k)
+    share = M._div(t_unk, t_all)
+    share = np.where(t_all > 0, share, 0.0)
+    nan = (share > 0) & ((tot == 0) | (share > 0.5))
+    return np.where(nan, np.nan, tot), share
+
+
+def unknown_note(codes: np.ndarray, k: int, flops_share: np.ndarray, bytes_share: np.ndarray,
+                 reason: pd.Series) -> np.ndarray:
+    """Per group: what share of its device time has unknown FLOPs / bytes and the op model's main reason."""
+    note = np.full(k, "", dtype=object)
+    todo = np.flatnonzero((flops_share > 0) | (bytes_share > 0))
+    if not len(todo):
+        return note
+    r = reason.astype(str).to_numpy()
+    for g in todo:
+        rs = pd.Series(r[codes == g])
+        rs = rs[rs != ""]
+        why = rs.value_counts().index[0] if len(rs) else "unknown"
+        parts = [f"FLOPs unknown for {100 * flops_share[g]:.0f} % of its device time"] if flops_share[g] > 0 else []
+        if bytes_share[g] > 0:
+            parts.append(f"bytes unknown for {100 * bytes_share[g]:.0f} %")
+        note[g] = "; ".join(parts) + f" ({why})"
+    return note
 
 
 @register("hot_ops", columns=HOT_OPS_SPEC, figure="hot_ops_figure",
@@ -247,11 +273,13 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
     if by == "engine":  # the DMA group counts its transfers
         is_dma = act["table"].to_numpy() == DMA
         n_ins += np.bincount(g_act[is_dma & (g_act >= 0)], minlength=k)
-    flops = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k)
-    hbm = _known_sum(codes, w["hbm_bytes"].to_numpy(), w["bytes_known"].to_numpy(), k)
+    dur = w["duration_ns"].to_numpy()
+    flops, f_unk = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k, dur)
+    hbm, b_unk = _known_sum(codes, w["hbm_bytes"].to_numpy(), w["bytes_known"].to_numpy(), k, dur)
+    unk_note = unknown_note(codes, k, f_unk, b_unk, unpriced_reason(trace))
     launch_calls = _launching_ops(w["framework_op"].to_numpy(), codes, k, by)
     df = pd.DataFrame({"instructions": n_ins, "device_time_self_ns": self_ns, "flops": flops, "hbm_bytes": hbm,
-                       "_launch_calls": launch_calls, "_share_ns": share_ns,
+                       "_launch_calls": launch_calls, "_share_ns": share_ns, "_unknown": unk_note,
                        "host_launch_time_ns": _launch_time(trace, w, codes, k)}, index=cats)
     df = df[(df["instructions"] > 0) | (df["device_time_self_ns"] > 0)]
     df = _join_host(trace, df, by)
@@ -322,9 +350,11 @@ def _totals(trace, df: pd.DataFrame, w: pd.DataFrame, by: str) -> None:
     df["device_time_mean_ns"] = M._div(df["device_time_self_ns"].to_numpy(), df["calls"].to_numpy())
 
 
-def _group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per group code: the highest compute peak and memory roof its rows could reach (per-core ceilings of
-    their main device × the distinct cores they ran on)."""
+def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group code: the highest compute peak its rows could reach and the memory roof (per-core ceilings of
+    their main device × the distinct cores they ran on). The compute peak is that of the rows' own work: the
+    matrix peak of their dtype for matmul-family rows, the engine's vector peak otherwise
+    (:meth:`DevicePeaks.compute_peak`), the largest over the group's kinds of work."""
     peak, roof = np.full(k, np.nan), np.full(k, np.nan)
     if not len(w) or k == 0:
         return peak, roof
@@ -334,25 +364,36 @@ def _group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np
     by_dev = np.bincount(codes * nd + dev, minlength=k * nd).reshape(k, nd)
     cores = (np.bincount(codes * nc + core, minlength=k * nc).reshape(k, nc) > 0).sum(axis=1)
     main = by_dev.argmax(axis=1) - 1
+    kinds = pd.DataFrame({"g": codes, "mm": w["is_matmul"].to_numpy(), "dt": w["dtype"].astype(str).to_numpy(),
+                          "eng": w["engine"].astype(str).to_numpy()}).drop_duplicates()
     for d in np.unique(main):
         p = device_peaks(trace, int(d))
         if p is None:
             continue
         sel = main == d
-        peak[sel] = max([*p.matrix.values(), *p.vector.values()], default=np.nan) * cores[sel]
         roof[sel] = p.memory_roof * cores[sel]
+        mine = kinds[sel[kinds["g"].to_numpy()]]
+        cache: dict = {}
+        best = np.full(k, np.nan)
+        for g, mm, dt, eng in mine.itertuples(index=False):
+            key = (bool(mm), dt, eng)
+            if key not in cache:
+                cache[key] = p.compute_peak(bool(mm), dt, eng)
+            best[g] = np.fmax(best[g], cache[key])
+        peak[sel] = best[sel] * cores[sel]
     return peak, roof
 
 
 def _rates(trace, df: pd.DataFrame, w: pd.DataFrame, codes: np.ndarray, cats: pd.Index, by: str) -> None:
-    pk, rf = _group_bounds(trace, w, codes, len(cats))
+    pk, rf = group_bounds(trace, w, codes, len(cats))
     pos = cats.get_indexer(df.index)
     peak = np.where(pos >= 0, pk[np.maximum(pos, 0)], np.nan)
     roof = np.where(pos >= 0, rf[np.maximum(pos, 0)], np.nan)
     t = df["device_time_self_ns"].to_numpy()
     src = work_source(trace)
     fr, note = physical(M.rate_per_s(df["flops"].to_numpy(), t), peak,
-                        "FLOPs exceed the device peak in this time (the FLOP count overstates the work)")
+                        "FLOPs exceed the peak of this work's dtype and engine in this time (the FLOP count "
+                        "overstates the work)")
     why = ("HBM bytes from shapes exceed what memory can move in this time (data served from cache, or the "
            "shapes overstate the traffic)" if src == "shapes" else
            "HBM bytes exceed the memory roof in this time (bytes recorded on rows that do not move them, e.g. "
@@ -360,4 +401,5 @@ def _rates(trace, df: pd.DataFrame, w: pd.DataFrame, codes: np.ndarray, cats: pd
     br, note = physical(M.rate_per_s(df["hbm_bytes"].to_numpy(), t), roof, why, note)
     df["achieved_flops_per_s"] = fr
     df["achieved_bandwidth_bytes_per_s"] = br
-    df["note"] = note
+    unk = df["_unknown"].fillna("").astype(str).to_numpy() if "_unknown" in df else np.full(len(df), "")
+    df["note"] = [("; ".join(x for x in (u, n) if x)) for u, n in zip(unk, note)]

@@ -196,6 +196,20 @@ def _throttling_rule(trace, ctx):
                  math.nan, rows.index[order][v > 0], "counters", int(on.min()), int(on.max()))]
 
 
+#: host op names that only a torch.compile'd run records
+_COMPILED_MARKERS = ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "## Call CompiledFxGraph", "CompiledFunction",
+                     "entire_frame_compile")
+
+
+def _compiled(trace) -> bool:
+    """True when the trace was taken of a torch.compile'd program (dynamo / inductor host ops)."""
+    ho = trace.whole_table("host_ops", ["name"])
+    if not len(ho):
+        return False
+    names = pd.Series(ho["name"].astype("category").cat.categories.astype(str))
+    return bool(names.str.startswith(_COMPILED_MARKERS).any())
+
+
 def _host_gap_rule(trace, ctx):
     ms, me = ctx["merged"]
     if len(ms) < 2:
@@ -212,8 +226,10 @@ def _host_gap_rule(trace, ctx):
                  f"idle gaps total {total_gap / 1e3:.1f} µs; longest {int(ge[top] - gs[top]) / 1e3:.1f} µs at "
                  f"{(int(gs[top]) - int(trace.time_range[0])) / 1e6:.3f} ms from the trace start; see "
                  "analysis.idle_time_breakdown for host vs device wait",
-                 "Reduce host overhead between launches: capture larger graphs (torch.compile / XLA), "
-                 "overlap data loading, avoid host syncs (.item(), prints) inside the step.",
+                 ("The run already uses torch.compile: remove graph breaks (torch._dynamo.explain), capture "
+                  "the step in CUDA graphs (mode='reduce-overhead'), " if _compiled(trace) else
+                  "Reduce host overhead between launches: capture larger graphs (torch.compile / XLA), ")
+                 + "overlap data loading, avoid host syncs (.item(), prints) inside the step.",
                  total_gap, [], "", int(gs[top]), int(ge[top]), pool="idle")]
 
 

@@ -27,7 +27,7 @@ from ..core.intervals import first_rows, union_by_key
 from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
 from .activity import invocation_group_time
-from .work import instruction_work
+from .work import instruction_work, unpriced_reason
 
 ROOFLINE_SPEC = (
     Column("op", "", "Op"), Column("dtype", "", "Data type"),
@@ -52,6 +52,7 @@ ROOFLINE_SPEC = (
     Column("note", "", "Note", "Why a value is NaN"),
 )
 ROOFLINE_COLUMNS = [c.name for c in ROOFLINE_SPEC]
+ROOFLINE_GROUPINGS = ("op", "module", "engine", "dtype")
 CEILING_SPEC = (Column("device", "count", "Device", "Position in header.devices"),
                 Column("device_name", "", "Device name"), Column("kind", "", "Kind", "compute or memory"),
                 Column("engine", "", "Engine", "matrix, a vector engine, HBM, DMA or memory roof"),
@@ -93,8 +94,10 @@ def roofline_ceilings(trace) -> pd.DataFrame:
 
 
 def _kept(w: pd.DataFrame) -> np.ndarray:
-    """Rows that carry FLOPs or HBM bytes (the others cannot be placed on a roofline)."""
-    return (w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0)
+    """Rows that carry FLOPs or HBM bytes, or whose FLOPs or bytes are unknown (a group with unknown work is
+    a point with NaN FLOPs and the reason, never a 0-FLOP point)."""
+    return ((w["flops"].to_numpy() > 0) | (w["hbm_bytes"].to_numpy() > 0) | ~w["flops_known"].to_numpy()
+            | ~w["bytes_known"].to_numpy())
 
 
 def _groups(w: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray]:
@@ -129,15 +132,18 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     (min(AI × memory roof, peak)), bound ("memory" | "compute" | "unknown"), efficiency_percent (achieved /
     roof, 0-100), distance_to_roof (1 − achieved / roof, 0-1), time_at_roof_ns (max(flops / peak, bytes /
     memory roof)), time_saved_at_roof_ns (device_time − time_at_roof, >= 0), note (why a value is NaN).
-    Ops without FLOPs and bytes are left out. ``by``: "op" or "module".
+    Ops without FLOPs and bytes are left out; a group with rows of unknown FLOPs has NaN FLOPs and the op
+    model's reason in ``note``. ``by``: "op", "module", "engine" or "dtype" (the first column is named ``by``;
+    by "dtype" the groups are (dtype, device)).
     """
-    if by not in ("op", "module"):
-        raise ValueError(f"unknown grouping {by!r}; valid: op, module")
+    if by not in ROOFLINE_GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}; valid: {', '.join(ROOFLINE_GROUPINGS)}")
     w_all = instruction_work(trace)
     keep = _kept(w_all)
     if not keep.all():  # only the columns read here are copied
-        w_all = w_all[[by, "dtype", "device", "engine", "start_ts", "duration_ns", "framework_op", "flops",
-                       "hbm_bytes", "bytes_known", "is_matmul"]]
+        w_all = w_all[list(dict.fromkeys([by, "dtype", "device", "engine", "start_ts", "duration_ns",
+                                          "framework_op", "flops", "hbm_bytes", "flops_known", "bytes_known",
+                                          "is_matmul"]))]
     w = w_all[keep] if not keep.all() else w_all
     if not len(w):
         return pd.DataFrame({c.name: pd.Series(dtype=object if c.unit == "" else float) for c in ROOFLINE_SPEC})
@@ -149,7 +155,11 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     unknown = ~w["bytes_known"].to_numpy()
     if unknown.any():  # a group with any row of unknown bytes
         by_[np.bincount(g[unknown], minlength=k) > 0] = np.nan
-    del unknown
+    f_unknown = ~w["flops_known"].to_numpy()
+    if f_unknown.any():  # a group with any row of unknown FLOPs
+        fl[np.bincount(g[f_unknown], minlength=k) > 0] = np.nan
+    why = _unknown_reasons(trace, w, g, k, unknown | f_unknown)
+    del unknown, f_unknown
     cnt = np.bincount(g, minlength=k)
     mm = np.bincount(g[w["is_matmul"].to_numpy()], minlength=k) > 0  # any matrix work
     engine, busiest = _group_engines(trace, w, g, k)
@@ -163,9 +173,15 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     dt_names = np.append(np.asarray(w["dtype"].cat.categories.astype(str), dtype=object), "")[u_dt]
     peak, bw = _ceilings(trace, u_dev, mm, dt_names, busiest)
     out = _positions(fl, by_, t, peak, bw)
+    out["note"] = np.array(["; ".join(x for x in (a, b) if x) for a, b in zip(why, out["note"])], dtype=object)
     out = pd.DataFrame({"op": op_names, "dtype": dt_names, "engine": engine, "device": u_dev, "instructions": cnt,
                         "device_time_ns": t, "flops": fl, "hbm_bytes": by_, **out})
-    if by == "module":
+    if by == "dtype":
+        out = out.drop(columns="op")
+        out.insert(0, "dtype", out.pop("dtype"))
+    elif by == "engine":
+        out = out.drop(columns="engine").rename(columns={"op": "engine"})
+    elif by == "module":
         out = out.rename(columns={"op": "module"})
     return out.sort_values("time_saved_at_roof_ns", ascending=False, na_position="last").reset_index(drop=True)
 
@@ -206,6 +222,17 @@ def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.nd
         dma_t = np.bincount(g[linked][first_idx], weights=per_op.reindex(inv).fillna(0.0).to_numpy(), minlength=k)
         engine = np.where(dma_t > et[np.arange(k), pick], "DMA", busiest).astype(object)
     return engine, busiest
+
+
+def _unknown_reasons(trace, w: pd.DataFrame, g: np.ndarray, k: int, unknown: np.ndarray) -> np.ndarray:
+    """Per group: why its FLOPs or bytes are unknown (the most common reason of its rows; '' when known)."""
+    out = np.full(k, "", dtype=object)
+    if not unknown.any():
+        return out
+    reason = unpriced_reason(trace).reindex(w.index[unknown]).astype(str).to_numpy()
+    s = pd.Series(reason).groupby(g[unknown]).agg(lambda x: x.value_counts().index[0])
+    out[s.index.to_numpy()] = "work unknown: " + s.to_numpy().astype(object)
+    return out
 
 
 def _ceilings(trace, dev: np.ndarray, mm: np.ndarray, dtype: np.ndarray, engine: np.ndarray
@@ -256,7 +283,7 @@ def roofline_point_rows(trace, point: int, by: str = "op") -> np.ndarray:
     p = pts.loc[point]
     w = instruction_work(trace)
     m = (w["device"].to_numpy() == int(p["device"])) & _kept(w)
-    for col, val in ((by, p[by if by == "op" else "module"]), ("dtype", p["dtype"])):
+    for col, val in dict.fromkeys(((by, p[by]), ("dtype", p["dtype"]))):
         m &= w[col].cat.codes.to_numpy() == w[col].cat.categories.get_indexer([val])[0]  # -1 matches ''
     return w.index.to_numpy()[m]
 

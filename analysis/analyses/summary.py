@@ -16,6 +16,7 @@ import pandas as pd
 
 from .. import metrics as M
 from ..core.categorical import cat_values, cat_where
+from ..core.commkernels import is_collective_op
 from ..core.devices import DevicePeaks, device_peaks
 from ..core.devicetime import RATE_TOLERANCE
 from ..core.intervals import union_by_key, union_ns
@@ -25,6 +26,7 @@ from .activity import analysis_span, merged_activity, trace_activity
 from .breakdown import comm_comp_overlap
 from .collectives import collective_time_ns
 from .idle import idle_time_breakdown
+from .measured import measured_flops
 from .steps import STEP_BOUNDARY, steps
 from .work import instruction_work, work_source
 
@@ -127,11 +129,22 @@ def summary(trace) -> pd.DataFrame:
     _dma_rows(trace, lo, hi, total, R)
     cc = trace.table("collectives", ["start_ts", "duration_ns"])
     R.add("cc_op_count", len(cc), "count", "Collective operations on this rank")
-    R.add("cc_op_active_time_percent", M._div(100.0 * collective_time_ns(trace), total) if len(cc) else 0.0,
-          "percent", "Collectives share: union of the rank's collective ops over total_time"
-          + ("" if len(cc) else " (no collectives in the trace)"))
+    cc_ns = collective_time_ns(trace)
+    R.add("cc_op_active_time_percent", M._div(100.0 * cc_ns, total) if len(cc) or cc_ns else 0.0,
+          "percent", "Collectives share: union of the rank's collective ops (collective kernels in a Kineto "
+          "import) over total_time" + ("" if len(cc) or cc_ns else " (no collectives in the trace)"))
     _overlap_and_idle(trace, R, dev_active, total)
+    _measured_rows(trace, R)
     return pd.DataFrame(R.rows, columns=["metric", "value", "unit", "description", "label"])
+
+
+def _measured_rows(trace, R: _Rows) -> None:
+    """FLOPs measured by hardware counters (CUPTI range profiler), when the trace has them."""
+    m = measured_flops(trace)
+    if len(m):
+        R.add("measured_flops", float(m["flops"].sum()), "FLOP",
+              f"Measured by CUPTI counters over {len(m)} profiled kernels: 2·FMA + ADD + MUL CUDA-core FP "
+              "instructions (tensor-core work not counted: a lower bound)", "FLOPs (measured)")
 
 
 #: the summary metrics a row of :func:`analysis.rank_balance` shows (:func:`balance_metrics`)
@@ -158,12 +171,15 @@ def _headline_rows(trace, R: _Rows) -> tuple[int, int, int, int]:
     """The first rows of the summary (span, steps, device busy); returns (lo, hi, total, device active ns)."""
     lo, hi = analysis_span(trace)
     total = hi - lo
-    R.add("total_time", total, "ns", "Analysed span: the window, else first to last device activity")
+    R.add("total_time", total, "ns", "Analysed span: the window, else first to last device activity"
+          + ("" if len(trace_activity(trace)) or trace.window_bounds is not None else
+             " (no device activity: the trace's time range)"))
     _step_rows(trace, R)
     ms, me = merged_activity(trace)
     dev_active = int((me - ms).sum())
     R.add("device_active_percent", M._div(100.0 * dev_active, total), "percent",
-          "Union of all device activity (instructions, DMA, collectives) over total_time")
+          "Union of all device activity (instructions, DMA, collectives) over total_time"
+          + ("" if dev_active else " (no device activity recorded)"))
     return lo, hi, total, dev_active
 
 
@@ -221,9 +237,7 @@ def _physical_pct(value: float, why: str) -> tuple[float, str]:
 
 
 def _is_communication(name: str) -> bool:
-    n = name.lower()
-    return n.startswith("nccl") or "c10d" in n or n in ("record_param_comms",) or "all_reduce" in n \
-        or "allreduce" in n or "all_gather" in n or "reduce_scatter" in n
+    return is_collective_op(name) or "c10d" in name.lower()
 
 
 def _flop_totals(w: pd.DataFrame, src: str) -> tuple[float, float, float, str]:
@@ -235,6 +249,8 @@ def _flop_totals(w: pd.DataFrame, src: str) -> tuple[float, float, float, str]:
     fsrc = ("raw_flops of Tensor-engine instructions" if src == "instructions"
             else "FLOPs derived from the launching ops' input shapes")
     unknown, busy = _unknown_work(w, "flops_known")
+    if not len(w):
+        return math.nan, math.nan, 0.0, "NaN: no device activity in the trace"
     if unknown > 0 and model_flops == 0:
         model_flops = hw_flops = math.nan
         fsrc += (f"; NaN: the FLOPs of {100 * unknown / busy:.0f}% of the device time are unknown (no recorded "

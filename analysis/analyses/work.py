@@ -18,14 +18,24 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature, wants_concrete
+from neuron_profiler.opmodel.inductor import is_inductor_kernel
 
-from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, column, empty_cat
+from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, cat_where, column, empty_cat
+from ..core.commkernels import is_collective_kernel, is_collective_op
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
 from ..registry import Column, register
+from .opcontext import (
+    NEEDS_OUT_SHAPE,
+    NO_SHAPES,
+    REDUCED_DIMS_UNKNOWN,
+    backward_signatures,
+    conv_out_shapes,
+    reduction_out_shapes,
+)
 
 __all__ = ["instruction_work", "op_flops_and_bytes", "instruction_placement", "work_source", "host_op_work",
-           "module_path_from_stack", "module_from_stack", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
+           "module_path_from_stack", "module_from_stack", "unpriced_reason", "WORK_COLUMNS", "OP_WORK_COLUMNS"]
 
 WORK_SPEC = (
     Column("op", "", "Op", "Launching host op name, else the instruction name, else its opcode"),
@@ -69,13 +79,15 @@ def _concrete_key(args: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _signature_work(name: str, shapes: str, dtypes: str, args: str) -> tuple[float, float, str, bool, str]:
-    """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature; NaN where the op model cannot tell
-    (the note says why). Never raises."""
-    if classify(name) == "none" and not known_no_work(name):
+def _signature_work(name: str, shapes: str, dtypes: str, args: str,
+                    out_shape: str = "") -> tuple[float, float, str, bool, str]:
+    """(FLOPs, bytes moved, dtype, is_matmul, note) of one op signature (``out_shape``: its output shape as
+    JSON where other records tell it); NaN where the op model cannot tell (the note says why). Never raises."""
+    if classify(name) == "none" and not known_no_work(name) and not is_inductor_kernel(name):
         return float("nan"), float("nan"), "", False, f"no op model for {name!r} (not a known aten op)"
     try:
-        w = lower_signature(name, shapes, dtypes, 0, _args_concrete(name, args))
+        out = tuple(json.loads(out_shape)) if out_shape else None
+        w = lower_signature(name, shapes, dtypes, 0, _args_concrete(name, args), out)
     except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError):
         return float("nan"), float("nan"), "", classify(name) in TENSOR_ENGINE_CLASSES, "unparsable record"
     dtype = canonical_dtype(w.inputs[0].dtype) if w.inputs else ""
@@ -106,6 +118,8 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
     keys["a"] = a
     codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
     res = [_signature_work(*u) for u in uniq]
+    codes, res = _with_out_shapes(host_ops, keys, codes, res)
+    codes, res = _with_forward(host_ops, keys, codes, res)
     arr = np.array([(r[0], r[1]) for r in res], dtype=float).reshape(-1, 2)
     flops = arr[codes, 0]
     kineto = column(host_ops, "flops", 0).to_numpy(dtype=float)
@@ -115,6 +129,58 @@ def op_flops_and_bytes(host_ops: pd.DataFrame) -> pd.DataFrame:
                          "is_matmul": np.array([r[3] for r in res], dtype=bool)[codes],
                          "note": pd.Categorical(np.array([r[4] for r in res], dtype=object)[codes])},
                         index=host_ops.index)
+
+
+def _with_out_shapes(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
+    """Convolutions whose record lacks the stride, and reductions whose record lacks the reduced dims,
+    re-priced with the output shape other records give (:func:`.opcontext.conv_out_shapes`,
+    :func:`.opcontext.reduction_out_shapes`): new signatures appended to ``res``, their rows' codes moved."""
+    found: dict[int, str] = {}
+    ho = None
+    for marker, derive in ((NEEDS_OUT_SHAPE, conv_out_shapes), (REDUCED_DIMS_UNKNOWN, reduction_out_shapes)):
+        bad = [i for i, r in enumerate(res) if marker in r[4]]
+        if bad:
+            ho = host_ops.reset_index(drop=True) if ho is None else ho
+            found.update(derive(ho, np.flatnonzero(np.isin(codes, bad))))
+    if not found:
+        return codes, res
+    codes, res = codes.copy(), list(res)
+    index: dict[tuple, int] = {}
+    k = keys.to_numpy(dtype=object)
+    for pos, out in found.items():
+        sig = (*k[pos], out)
+        if sig not in index:
+            index[sig] = len(res)
+            res.append(_signature_work(*sig))
+        codes[pos] = index[sig]
+    return codes, res
+
+
+def _with_forward(host_ops: pd.DataFrame, keys: pd.DataFrame, codes: np.ndarray, res: list) -> tuple:
+    """Backward ops recorded without shapes priced from their forward's (:func:`.opcontext.backward_signatures`),
+    the note saying so: new results appended to ``res``, their rows' codes moved. Nothing to do when no op of
+    the trace has shapes."""
+    bad = [i for i, r in enumerate(res) if r[4] == NO_SHAPES]
+    if not bad:
+        return codes, res
+    mask = np.isin(codes, bad)
+    sh = keys["s"].to_numpy(dtype=object)
+    if not ((sh[~mask] != "") & (sh[~mask] != "[]")).any():
+        return codes, res
+    need = np.flatnonzero(mask)
+    found = backward_signatures(host_ops.reset_index(drop=True), need)
+    if not found:
+        return codes, res
+    codes, res = codes.copy(), list(res)
+    index: dict[tuple, int] = {}
+    for pos, sig in found.items():
+        if sig not in index:
+            f, b, d, mm, note = _signature_work(*sig)
+            index[sig] = len(res)
+            why = "; ".join(x for x in ("priced from its forward's shapes (this record has none)", note) if x)
+            res.append((f, b, d, mm, why))
+        codes[pos] = index[sig]
+    return codes, res
 
 
 def cat_where_names(names: pd.Series, pred) -> np.ndarray:
@@ -252,6 +318,7 @@ def _work(trace) -> pd.DataFrame:
     place = instruction_placement(trace)
     if work_source(trace) == "instructions":
         cols = _instruction_level(ins, engine)
+        cols["dtype"] = _fill_dtype(trace, cols["dtype"], hpos, has_ho, ins.index)
     else:
         cols = _shape_level(trace, ins, engine, dur, hpos, has_ho)
     out = pd.DataFrame({"op": op, "module": module, "stack": stack, "engine": engine.array, "dtype": cols["dtype"],
@@ -268,6 +335,20 @@ def _work(trace) -> pd.DataFrame:
     return out
 
 
+def _fill_dtype(trace, dtype, hpos: np.ndarray, has_ho: np.ndarray, index: pd.Index):
+    """Instruction dtypes, the launching host op's (from its recorded input dtypes) where an instruction records
+    none: a compiled graph's instructions carry no dtype, the ops it runs do."""
+    d = pd.Series(dtype, index=index)
+    blank = (d.astype(str) == "").to_numpy()
+    if not (blank & has_ho).any():
+        return dtype
+    w = host_op_work(trace)
+    if not len(w):
+        return dtype
+    d_ho = pd.Series(cat_pick(w["dtype"], hpos, empty_cat(len(index)), has_ho), index=index)
+    return cat_pick(as_cat(d), None, as_cat(d_ho), ~blank)
+
+
 def _instruction_level(ins: pd.DataFrame, engine: pd.Series) -> dict:
     """Neuron: every instruction carries its FLOPs and HBM bytes."""
     n = len(ins)
@@ -282,6 +363,16 @@ def _instruction_level(ins: pd.DataFrame, engine: pd.Series) -> dict:
             "wr": column(ins, "hbm_write_bytes", 0).to_numpy().astype(float),
             "is_mm": cat_values(engine, MATRIX_ENGINES), "dtype": cat_map(column(ins, "dtype"), canonical_dtype).array,
             "fk": np.ones(n, bool), "bk": np.ones(n, bool)}
+
+
+def _communication_rows(trace, ins: pd.DataFrame, hpos: np.ndarray, has_ho: np.ndarray) -> np.ndarray:
+    """Rows that are collectives: a collective kernel (:func:`~analysis.core.commkernels.is_collective_kernel`)
+    or a kernel launched by a collective call (:func:`~analysis.core.commkernels.is_collective_op`)."""
+    comm = cat_where(column(ins, "name"), is_collective_kernel) if len(ins) else np.zeros(0, bool)
+    if has_ho.any():
+        op_comm = cat_where(trace.whole_table("host_ops", ["name"])["name"], is_collective_op)
+        comm |= np.where(has_ho, op_comm[np.where(has_ho, hpos, 0)], False)
+    return comm
 
 
 def _shape_level(trace, ins: pd.DataFrame, engine: pd.Series, dur: np.ndarray, hpos: np.ndarray,
@@ -305,9 +396,10 @@ def _shape_level(trace, ins: pd.DataFrame, engine: pd.Series, dur: np.ndarray, h
         wf, wb = w["flops"].to_numpy(dtype=float)[safe], w["bytes"].to_numpy(dtype=float)[safe]
     else:
         wf = wb = np.full(n, np.nan)
-    fk = own | no_work | (split & np.isfinite(wf))
+    comm = _communication_rows(trace, ins, hpos, has_ho)  # collectives do no model FLOPs
+    fk = own | no_work | comm | (split & np.isfinite(wf))
     bk = own | no_work | (split & np.isfinite(wb))
-    flops = np.where(split & fk, np.nan_to_num(wf) * share, 0.0)
+    flops = np.where(split & fk & ~comm, np.nan_to_num(wf) * share, 0.0)
     hbm = np.where(split & bk, np.nan_to_num(wb) * share, 0.0)
     is_mm = (np.where(split, w["is_matmul"].to_numpy()[safe], False) if len(w) else np.zeros(n, bool))
     d_ins = cat_map(column(ins, "dtype"), canonical_dtype)
@@ -317,3 +409,35 @@ def _shape_level(trace, ins: pd.DataFrame, engine: pd.Series, dur: np.ndarray, h
     return {"flops": flops, "tflops": np.zeros(n), "hw": flops, "rd": np.where(own, own_r, hbm),
             "wr": np.where(own, own_w, 0.0), "is_mm": is_mm.astype(bool) & (flops > 0), "dtype": dtype,
             "fk": fk, "bk": bk}
+
+
+def unpriced_reason(trace) -> pd.Series:
+    """Per device instruction (same index as ``instruction_work``): why its FLOPs or bytes are unknown ('' where
+    both are known): the op model's note of its launching host op, or that no host op launched it."""
+    return trace.memo("unpriced_reason", lambda: _unpriced_reason(trace))
+
+
+def _reason(note: str, op: str) -> str:
+    """The op model's note, said in terms of what the op is where its name tells."""
+    if is_collective_op(op):
+        return "a collective: its traffic is measured by bus bandwidth (collectives analysis), not HBM bytes"
+    if op.startswith(("triton_", "CompiledFunction", "## Call CompiledFxGraph", "Torch-Compiled Region")):
+        return (f"{op}: a torch.compile (Inductor / Triton) kernel: the ops it fused are not recorded with "
+                "their shapes")
+    return note or f"{op}: no op model for it"
+
+
+def _unpriced_reason(trace) -> pd.Series:
+    w = instruction_work(trace)
+    unknown = ~(w["flops_known"].to_numpy() & w["bytes_known"].to_numpy())
+    out = np.full(len(w), "", dtype=object)
+    if unknown.any():
+        fo = w["framework_op"].to_numpy()
+        hw = host_op_work(trace)
+        pos = row_positions(hw.index, fo) if len(hw) else np.full(len(w), -1)
+        notes = hw["note"].astype(str).to_numpy() if len(hw) else np.zeros(0, dtype=object)
+        names = w["op"].astype(str).to_numpy()
+        has = unknown & (pos >= 0)
+        out[has] = [_reason(n, op) for n, op in zip(notes[pos[has]], names[has])]
+        out[unknown & (pos < 0)] = "a kernel without a launching host op: its work is not recorded"
+    return pd.Series(pd.Categorical(out), index=w.index)

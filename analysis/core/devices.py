@@ -83,13 +83,41 @@ class DevicePeaks:
         return self.dma_per_core if np.isfinite(self.dma_per_core) else self.hbm_per_core
 
 
+def _by_properties(d):
+    """The hardware spec of a GPU the importer did not recognise by name, from its recorded properties (core
+    count, memory, compute capability: :func:`neuron_profiler.hardware.gpu_entry_by_properties`); None when
+    they do not identify it. Its ``name`` says how it was identified."""
+    from neuron_profiler.hardware import gpu_entry_by_properties, gpu_spec, raw_table
+
+    props = dict(d.properties)
+    try:
+        cores = int(props.get("numSms") or props.get("multiProcessorCount") or 0)
+        mem = float(props.get("totalGlobalMem") or 0) or None
+    except ValueError:
+        return None, ""
+    cc = f"{props['computeMajor']}.{props['computeMinor']}" if "computeMajor" in props and "computeMinor" in props \
+        else ""
+    e = gpu_entry_by_properties(str(d.kind), cores, mem, cc) if cores else None
+    if e is None:
+        return None, ""
+    same = [x["variant"] for x in raw_table()["gpus"] if x.get("properties", {}).get("cores") == cores
+            and x["kind"] == e["kind"] and x["peak_flops_per_s"].keys() == e["peak_flops_per_s"].keys()
+            and x.get("properties", {}).get("compute_capability") == e["properties"].get("compute_capability")]
+    return gpu_spec("", entry=e), f"{d.name} (identified by its properties as {' or '.join(same)})"
+
+
 def _peaks(position: int, d) -> DevicePeaks:
     from neuron_profiler.hardware import TARGETS
 
     s = d.spec
+    name = str(d.name)
+    if not s.peak_flops_per_s and str(d.kind).lower() not in TARGETS:
+        spec, label = _by_properties(d)
+        if spec is not None:
+            s, name = spec, label
     hbm_dev = _nz(s.hbm_bandwidth_bytes_per_s)
     hbm_core = _nz(s.hbm_bandwidth_per_core_bytes_per_s)
-    return DevicePeaks(position=position, index=int(d.index), kind=str(d.kind), name=str(d.name),
+    return DevicePeaks(position=position, index=int(d.index), kind=str(d.kind), name=name,
                        num_cores=int(s.num_cores) or 1, is_neuron=str(d.kind).lower() in TARGETS,
                        matrix={k: float(v) for k, v in s.peak_flops_per_s.items() if v},
                        vector={k: float(v) for k, v in s.vector_flops_per_s.items() if v},

@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 from dash import dcc, html
 
-from ..labels import column_label, column_unit, fmt_ns
+import analysis
+
+from ..labels import column_unit, fmt_ns, table_column_label
 from ..rows import EVENT_TABLES, event_label
 from ..state import ViewState
 from .common import Ctx, error_box, guarded, window_href
@@ -60,6 +62,22 @@ def _link_for(state: ViewState, origin: int, table: str, rid: int, row: pd.Serie
     return dcc.Link(text, href=window_href(state, origin, s, e, sel=(table, int(rid)), pad=1.0), className="jump")
 
 
+#: instruction fields a Neuron profile records and an imported GPU kernel does not (0 there means unknown)
+_RECORDED_WORK = {"raw_flops", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes",
+                  "psum_read_bytes", "psum_write_bytes"}
+
+
+def _work_items(trace, rid: int) -> list[tuple[str, str]]:
+    """An imported kernel's share of its op's FLOPs and bytes (the op model's), or "unknown" and why."""
+    w = analysis.instruction_work(trace)
+    if rid not in w.index:
+        return []
+    r = w.loc[rid]
+    why = str(analysis.unpriced_reason(trace).get(rid, "")) or "unknown"
+    return [("FLOPs (op model)", f"{float(r['flops']):,.0f} FLOP" if r["flops_known"] else f"unknown: {why}"),
+            ("HBM traffic (op model)", f"{int(r['hbm_bytes']):,} B" if r["bytes_known"] else f"unknown: {why}")]
+
+
 def _name(trace, table: str, row: pd.Series) -> str:
     return str(event_label(pd.DataFrame([row]), table).iloc[0])
 
@@ -76,12 +94,17 @@ def _details(ctx: Ctx, state: ViewState):
     tid = int(row["track"]) if "track" in row.index else -1
     if tid in tracks.index:
         items.append(("Track", str(tracks.loc[tid, "name"])))
+    shapes = table == "instructions" and analysis.work_source(trace) == "shapes"
     for k, v in row.items():
         if k in _HIDDEN or (isinstance(v, str) and not v):
             continue
         if k.startswith("measured_") and not v:
             continue
-        items.append((column_label(k), fmt_field(v, column_unit(k), index.origin)))
+        if shapes and k in _RECORDED_WORK and not v:  # not recorded on imported kernels: 0 would say no work
+            continue
+        items.append((table_column_label(k), fmt_field(v, column_unit(k, ""), index.origin)))
+    if shapes:
+        items += _work_items(trace, rid)
     parts = [html.H4(f"{TABLE_NAMES.get(table, table)}: {_name(trace, table, row)}", id="tl-details-title"),
              html.Div(f"{table} #{rid}", className="nx-hint"),
              _link_for(state, index.origin, table, rid, row, "Zoom to this event"),

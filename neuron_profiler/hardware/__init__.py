@@ -8,6 +8,7 @@ from neuron_profiler.hardware.table import (
     adjusted_flops_multiplier,
     device_kind_for_gpu,
     engine_clock_hz,
+    gpu_entry_by_properties,
     gpu_spec,
     gpu_variant_name,
     host_model_params,
@@ -24,5 +25,5 @@ __all__ = [
     "TARGETS", "CANONICAL_DTYPES", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name",
     "device_kind_for_gpu", "adjusted_flops_multiplier", "normalize_dtype", "dtype_size_bytes",
     "engine_clock_hz", "model_param", "neuron_flag", "target_display_name", "raw_table", "host_model_params",
-    "validate_host_model",
+    "validate_host_model", "gpu_entry_by_properties",
 ]

@@ -15,6 +15,7 @@ from schemas import pb
 
 __all__ = [
     "TARGETS", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name", "device_kind_for_gpu",
+    "gpu_entry_by_properties",
     "adjusted_flops_multiplier", "model_param", "neuron_flag", "engine_clock_hz", "target_display_name", "raw_table",
     "host_model_params", "validate_host_model",
 ]
@@ -191,13 +192,35 @@ def gpu_variant_name(name: str, total_mem_bytes: float | None = None) -> str | N
     return None if e is None else e["variant"]
 
 
-def gpu_spec(name: str, total_mem_bytes: float | None = None) -> pb.HardwareSpec | None:
+def gpu_entry_by_properties(kind: str, cores: int, total_mem_bytes: float | None,
+                            compute_capability: str = "") -> dict[str, Any] | None:
+    """The table entry of a GPU identified by its properties (Kineto ``deviceProperties``: ``numSms`` /
+    CU count, ``totalGlobalMem``, ``computeMajor``.``computeMinor``), for a device whose name the table does
+    not know ("AMD Radeon Graphics" on an MI250). The entries of that kind with that core count and compute
+    capability, the memory size within 10 %; None when none fits or the fitting entries' peaks differ by more
+    than 1 % (an MI250 GCD and an MI210 share 104 CUs, gfx90a and 64 GB, and their peaks)."""
+    fits = [e for e in raw_table()["gpus"] if e["kind"] == kind and e.get("properties", {}).get("cores") == cores
+            and (not compute_capability or e["properties"].get("compute_capability") == compute_capability)]
+    if total_mem_bytes:
+        fits = [e for e in fits if abs(e["hbm_capacity_bytes"] - total_mem_bytes) <= 0.1 * e["hbm_capacity_bytes"]]
+    if not fits or any(not _same_peaks(e, fits[0]) for e in fits):
+        return None
+    return fits[0]
+
+
+def _same_peaks(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    pa, pb = a["peak_flops_per_s"], b["peak_flops_per_s"]
+    return pa.keys() == pb.keys() and all(abs(pa[k] - pb[k]) <= 0.01 * max(pa[k], pb[k]) for k in pa)
+
+
+def gpu_spec(name: str, total_mem_bytes: float | None = None, entry: dict[str, Any] | None = None
+             ) -> pb.HardwareSpec | None:
     """HardwareSpec of a GPU from its device name (Kineto ``deviceProperties.name``), or None if unknown.
 
     Case-insensitive substring match ("A100-PG509-200", "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X",
     "ARTEMIS"); name tokens ("PCIe", "NVL") and then the memory size closest to ``total_mem_bytes`` pick
     the variant. Values are per whole GPU (num_cores = 1), dense peaks."""
-    e = _gpu_entry(name, total_mem_bytes)
+    e = entry or _gpu_entry(name, total_mem_bytes)
     if e is None:
         return None
     spec = pb.HardwareSpec(num_cores=1, hbm_capacity_bytes=float(e["hbm_capacity_bytes"]),

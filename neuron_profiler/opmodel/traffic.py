@@ -40,6 +40,16 @@ __all__ = ["Traffic", "traffic", "elementwise_flops", "FLOPS_PER_ELEMENT"]
 #:   ``_log_softmax_backward_data`` g - exp(y)·Σ g 4;
 #: * ``native_layer_norm_backward``: x̂ = (x - μ)·rstd 2, g·w 1, the two row sums Σ g·w and Σ g·w·x̂ 3,
 #:   dx = rstd·(g·w - mean - x̂·mean2) 4, dγ += g·x̂ and dβ += g 3: 13;
+#: * batch norm (``cudnn_batch_norm``, ``miopen_batch_norm``, ``_native_batch_norm_legit``) as
+#:   ``native_batch_norm`` 4, ``native_group_norm`` as layer norm 5; their backward: x̂ = (x - μ)·rstd 2, the two
+#:   channel sums Σ g and Σ g·x̂ (which are also dβ and dγ) 3, dx = γ·rstd·(g - Σ g/N - x̂·Σ g·x̂/N) 4: 9
+#:   (``native_group_norm_backward`` 13, as layer norm's); RMS norm backward (``_fused_rms_norm_backward``):
+#:   x̂ = x·rstd 1, g·w 1, Σ g·w·x̂ 2, dx = rstd·(g·w - x̂·mean) 3, dw += g·x̂ 2: 9;
+#: * losses' and activations' backward per gradient element: ``mse_loss_backward`` 2·(x - y)·g/N 3,
+#:   ``l1_loss_backward`` sign(x - y)·g/N 3, ``smooth_l1_loss_backward`` 4, ``binary_cross_entropy_with_logits
+#:   _backward`` (σ(x) - y)·g 5, ``hardtanh_backward`` / ``leaky_relu_backward`` a select 1, ``elu_backward`` 3,
+#:   ``hardswish_backward`` 3, ``hardsigmoid_backward`` 2, ``softplus_backward`` 4, ``mish_backward`` 9,
+#:   ``native_dropout_backward`` g·mask·scale 1;
 #: * ``embedding_dense_backward``: one add per gradient element (rows accumulated into the weight gradient);
 #: * losses: ``binary_cross_entropy_with_logits`` (1 - y)·x + log(1 + exp(-x)) and the mean 8,
 #:   ``mse_loss`` (sub, square, add) 3, ``l1_loss`` (sub, abs, add) 3.
@@ -63,6 +73,14 @@ FLOPS_PER_ELEMENT = {"add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "relu": 
                      "threshold_backward": 1, "sigmoid_backward": 3, "tanh_backward": 3, "silu_backward": 9,
                      "gelu_backward": 11, "logit_backward": 3, "_softmax_backward_data": 4,
                      "_log_softmax_backward_data": 4, "native_layer_norm_backward": 13,
+                     "cudnn_batch_norm": 4, "miopen_batch_norm": 4, "_native_batch_norm_legit": 4,
+                     "_native_batch_norm_legit_no_training": 4, "native_group_norm": 5, "group_norm": 5,
+                     "native_batch_norm_backward": 9, "cudnn_batch_norm_backward": 9, "miopen_batch_norm_backward": 9,
+                     "native_group_norm_backward": 13, "_fused_rms_norm_backward": 9, "rms_norm_backward": 9,
+                     "mse_loss_backward": 3, "l1_loss_backward": 3, "smooth_l1_loss_backward": 4,
+                     "binary_cross_entropy_with_logits_backward": 5, "hardtanh_backward": 1,
+                     "leaky_relu_backward": 1, "elu_backward": 3, "hardswish_backward": 3, "hardsigmoid_backward": 2,
+                     "softplus_backward": 4, "native_dropout_backward": 1, "mish_backward": 9,
                      # scatter-add of each gradient row into the weight gradient
                      "embedding_dense_backward": 1, "embedding_backward": 1,
                      # losses

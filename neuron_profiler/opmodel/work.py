@@ -4,7 +4,6 @@ Torch-free and pure Python; callers evaluate it once per distinct (name, shapes,
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,11 +11,14 @@ from dataclasses import dataclass, field
 from neuron_profiler.hardware import dtype_size_bytes
 
 from .classes import classify
+from .conv import conv_backward_mask, conv_backward_passes, conv_geometry
+from .inductor import inductor_work, is_inductor_kernel
 from .lists import is_list_op, list_op_work
 from .losses import LOSS_OPS, loss_work
 from .pooling import is_pool_op, pool_work
 from .quant import QUANT_OPS, quant_work
-from .shapes import Tensor, concrete_flag, parse_json_list, tensor_args, unrecorded_tensor_list
+from .reductions import REDUCE_DIM_POS, reduced_elems
+from .shapes import Tensor, parse_json_list, tensor_args, unrecorded_tensor_list
 from .sparse import SPARSE_OPS, sparse_work
 from .traffic import Traffic, elementwise_flops, traffic
 
@@ -101,67 +103,18 @@ def _mm_geometry(base: str, ts: list[Tensor | None]) -> tuple[int, int, int, int
     return batch, m, k, n
 
 
-# positions of (stride, padding, dilation) among a conv op's arguments (aten signatures)
-_CONV_ARG_POS = {
-    "mkldnn_convolution": (4, 3, 5), "cudnn_convolution": (3, 2, 4), "miopen_convolution": (3, 2, 4),
-    "cudnn_convolution_transpose": (4, 2, 5), "conv_transpose1d": (3, 4, 7), "conv_transpose2d": (3, 4, 7),
-    "conv_transpose3d": (3, 4, 7), "slow_conv2d_forward": (4, 5, 99), "_slow_conv2d_forward": (4, 5, 99),
-    "thnn_conv2d": (4, 5, 99),
-}
-
-
-def _conv_geometry(base: str, ts: list[Tensor | None], concrete: list | None) -> tuple[int, int, int, int] | None:
-    backward = base.endswith("_backward")
-    t = [x for x in ts if x is not None]
-    if backward:  # (grad_output, input, weight): output geometry is grad_output
-        if len(t) < 3:
-            return None
-        go, w = t[0].shape, t[2].shape
-        if len(go) < 3 or len(w) != len(go):
-            return None
-        return 1, go[0] * math.prod(go[2:]), math.prod(w[1:]), w[0]
-    if len(t) < 2:
-        return None
-    x, w = t[0].shape, t[1].shape
-    if len(x) < 3 or len(w) != len(x):
-        return None
-    nsp = len(x) - 2
-    transposed = "transpose" in base
-    stride, padding, dilation = [1] * nsp, [k // 2 for k in w[2:]], [1] * nsp
-    if concrete:  # Kineto "Concrete Inputs": positional values as strings
-        def vec(i: int, default: list[int]) -> list[int]:
-            try:
-                v = json.loads(concrete[i]) if i < len(concrete) and concrete[i] else None
-            except (ValueError, TypeError):
-                return default
-            if isinstance(v, int):
-                v = [v] * nsp
-            return [int(d) for d in v] if isinstance(v, list) and len(v) == nsp else default
-        ps, pp, pd_ = _CONV_ARG_POS.get(base, (3, 4, 5))
-        stride, padding, dilation = vec(ps, stride), vec(pp, padding), vec(pd_, dilation)
-        if base in ("convolution", "_convolution") and concrete_flag(concrete, 6):
-            transposed = True
-    out_sp = []
-    for i in range(nsp):
-        k = w[2 + i]
-        if transposed:
-            o = (x[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k - 1) + 1
-        else:
-            o = (x[2 + i] + 2 * padding[i] - dilation[i] * (k - 1) - 1) // stride[i] + 1
-        out_sp.append(max(o, 1))
-    if transposed:  # weight [Cin, Cout/groups, k...]: GEMM K = Cin (per group) * k
-        return 1, x[0] * math.prod(out_sp), w[0] * math.prod(w[2:]) // max(1, x[1] // max(w[0], 1)), w[1]
-    return 1, x[0] * math.prod(out_sp), math.prod(w[1:]), w[0]
-
-
 def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
-                    concrete: list | None = None) -> OpWork:
+                    concrete: list | None = None, out_shape: tuple[int, ...] | None = None) -> OpWork:
     """Device work of one op signature; ``cls == "none"`` when it produces none (non-compute op,
     no tensor inputs, or unparsable shapes).
 
     This is the project's one model of an op's FLOPs and bytes from its recorded shapes (Kineto
     ``Input Dims`` / ``Input type`` as JSON; ``concrete``: Kineto's ``Concrete Inputs`` strings). Capture
-    (the ``flops`` column) and analysis (FLOPs of imported GPU ops) call it rather than re-deriving them."""
+    (the ``flops`` column) and analysis (FLOPs of imported GPU ops) call it rather than re-deriving them.
+    ``out_shape``: the op's output shape where other records of the trace tell it (a convolution's backward
+    or consumer), used where the op's own record cannot give it (a convolution without its stride)."""
+    if is_inductor_kernel(name):
+        return _inductor(name, shapes_s, dtypes_s, concrete)
     cls = classify(name)
     if cls == "none":
         return OpWork("none")  # views, allocations, metadata, host-only: no FLOPs, no bytes (known)
@@ -176,6 +129,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         return _unknown("unparsable input shapes")
     short = name.split("::", 1)[1].split(".", 1)[0] if "::" in name else name
     base = short.rstrip("_")
+    if base in _DROPOUT and _eval_mode(concrete):
+        return OpWork("none", note=f"{base} with train=False (or p=0) is the identity: no device work")
     if unrecorded_tensor_list(shapes, dtypes):
         return _unknown(f"{base}: its tensor-list argument is recorded without shapes (this Kineto writes [] "
                         "for a TensorList)")
@@ -187,11 +142,13 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
     rule = _rule(base)
     if rule is not None:
         return _rule_op(rule, cls, base, ts, inputs, flops_col, concrete)
+    ts, out_arg = _split_out_arg(base, ts)
+    inputs = [t for t in ts if t is not None]
     dtype = inputs[0].dtype
     w = OpWork(cls, dtype=dtype, inputs=inputs, backward=base.endswith("backward"))
     size = dtype_size_bytes(dtype) or 4
     if cls in ("matmul", "conv"):
-        why = _gemm_work(w, base, ts, flops_col, concrete)
+        why = _gemm_work(w, base, ts, flops_col, concrete, len(shapes), out_shape)
         if why:
             return _unknown(why)
     elif cls == "attention":
@@ -200,33 +157,104 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
             return _unknown(why)
     else:
         _elementwise(w, base, cls, inputs)
+        if cls == "reduce" and base in REDUCE_DIM_POS:
+            out_elems, why = reduced_elems(base, shapes, dtypes, ts, concrete)
+            if out_arg is not None:
+                out_elems, why = out_arg.numel, ""
+            elif out_elems is None and out_shape:
+                out_elems, why = math.prod(out_shape), f"{base}: output size from the op that consumes it"
+            w.out_elems = out_elems if out_elems is not None else 0
+            w.note = why
     if flops_col and flops_col > 0:
         w.flops, w.flops_known = int(flops_col), True
     if base in _BOOL_OUT and not short.endswith("_"):  # comparisons write bool (1 byte) elements
         size = 1
     w.out_bytes = int(w.out_elems * size)
     tr = traffic(base, cls, short.endswith("_") and not short.endswith("__"), ts, w.out_elems, size, concrete)
-    w.read_bytes, w.write_bytes, w.bytes_known, w.note = tr.read_bytes, tr.write_bytes, tr.known, tr.note
+    w.read_bytes, w.write_bytes, w.bytes_known = tr.read_bytes, tr.write_bytes, tr.known
+    w.note = "; ".join(x for x in (w.note, tr.note) if x)
+    if cls == "conv" and w.backward and len(inputs) >= 3:
+        _conv_backward_traffic(w, inputs, concrete)
+    if cls == "reduce" and base in REDUCE_DIM_POS and w.out_elems == 0:
+        w.bytes_known = False
     _say_unknowns(w, name, base)
     if w.flops >= _MAX_FLOPS or w.in_bytes + w.out_bytes >= _MAX_BYTES:  # garbage sizes: no device work
         return _unknown("implausible sizes (corrupt record)")
     return w
 
 
-def _gemm_work(w: OpWork, base: str, ts: list[Tensor | None], flops_col: int, concrete: list | None) -> str:
+#: positional arity of elementwise ops' functional forms: one more tensor argument of the output's shape is
+#: the ``out=`` tensor (``clamp_min.out(self, min, out)``), written, not read
+_ARITY = {"clamp_min": 2, "clamp_max": 2, "clamp": 3, "add": 3, "sub": 3, "mul": 2, "div": 2, "relu": 1, "gelu": 2,
+          "silu": 1, "sigmoid": 1, "tanh": 1, "exp": 1, "log": 1, "neg": 1, "sqrt": 1, "rsqrt": 1, "abs": 1,
+          "pow": 2, "where": 3, "maximum": 2, "minimum": 2, "reciprocal": 1, "sin": 1, "cos": 1, "erf": 1,
+          "square": 1, "sign": 1, "floor": 1, "ceil": 1, "round": 1, "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2,
+          "ge": 2, "mul_": 2, "addcmul": 4, "addcdiv": 4, "lerp": 3, "threshold_backward": 3, "hardtanh": 3,
+          "leaky_relu": 2, "sum": 4, "mean": 4, "amax": 3, "amin": 3, "prod": 4, "mm": 2, "bmm": 2, "matmul": 2,
+          "addmm": 5, "baddbmm": 5, "addbmm": 5, "addmv": 5, "mv": 2, "dot": 2}
+
+
+def _conv_backward_traffic(w: OpWork, inputs: list[Tensor], concrete: list | None) -> None:
+    """``convolution_backward(grad_output, input, weight)`` runs one GEMM per gradient its output_mask asks
+    for, each reading grad_output: grad input reads the weight and writes the input's size, grad weight reads
+    the input and writes the weight's size (both when the mask is not recorded)."""
+    go, x, wt = inputs[0], inputs[1], inputs[2]
+    mask = conv_backward_mask(concrete)
+    w.read_bytes = go.nbytes * (mask[0] + mask[1]) + wt.nbytes * mask[0] + x.nbytes * mask[1]
+    w.write_bytes = x.nbytes * mask[0] + wt.nbytes * mask[1]
+
+
+def _inductor(name: str, shapes_s: str, dtypes_s: str, concrete: list | None) -> OpWork:
+    """An Inductor Triton kernel launch priced from its buffers and the ops its name lists
+    (:mod:`~neuron_profiler.opmodel.inductor`); class "vector" (elementwise / reduction work)."""
+    shapes = parse_json_list(shapes_s)
+    if shapes is None:
+        return _unknown("no input shapes recorded")
+    try:
+        ts = tensor_args(shapes, parse_json_list(dtypes_s) or [])
+    except (TypeError, ValueError, OverflowError):
+        return _unknown("unparsable input shapes")
+    flops, known, nbytes, dtype, note = inductor_work(name, ts, concrete)
+    inputs = [t for t in ts if t is not None]
+    if not inputs:
+        return _unknown("no tensor inputs recorded")
+    return OpWork("vector", dtype=dtype or "float32", flops=flops, flops_known=known, inputs=inputs,
+                  read_bytes=nbytes, write_bytes=0, note=note, elems=max(t.numel for t in inputs))
+
+
+def _split_out_arg(base: str, ts: list[Tensor | None]) -> tuple[list[Tensor | None], Tensor | None]:
+    """The record without its ``out=`` tensor, and that tensor (None when the op has none): an ``.out``
+    overload records one argument more than the functional form, a tensor, last."""
+    n = _ARITY.get(base)
+    if n is None or len(ts) != n + 1 or ts[-1] is None or not ts[-1].shape:
+        return ts, None
+    return ts[:-1], ts[-1]
+
+
+def _gemm_work(w: OpWork, base: str, ts: list[Tensor | None], flops_col: int, concrete: list | None,
+               nargs: int = 0, out_shape: tuple[int, ...] | None = None) -> str:
     """GEMM geometry, FLOPs and output elements of a matmul or convolution into ``w`` (a convolution as its
-    implicit GEMM, doubled for backward); a cube GEMM of ``flops_col`` FLOPs when the shapes give none.
-    Returns why the op is unknown, "" when priced."""
-    geo = _mm_geometry(base, ts) if w.cls == "matmul" else _conv_geometry(base, ts, concrete)
+    implicit GEMM; its backward as one forward-sized GEMM per gradient computed); a cube GEMM of ``flops_col``
+    FLOPs when the shapes give none. Returns why the op is unknown, "" when priced."""
+    note = ""
+    if w.cls == "matmul":
+        geo = _mm_geometry(base, ts)
+    else:
+        geo, note = conv_geometry(base, ts, nargs, concrete, out_shape)
     if geo is None or min(geo) <= 0:
         if flops_col <= 0:
-            return f"{w.cls} shapes do not give a valid GEMM"
+            return note or f"{w.cls} shapes do not give a valid GEMM"
         k = int(max(1, round((flops_col / 2) ** (1 / 3))))  # a cube GEMM with those FLOPs
         geo = (1, k, k, k)
     batch, m, k, n = geo
     w.gemm = geo
-    w.flops = 2 * batch * m * k * n * (2 if w.cls == "conv" and w.backward else 1)
+    passes = 1
+    if w.cls == "conv" and w.backward:
+        passes, why = conv_backward_passes(concrete)
+        note = "; ".join(x for x in (note, why) if x)
+    w.flops = 2 * batch * m * k * n * passes
     w.out_elems = batch * m * n
+    w.note = note
     return ""
 
 
@@ -308,13 +336,28 @@ def _rule_op(rule: _Rule, cls: str, base: str, ts: list[Tensor | None], inputs: 
     return w
 
 
+_DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "native_dropout"}
+
+
+def _eval_mode(concrete: list | None) -> bool:
+    """A dropout's Concrete Inputs ``(input, p, train)`` say it does nothing: train False, or p 0."""
+    if not concrete or len(concrete) < 3:
+        return False
+    train = str(concrete[2]).strip().lower()
+    try:
+        p_zero = float(str(concrete[1]).strip()) == 0.0
+    except ValueError:
+        p_zero = False
+    return train in ("false", "0") or p_zero
+
+
 def wants_concrete(name: str) -> bool:
     """True when the op model reads this op's Kineto "Concrete Inputs" (scalar arguments such as a
     convolution's stride, a gather's dim, ``diff``'s n): callers pass them only for these ops."""
-    if classify(name) == "conv":
+    if classify(name) == "conv" or is_inductor_kernel(name):
         return True
     base = name.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
-    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS) or is_pool_op(base)
+    return base in ("index_select", *SPARSE_OPS, *LOSS_OPS, *QUANT_OPS, *REDUCE_DIM_POS, *_DROPOUT) or is_pool_op(base)
 
 
 # ops whose output is bool whatever their inputs' dtype

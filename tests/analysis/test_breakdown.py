@@ -72,7 +72,8 @@ def test_temporal_breakdown_by_hand():
 
 def test_temporal_breakdown_empty():
     t = temporal_breakdown(_ins([])).iloc[0]
-    assert t["kernel_time_ns"] == 0 and t["idle_time_pctg"] == 0.0
+    # no device activity: no span to divide, so the shares are unknown, not "0 % of 0 ns"
+    assert t["kernel_time_ns"] == 0 and math.isnan(t["idle_time_pctg"]) and math.isnan(t["compute_time_pctg"])
 
 
 def test_kernel_breakdown_overlap_labels_and_stats():

@@ -163,8 +163,8 @@ def _assert_sane(ins: pd.DataFrame, sel: pd.DataFrame, idle: pd.DataFrame) -> No
         t = temporal_breakdown(frame).iloc[0]
         parts = [t["idle_time_ns"], t["compute_time_ns"], t["non_compute_time_ns"]]
         assert min(parts) >= 0 and sum(parts) == t["kernel_time_ns"]
-        if len(frame) == 0:  # documented: all zero without device activity (HTA raises IndexError)
-            assert t["kernel_time_ns"] == 0 and t["idle_time_pctg"] == t["compute_time_pctg"] == 0.0
+        if len(frame) == 0:  # documented: no span, shares unknown (NaN) without device activity (HTA raises)
+            assert t["kernel_time_ns"] == 0 and np.isnan(t["idle_time_pctg"]) and np.isnan(t["compute_time_pctg"])
         else:
             assert t["kernel_time_ns"] > 0
             pct = t["idle_time_pctg"] + t["compute_time_pctg"] + t["non_compute_time_pctg"]

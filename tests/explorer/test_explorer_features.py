@@ -48,7 +48,7 @@ def test_area_stats_match_a_brute_force_count(ctx):
     rows = [i for i, info in enumerate(idx.infos) if info.table in ("instructions", "dma")][:6]
     tracks, names, _ = area_stats(idx, t0, t1, rows)
     a, b = idx.origin + t0, idx.origin + t1
-    total_events, total_busy, by_name = 0, 0, {}
+    total_events, total_busy, waited, by_name = 0, 0, 0, {}
     for i in rows:  # oracle: straight from the trace tables, no index
         info = idx.infos[i]
         df = idx.trace.table(info.table)
@@ -58,12 +58,16 @@ def test_area_stats_match_a_brute_force_count(ctx):
         m = (s < b) & (e > a)
         clip = np.minimum(e[m], b) - np.maximum(s[m], a)
         total_events += int(m.sum())
-        total_busy += int(clip.sum())
+        # busy: an engine waiting on a semaphore is idle, not busy (the analyses' definition)
+        wait = (df["opcode"].astype(str) == "SemaphoreWait").to_numpy()[m] if "opcode" in df \
+            else np.zeros(int(m.sum()), bool)
+        total_busy += int(clip[~wait].sum())
+        waited += int(clip[wait].sum())
         from explorer.rows import event_label
 
         for n, c in zip(event_label(df[m], info.table), clip):
             by_name[n] = by_name.get(n, 0) + int(c)
-    assert total_events > 0
+    assert total_events > 0 and waited > 0
     assert int(tracks["events"].sum()) == total_events and int(tracks["busy_ns"].sum()) == total_busy
     assert dict(zip(names["name"], names["total_ns"].astype(int))) == by_name
     assert names["total_ns"].is_monotonic_decreasing
@@ -334,3 +338,11 @@ def test_a_slow_frame_is_pending_for_the_page_and_computed_once(served_dir):
 
     s = _dump(guarded(lambda: store.memo("single.nprof", "slower", lambda: time.sleep(1) or 1, wait=0.01)))
     assert "nx-pending" in s and "error-box" not in s
+
+
+def test_event_fields_are_labelled_as_fields_not_as_analysis_columns():
+    from explorer.labels import table_column_label
+
+    assert table_column_label("duration_ns") == "Duration"
+    assert table_column_label("start_ts") == "Start" and table_column_label("framework_op") == "Host op row"
+    assert "profiler" in table_column_label("flops")  # Kineto's recorded flops, not the op model's

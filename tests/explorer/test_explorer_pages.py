@@ -8,6 +8,7 @@ import numpy as np
 import plotly
 import pytest
 
+import analysis
 from explorer.app import build_page, create_app
 from explorer.pages import summary, timeline
 from explorer.pages.common import Ctx
@@ -345,3 +346,17 @@ def test_grid_page_size_is_one_of_its_choices(page_size):
     assert opts["pagination"] is True and opts["paginationPageSize"] == page_size
     assert page_size in opts["paginationPageSizeSelector"]
     assert opts["paginationPageSizeSelector"] == sorted(opts["paginationPageSizeSelector"])
+
+
+def test_gpu_kernel_details_show_the_op_models_work_not_unrecorded_zeros(gpu_dir):
+    """An imported kernel records no FLOPs or bytes: its details show its op's FLOPs (from shapes), never
+    "0 FLOP" for a field the profiler did not record."""
+    store = TraceStore(gpu_dir)
+    key = store.default_key()
+    idx = store.timeline(key)
+    ins = idx.trace.table("instructions")
+    w = analysis.instruction_work(idx.trace)
+    rid = int(w.index[(w["flops"] > 0).to_numpy()][0])
+    s = _dump(timeline.details(Ctx(store), ViewState(page="timeline", trace=key, sel=("instructions", rid))))
+    assert "FLOPs (op model)" in s and f"{w.loc[rid, 'flops']:,.0f} FLOP" in s
+    assert "Raw FLOPs" not in s and int(ins.loc[rid, "raw_flops"]) == 0
