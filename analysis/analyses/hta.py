@@ -29,11 +29,21 @@ from ..core.intervals import is_sorted, merge
 from ..core.tables import row_positions
 from .activity import activity_frame, kernel_type_mask
 
-__all__ = ["US_NS", "ceil_us", "floor_us", "json_us", "hta_origin_ns", "hta_round", "quantise",
+__all__ = ["US_NS", "MODE_LABEL", "EXACT_LABEL", "IDLE_WHY", "ceil_us", "floor_us", "json_us", "hta_origin_ns",
+           "hta_round", "quantise",
            "hta_kernel_selection", "hta_activity", "hta_merged", "idle_selection"]
 
 #: HTA's time unit (the Kineto JSON's µs), in ns
 US_NS = 1000
+
+#: how a number of ``hta_compatible=True`` is labelled where it is shown (figures, explorer)
+MODE_LABEL = "HTA 0.5.0-compatible: µs-rounded, float64 timestamps"
+#: how a number of the default mode is labelled beside it
+EXACT_LABEL = "exact ns"
+#: why the two modes' idle shares differ (one sentence; docs/hta_definitions.md "What differs between the modes")
+IDLE_WHY = ("HTA counts idle differently: it rounds every event inward to whole µs (an event under 1 µs "
+            "vanishes, a longer one loses up to 2 µs) and counts only Kineto-style kernels, copies and syncs "
+            "(no DMA transfers or collectives), so traces of short device events look mostly idle to it.")
 
 
 def ceil_us(ns: np.ndarray) -> np.ndarray:

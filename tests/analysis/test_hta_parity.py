@@ -8,6 +8,7 @@ Where HTA raises (no GPU events, negative rounded durations), ours must still ru
 (documented zero / empty / NaN results); a test skips only when the real traces folder is absent."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import warnings
@@ -19,6 +20,8 @@ import pandas as pd
 import pytest
 from realdata import REALTRACES
 
+from analysis.analyses import hta
+from analysis.analyses.activity import activity_frame
 from analysis.analyses.breakdown import (
     comm_comp_overlap,
     hta_kernel_selection,
@@ -232,6 +235,13 @@ def test_trace_methods_with_hta_compatible_equal_hta(key):
             assert p.is_file(), f"real trace {p} is missing"
             t = analysis.load(p, cache=False)
             traces[t.rank] = t
+    if not _assert_trace_methods_equal_hta(entry, traces):
+        pytest.skip(f"HTA 0.5.0 gave no breakdown numbers for {key}")
+
+
+def _assert_trace_methods_equal_hta(entry: dict, traces: dict) -> int:
+    """Every number HTA produced for one trace set equals ours with ``hta_compatible=True`` (``traces``: rank ->
+    Trace); returns how many were compared."""
     checked = 0
     kb = _result(entry, "gpu_kernel_breakdown")
     if kb and kb["by_kernel_type"]["rows"]:
@@ -266,8 +276,53 @@ def test_trace_methods_with_hta_compatible_equal_hta(key):
             k = (row["rank"], row["stream"], row["idle_category"])
             assert _close(got.get(k, 0.0), row["idle_time"]), (k, got.get(k), row)
             checked += 1
-    if not checked:
-        pytest.skip(f"HTA 0.5.0 gave no breakdown numbers for {key}")
+    return checked
+
+
+def _epoch_reference() -> dict:
+    try:
+        return json.loads(REF_PATH.read_text()).get("epoch_rewrites", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def _epoch_trace(rel: str, folder: Path) -> Path:
+    """The real trace rewritten into the epoch-µs time base, exactly as bench/hta_reference.py gave it to HTA."""
+    spec = importlib.util.spec_from_file_location("hta_reference", REF_PATH.parents[2] / "bench" / "hta_reference.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = folder / "trace.json"
+    out.write_bytes(mod.epoch_text(REALTRACES / rel))
+    return out
+
+
+@pytest.mark.parametrize("rel", sorted(_epoch_reference()) or ["<no epoch_rewrites in the reference file>"])
+def test_hta_compatible_reads_epoch_microseconds_as_float64_like_hta(rel, tmp_path):
+    """On real traces rewritten into the epoch-µs time base (~1.7e15 µs with ns digits, where float64 steps are
+    0.25 µs) HTA reads ts/dur as float64 before rounding; ``hta_compatible=True`` reproduces it row for row,
+    while the rounding of the exact ns (what the mode did before) is off by more than 0.5 % on some row."""
+    import analysis
+
+    entry = _epoch_reference().get(rel)
+    if entry is None:
+        pytest.fail(f"no epoch_rewrites in {REF_PATH}: regenerate it with bench/hta_reference.py")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = analysis.load(_epoch_trace(rel, tmp_path), cache=False)
+    assert hta.hta_origin_ns(t) == 0 and t.table("instructions")["start_ts"].min() > 10 ** 18
+    assert _assert_trace_methods_equal_hta(entry, {t.rank: t}) > 0
+    # the same selection with the exact ns rounded (no float64 reading) is not HTA's on every trace
+    act = hta.quantise(activity_frame(hta.hta_kernel_selection(t.analysis_table("instructions"), t.table("host_ops"),
+                                                              tracks=t.tracks)), sort=True)
+    exact = temporal_breakdown(None, activity=act).iloc[0]
+    row = _rows(entry["temporal_breakdown"])[0]
+    EXACT_OFF[rel] = max(abs(exact[f"{c}_ns"] / 1000.0 - row[f"{c}(us)"]) / max(row[f"{c}(us)"], 1.0)
+                         for c in ("idle_time", "compute_time", "non_compute_time", "kernel_time"))
+
+
+#: per epoch-rewritten trace: the largest relative difference from HTA of the exact-ns rounding
+EXACT_OFF: dict[str, float] = {}
 
 
 def test_hta_compatible_selection_drops_device_events_without_a_stream():
