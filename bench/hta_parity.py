@@ -7,12 +7,16 @@ folder); this script runs in our venv and compares, for every row HTA produced (
 breakdown, comm/comp overlap, idle-time breakdown), our number through the Trace methods with
 ``hta_compatible=True``. Relative difference = |ours - HTA| / max(|HTA|, 1) (the parity test's measure, 0.5 %
 tolerance). Prints one line per trace: rows compared, rows off by more than 0.5 %, the worst row.
+``--epoch``: the reference's ``epoch_rewrites`` instead (the traces rewritten into epoch µs, as
+``bench/hta_reference.py`` gave them to HTA).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -71,10 +75,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reference", type=Path, default=REPO / "tests" / "data" / "hta_reference.json")
     ap.add_argument("--realtraces", type=Path, default=REPO / "tests" / "data" / "realtraces")
+    ap.add_argument("--epoch", action="store_true", help="compare the epoch-µs rewrites (epoch_rewrites)")
     args = ap.parse_args()
     import analysis
 
-    ref = json.loads(args.reference.read_text())["traces"]
+    doc = json.loads(args.reference.read_text())
+    ref = doc["epoch_rewrites"] if args.epoch else doc["traces"]
+    spec = importlib.util.spec_from_file_location("hta_reference", REPO / "bench" / "hta_reference.py")
+    assert spec is not None and spec.loader is not None
+    hta_reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hta_reference)
+    tmp = tempfile.TemporaryDirectory(prefix="hta_parity_")
     for key, entry in sorted(ref.items()):
         if "error" in entry:
             entry = entry.get("fallback", entry) | {"files": entry.get("files") or [key]}
@@ -85,7 +96,11 @@ def main() -> int:
             warnings.simplefilter("ignore")
             traces = {}
             for f in entry.get("files") or [key]:
-                t = analysis.load(args.realtraces / f, cache=False)
+                path = args.realtraces / f
+                if args.epoch:
+                    path = Path(tmp.name) / "trace.json"
+                    path.write_bytes(hta_reference.epoch_text(args.realtraces / f))
+                t = analysis.load(path, cache=False)
                 traces[t.rank] = t
         rows = compare(entry, traces)
         if not rows:

@@ -82,9 +82,10 @@ def test_hta_round_reads_float64_then_rounds_inward_by_hand():
 def test_temporal_breakdown_says_its_mode_and_why_hta_idle_differs():
     """The explorer's temporal-breakdown figure is the exact-ns one (the Summary's Device idle); its note gives
     HTA 0.5.0's idle share beside it, labelled, with the one-sentence reason (24.7 % against 77 % here)."""
+    from realdata import SAMPLE_TRACES
+
     import analysis
     from analysis import figures
-    from realdata import SAMPLE_TRACES
 
     t = analysis.load(SAMPLE_TRACES / "gpt_train_step.nprof", cache=False)
     exact = t.temporal_breakdown().iloc[0]["idle_time_pctg"]
