@@ -56,24 +56,20 @@ def floor_us(ns: np.ndarray) -> np.ndarray:
     return (ns // US_NS) * US_NS
 
 
-#: below this many µs (and at or above 2**53 µs) :func:`json_us` divides in Python, where ``q + r / 1000`` in
-#: float64 could round twice
-_EXACT_SUM_MIN_US = 1024
-
-
 def json_us(ns: np.ndarray) -> np.ndarray:
     """The float64 that Python's ``json`` (HTA's parser) reads from the Kineto text of a time whose exact value
     is ``ns`` nanoseconds (the decimal µs ``ns / 1000``): ``ns / 1000`` correctly rounded to float64, like
     ``float("1712195495519689.047")`` (= 1712195495519689.0, float64 steps being 0.25 µs there).
 
-    ``q + r / 1000`` (q = whole µs, exact in float64 below 2**53; r = the ns digits) is correctly rounded
-    when ``|q| >= 1024``: r / 1000 is off by under 2**-54 while, unless it is a tie (then r / 1000 is exact),
-    ``q + r / 1000`` lies at least 2**(e - 53) / 1000 from any rounding midpoint of a result >= 2**e; the
-    other rows are divided exactly in Python (``int / int`` is correctly rounded)."""
+    Below 2**53 ns (104 days) ``ns`` is exact in float64 and one IEEE division is correctly rounded. Above, the
+    whole µs ``q`` (exact in float64 below 2**53 µs) plus ``r / 1000`` (r = the ns digits) is: r / 1000 is off by
+    under 2**-54 while, unless it is a tie (then r / 1000 is exact), ``q + r / 1000`` lies at least
+    2**(e - 53) / 1000 from any rounding midpoint of a result >= 2**e, e >= 43 here. Beyond 2**53 µs: Python's
+    exact ``int / int``."""
     ns = np.asarray(ns, dtype=np.int64)
     q, r = np.divmod(ns, US_NS)
-    out = q.astype(np.float64) + r / float(US_NS)
-    odd = np.flatnonzero((np.abs(q) < _EXACT_SUM_MIN_US) | (np.abs(q) >= 2 ** 53))
+    out = np.where(np.abs(ns) < 2 ** 53, ns.astype(np.float64) / US_NS, q.astype(np.float64) + r / float(US_NS))
+    odd = np.flatnonzero(np.abs(q) >= 2 ** 53)
     if len(odd):
         out[odd] = [int(v) / US_NS for v in ns[odd].tolist()]
     return out
