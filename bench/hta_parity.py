@@ -46,6 +46,8 @@ def compare(entry: dict, traces: dict) -> list[tuple[str, float, float]]:
                 ours[k] = ours.get(k, 0) + v / 1000.0
         out += [(f"kernel_type {r['kernel_type']} sum", ours.get(r["kernel_type"], 0.0), r["sum"])
                 for r in _rows(kb["by_kernel_type"])]
+    if kb and kb["by_name"]["rows"]:
+        out += [(f"by_name rank {r} {t} {n[:40]}", o, h) for r, t, n, o, h in by_name_sums(kb["by_name"], traces)]
     tb = _ok(entry, "temporal_breakdown")
     for r in _rows(tb) if tb else []:
         got = traces[r["rank"]].temporal_breakdown(hta_compatible=True).iloc[0]
@@ -64,6 +66,25 @@ def compare(entry: dict, traces: dict) -> list[tuple[str, float, float]]:
         for r in _rows(it["breakdown"]):
             k = (r["rank"], r["stream"], r["idle_category"])
             out.append((f"idle rank {k[0]} stream {k[1]} {k[2]}", got.get(k, 0.0), r["idle_time"]))
+    return out
+
+
+def by_name_sums(frame: dict, traces: dict) -> list[tuple[int, str, str, float, float]]:
+    """(rank, kernel type, name, our sum in µs, HTA's) for every row of HTA's by-name kernel breakdown; its
+    ``others`` row (the names past the top ones) is compared with our type total less HTA's named rows."""
+    out = []
+    rows = _rows(frame)
+    for rank, t in traces.items():
+        bn = t.kernel_breakdown(hta_compatible=True)[1]
+        sums = {(k, n): v / 1000.0 for n, k, v in bn[["name", "kernel_type", "sum_ns"]].itertuples(index=False)}
+        for r in (r for r in rows if r["rank"] == rank):
+            k = r["kernel_type"]
+            if r["name"] == "others":
+                named = {x["name"] for x in rows if x["rank"] == rank and x["kernel_type"] == k}
+                ours = sum(v for (kk, n), v in sums.items() if kk == k and n not in named)
+            else:
+                ours = sums.get((k, r["name"]), 0.0)
+            out.append((rank, k, r["name"], ours, r["sum (us)"]))
     return out
 
 

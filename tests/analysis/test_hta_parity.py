@@ -252,6 +252,8 @@ def _assert_trace_methods_equal_hta(entry: dict, traces: dict) -> int:
         for row in _rows(kb["by_kernel_type"]):
             assert _close(ours.get(row["kernel_type"], 0.0), row["sum"]), (row, ours)
             checked += 1
+    if kb:
+        checked += _assert_by_name_sums_equal_hta(_rows(kb["by_name"]), traces)
     tb = _result(entry, "temporal_breakdown")
     for row in _rows(tb) if tb else []:
         got = traces[row["rank"]].temporal_breakdown(hta_compatible=True).iloc[0]
@@ -276,6 +278,21 @@ def _assert_trace_methods_equal_hta(entry: dict, traces: dict) -> int:
             assert _close(got.get(k, 0.0), row["idle_time"]), (k, got.get(k), row)
             checked += 1
     return checked
+
+
+def _assert_by_name_sums_equal_hta(rows: list[dict], traces: dict) -> int:
+    """Every row of HTA's by-name kernel breakdown: a named kernel's total equals ours; its ``others`` row (the
+    names past HTA's top ones, §3) equals our total of that kernel type less HTA's named rows."""
+    for row in rows:
+        bn = traces[row["rank"]].kernel_breakdown(hta_compatible=True)[1]
+        bn = bn[bn["kernel_type"] == row["kernel_type"]]
+        if row["name"] == "others":
+            named = {r["name"] for r in rows if r["rank"] == row["rank"] and r["kernel_type"] == row["kernel_type"]}
+            ours = bn.loc[~bn["name"].isin(named), "sum_ns"].sum() / 1000.0
+        else:
+            ours = bn.loc[bn["name"] == row["name"], "sum_ns"].sum() / 1000.0
+        assert _close(ours, row["sum (us)"]), (row, ours)
+    return len(rows)
 
 
 def _epoch_reference() -> dict:
