@@ -14,7 +14,9 @@ For each trace under ``realtraces`` (each file on its own, plus the 2-rank ``tra
 together) it runs ``TraceAnalysis`` and stores, keyed by the path relative to ``realtraces``:
 ``get_gpu_kernel_breakdown`` (both frames), ``get_temporal_breakdown``,
 ``get_idle_time_breakdown`` (all ranks, all streams, with interval stats),
-``get_comm_comp_overlap`` and the load time. HTA failures are stored as exception type + message.
+``get_comm_comp_overlap`` and the load time; a few traces are also analysed rewritten into the
+epoch-microsecond time base (``epoch_rewrites``: where HTA's float64 reading of ts/dur shows).
+HTA failures are stored as exception type + message.
 All times from HTA are in HTA's units: microseconds (us), as in the Kineto JSON ``ts``/``dur``.
 Everything but ``load_time_s`` is deterministic; the JSON is written with sorted keys.
 How HTA computes these numbers: docs/hta_definitions.md.
@@ -24,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import io
 import json
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,6 +40,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +50,16 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_REALTRACES = Path(os.environ.get("REALTRACES_DIR", REPO / "tests" / "data" / "realtraces"))
 DEFAULT_OUT = REPO / "tests" / "data" / "hta_reference.json"
+#: traces with baseTimeNanoseconds also analysed rewritten into the epoch-µs time base (every ts + base / 1000,
+#: 3 decimals, exact in decimal): ~1.7e15 µs, where HTA's float64 reading moves ts/dur by up to 0.125 µs
+#: before its µs rounding (docs/hta_definitions.md §1.3); stored under "epoch_rewrites"
+EPOCH_REWRITES = (
+    "HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz",
+    "HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz",
+    "HolisticTraceAnalysis/triton_example/triton_example.json.gz",
+    "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+)
+_TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
 MULTI_RANK_SETS = {"HolisticTraceAnalysis/trace_filter/": ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"]}
 
 
@@ -178,6 +193,34 @@ def analyse_files(files: list[Path]) -> dict:
         return analyse(d)
 
 
+def to_epoch(text: bytes) -> bytes:
+    """A Kineto trace's text in the epoch-µs time base: every ``ts`` + baseTimeNanoseconds / 1000 written with
+    3 decimals (decimal arithmetic: the rewrite is exact), baseTimeNanoseconds removed."""
+    m = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', text)
+    if m is None:
+        raise ValueError("the trace has no baseTimeNanoseconds")
+    off = Decimal(int(m.group(1))) / 1000
+
+    def shift(t: re.Match) -> bytes:
+        return t.group(1) + format(Decimal(t.group(2).decode()) + off, ".3f").encode()
+
+    out = _TS.sub(shift, text)
+    return re.sub(rb'"baseTimeNanoseconds"\s*:\s*\d+', b'"baseTimeNanoseconds_removed": 0', out)
+
+
+def epoch_text(path: Path) -> bytes:
+    """:func:`to_epoch` of a (possibly gzipped) trace file."""
+    raw = path.read_bytes()
+    return to_epoch(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+def analyse_epoch(path: Path) -> dict:
+    """HTA's numbers for the trace rewritten into the epoch-µs time base (:func:`to_epoch`)."""
+    with tempfile.TemporaryDirectory(prefix="hta_ref_epoch_") as d:
+        (Path(d) / "trace.json").write_bytes(epoch_text(path))
+        return analyse(d)
+
+
 def _status(res: dict) -> str:
     failed = {k: v["error"] for k, v in res.items() if isinstance(v, dict) and "error" in v}
     if "error" in res:
@@ -238,6 +281,11 @@ def main() -> int:
             res["fallback"] = fb = _fallback(args.fallback_python, args.realtraces, key)
             print(f"  fallback ({fb.get('pandas_version', '?')} pandas): {_status(fb)}", flush=True)
 
+    epoch: dict[str, Any] = {}
+    for rel in EPOCH_REWRITES:
+        if (args.realtraces / rel).is_file():
+            epoch[rel] = res = analyse_epoch(args.realtraces / rel)
+            print(f"{rel} (epoch-us rewrite): load {res['load_time_s']:.2f} s, {_status(res)}", flush=True)
     doc = {
         **_env(),
         "units": {
@@ -256,12 +304,15 @@ def main() -> int:
             "load": "TraceAnalysis(trace_dir=<temp dir with symlinks>) (include_last_profiler_step=False)",
             "include_last_profiler_step_true": "only when the last-step filter applies: the same trace reloaded "
             "with include_last_profiler_step=True (by-type kernel breakdown, temporal breakdown, overlap)",
+            "epoch_rewrites": "the traces of EPOCH_REWRITES rewritten into the epoch-us time base (to_epoch: "
+            "every ts + baseTimeNanoseconds / 1000, 3 decimals), analysed as under 'traces'",
             "fallback": "only for traces whose load failed and when --fallback-python was given: the same "
             "analyses run by that python (its versions recorded inside)",
         },
         "frame_format": "{'columns': [...], 'rows': [[...], ...]}; NaN -> null",
         "definitions": "docs/hta_definitions.md",
         "traces": results,
+        "epoch_rewrites": epoch,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

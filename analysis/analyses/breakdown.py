@@ -19,11 +19,12 @@ trace's shared device activity: instructions, DMA transfers (MEMORY) and, for Ne
 window of a restricted trace, else first to last device activity), the same span and activity as the
 summary's ``idle_percent``. ``hta_compatible=True`` reproduces HTA 0.5.0 instead: its event selection
 (:func:`hta_kernel_selection`: last-ProfilerStep filter, no stream -1 / ``tid == -1`` tracks, host ops that
-carry an ``args.stream``), its inward rounding to whole µs and its span, all in :mod:`analysis.analyses.hta`
-(``docs/hta_definitions.md``).
+carry an ``args.stream``), its float64 reading of the JSON µs and inward rounding to whole µs, and its span,
+all in :mod:`analysis.analyses.hta` (``docs/hta_definitions.md``, "What differs between the modes").
 
 **On tables** (``temporal_breakdown(instructions, dma=..., collectives=..., hta_rounding=...)``) they compute
-from the given rows, or from a precomputed ``activity=`` frame. Where HTA raises (no device events, negative
+from the given rows, or from a precomputed ``activity=`` frame (``hta_rounding`` rounds the exact ns inward:
+no trace tells the JSON's zero for HTA's float64 reading). Where HTA raises (no device events, negative
 rounded durations) these functions return the documented empty / zero / NaN results instead.
 
 Speed: names, engines and opcodes stay Categorical and are classified once per category; interval unions

@@ -4,9 +4,12 @@ and ``hta_rounding=True`` (on tables) change in the breakdowns, so our numbers c
 * **selection** (:func:`hta_kernel_selection`): the device rows HTA's ``TraceAnalysis`` keeps (no stream -1,
   host ops carrying an ``args.stream`` as pseudo kernels) and its **last-step filter** (rows of the last
   ``ProfilerStep`` dropped);
-* **rounding** (:func:`ceil_us`, :func:`floor_us`): HTA loads ``ts`` / ``dur`` in whole µs, so a start rounds up
-  and an end down ("inward"); written once here and used by the selection, the activity frame and the idle
-  breakdown;
+* **rounding** (:func:`hta_round`): HTA loads ``ts`` / ``dur`` in whole µs, so a start rounds up and an end
+  down ("inward"); before rounding it reads them from the JSON as float64 µs, so on epoch-µs timestamps
+  (~1.7e15 µs, where float64 steps are 0.25 µs) the sub-µs digits are quantised first (:func:`json_us`
+  reproduces that parse from our exact ns, :func:`hta_origin_ns` the µs zero of the JSON text); written once
+  here and used by the selection, the activity frame and the idle breakdown (:func:`ceil_us`,
+  :func:`floor_us`: the same rounding of exact ns, for tables without a trace);
 * **quantisation** (:func:`quantise`): an activity frame with its intervals rounded inward;
 * the memoised per-trace activity and unions the breakdowns use in this mode (:func:`hta_activity`,
   :func:`hta_merged`) and the idle breakdown's selection (:func:`idle_selection`).
@@ -16,6 +19,7 @@ How HTA computes each number: ``docs/hta_definitions.md``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,11 +29,21 @@ from ..core.intervals import is_sorted, merge
 from ..core.tables import row_positions
 from .activity import activity_frame, kernel_type_mask
 
-__all__ = ["US_NS", "ceil_us", "floor_us", "quantise", "hta_kernel_selection", "hta_activity", "hta_merged",
-           "idle_selection"]
+__all__ = ["US_NS", "MODE_LABEL", "EXACT_LABEL", "IDLE_WHY", "ceil_us", "floor_us", "json_us", "hta_origin_ns",
+           "hta_round", "quantise",
+           "hta_kernel_selection", "hta_activity", "hta_merged", "idle_selection"]
 
 #: HTA's time unit (the Kineto JSON's µs), in ns
 US_NS = 1000
+
+#: how a number of ``hta_compatible=True`` is labelled where it is shown (figures, explorer)
+MODE_LABEL = "HTA 0.5.0-compatible: µs-rounded, float64 timestamps"
+#: how a number of the default mode is labelled beside it
+EXACT_LABEL = "exact ns"
+#: why the two modes' idle shares differ (one sentence; docs/hta_definitions.md "What differs between the modes")
+IDLE_WHY = ("HTA counts idle differently: it rounds every event inward to whole µs (an event under 1 µs "
+            "vanishes, a longer one loses up to 2 µs) and counts only Kineto-style kernels, copies and syncs "
+            "(no DMA transfers or collectives), so traces of short device events look mostly idle to it.")
 
 
 def ceil_us(ns: np.ndarray) -> np.ndarray:
@@ -42,12 +56,65 @@ def floor_us(ns: np.ndarray) -> np.ndarray:
     return (ns // US_NS) * US_NS
 
 
-def quantise(act: pd.DataFrame, *, sort: bool = False) -> pd.DataFrame:
+def json_us(ns: np.ndarray) -> np.ndarray:
+    """The float64 that Python's ``json`` (HTA's parser) reads from the Kineto text of a time whose exact value
+    is ``ns`` nanoseconds (the decimal µs ``ns / 1000``): ``ns / 1000`` correctly rounded to float64, like
+    ``float("1712195495519689.047")`` (= 1712195495519689.0, float64 steps being 0.25 µs there).
+
+    Below 2**53 ns (104 days) ``ns`` is exact in float64 and one IEEE division is correctly rounded. Above, the
+    whole µs ``q`` (exact in float64 below 2**53 µs) plus ``r / 1000`` (r = the ns digits) is: r / 1000 is off by
+    under 2**-54 while, unless it is a tie (then r / 1000 is exact), ``q + r / 1000`` lies at least
+    2**(e - 53) / 1000 from any rounding midpoint of a result >= 2**e, e >= 43 here. Beyond 2**53 µs: Python's
+    exact ``int / int``."""
+    ns = np.asarray(ns, dtype=np.int64)
+    q, r = np.divmod(ns, US_NS)
+    out = np.where(np.abs(ns) < 2 ** 53, ns.astype(np.float64) / US_NS, q.astype(np.float64) + r / float(US_NS))
+    odd = np.flatnonzero(np.abs(q) >= 2 ** 53)
+    if len(odd):
+        out[odd] = [int(v) / US_NS for v in ns[odd].tolist()]
+    return out
+
+
+def hta_origin_ns(trace: Any) -> int | None:
+    """The ns value our times have where the Kineto JSON's ``ts`` is 0 (its ``baseTimeNanoseconds`` when the
+    importer added it, else 0), so that ``ns - origin`` is the µs text HTA parsed, times 1000; None for traces
+    that are not Kineto imports (HTA never read them: :func:`hta_round` then rounds the exact ns)."""
+    if not getattr(trace, "is_kineto_import", False) or trace.header is None:
+        return None
+    md = trace.header.metadata
+    if str(md.get("time_origin", "")).startswith("kineto ts (us) + baseTimeNanoseconds"):
+        try:
+            return int(md["kineto.baseTimeNanoseconds"])
+        except (KeyError, TypeError, ValueError):
+            return None
+    return 0
+
+
+def hta_round(start_ns: np.ndarray, dur_ns: np.ndarray, origin_ns: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) in ns of events as HTA 0.5.0 loads them (``trace_parser.round_down_time_stamps``):
+    ``ts`` and ``dur`` read as float64 µs (:func:`json_us` of ``start - origin_ns`` and of ``dur``),
+    ``end = ts + dur`` in float64, then ``ts = ceil(ts)``, ``end = floor(end)``. ``origin_ns`` None: the
+    inward rounding of the exact ns (:func:`ceil_us`, :func:`floor_us`), which is the same wherever float64
+    holds the µs text exactly enough (the ~1e12 µs of a CUDA-clock trace, integer µs)."""
+    start = np.asarray(start_ns, dtype=np.int64)
+    dur = np.asarray(dur_ns, dtype=np.int64)
+    if origin_ns is None:
+        return ceil_us(start), floor_us(start + dur)
+    ts = json_us(start - origin_ns)
+    end = ts + json_us(dur)
+    return (np.ceil(ts).astype(np.int64) * US_NS + origin_ns,
+            np.floor(end).astype(np.int64) * US_NS + origin_ns)
+
+
+def quantise(act: pd.DataFrame, *, sort: bool = False, origin_ns: int | None = None) -> pd.DataFrame:
     """An activity frame (:func:`analysis.analyses.activity.activity_frame`) with each interval rounded inward
-    to whole µs as HTA loads it (start up, end down; may give zero or negative durations, like HTA); ``sort``
-    orders the rows by the rounded start (stable)."""
-    start = ceil_us(act["start_ts"].to_numpy(np.int64))
-    out = act.assign(start_ts=start, end_ts=floor_us(act["end_ts"].to_numpy(np.int64)))
+    to whole µs as HTA loads it (start up, end down; may give zero or negative durations, like HTA;
+    ``origin_ns``: with HTA's float64 reading, :func:`hta_round`); ``sort`` orders the rows by the rounded
+    start (stable)."""
+    s = act["start_ts"].to_numpy(np.int64)
+    start, end = hta_round(s, act["end_ts"].to_numpy(np.int64) - s, origin_ns)
+    out = act.assign(start_ts=start, end_ts=end)
     if sort and len(out) and not is_sorted(start):
         out = out.iloc[np.argsort(start, kind="stable")]
     return out
@@ -77,7 +144,8 @@ def _host_ops_with_stream(host_ops: pd.DataFrame) -> pd.DataFrame:
 
 def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
                          tracks: pd.DataFrame | None = None, include_last_profiler_step: bool = False,
-                         hta_rounding: bool = True, host_ops_with_stream: bool = True) -> pd.DataFrame:
+                         hta_rounding: bool = True, host_ops_with_stream: bool = True,
+                         origin_ns: int | None = None) -> pd.DataFrame:
     """The instruction rows HTA 0.5.0 ``TraceAnalysis`` analyses (for exact comparisons with HTA).
 
     HTA (``Trace._filter_irrelevant_gpu_kernels``), when the trace has two or more distinct
@@ -90,7 +158,7 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     ``host_ops_with_stream``: HTA takes *every* event with an ``args.stream`` as a GPU event, including the
     host-side ``cpu_op`` that torch.compile / Triton launchers annotate with ``stream``; such host ops are
     appended as pseudo kernel rows (opcode "kernel", index -1 - host row) so the numbers match HTA. They are
-    CPU time, so our own (non-emulated) breakdowns never include them."""
+    CPU time, so our own (non-emulated) breakdowns never include them. ``origin_ns``: see :func:`hta_round`."""
     ins = instructions
     if tracks is not None and len(tracks) and len(ins):
         pos = row_positions(tracks.index, ins["track"].to_numpy())
@@ -106,12 +174,8 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     if names[is_step].nunique() < 2 or len(ins) == 0:
         return ins
 
-    def r_start(s: np.ndarray) -> np.ndarray:
-        return ceil_us(s) if hta_rounding else s
-
-    h_start = r_start(host_ops["start_ts"].to_numpy(np.int64))
-    h_end_raw = host_ops["start_ts"].to_numpy(np.int64) + host_ops["duration_ns"].to_numpy(np.int64)
-    h_end = floor_us(h_end_raw) if hta_rounding else h_end_raw
+    h_start, h_dur = host_ops["start_ts"].to_numpy(np.int64), host_ops["duration_ns"].to_numpy(np.int64)
+    h_start, h_end = hta_round(h_start, h_dur, origin_ns) if hta_rounding else (h_start, h_start + h_dur)
     if include_last_profiler_step:
         kept_host = h_start <= h_end[is_step].max()
     else:
@@ -130,7 +194,8 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
         hit = vals[at] == i_corr
         reps[hit] = cnt[at[hit]]
     reps = np.where(gpu_like & (i_corr < 0), np.minimum(reps, 1), reps)  # no -1 cross product
-    i_start = r_start(ins["start_ts"].to_numpy(np.int64))
+    i_start = ins["start_ts"].to_numpy(np.int64)
+    i_start = hta_round(i_start, np.zeros_like(i_start), origin_ns)[0] if hta_rounding else i_start
     limit = h_end[is_step].max() if include_last_profiler_step else h_start[is_step].max()
     own = (i_start <= limit) if include_last_profiler_step else (i_start < limit)
     reps = np.where(gpu_like, reps, own.astype(np.int64))
@@ -141,10 +206,13 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
 
 def hta_activity(trace) -> pd.DataFrame:
     """The activity HTA 0.5.0 analyses on a trace, memoised: :func:`hta_kernel_selection` of its instructions,
-    quantised and sorted by start; no DMA or collectives tables (HTA knows only Kineto events)."""
+    quantised (with HTA's float64 reading, :func:`hta_origin_ns`) and sorted by start; no DMA or collectives
+    tables (HTA knows only Kineto events)."""
     def compute() -> pd.DataFrame:
-        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks)
-        return quantise(activity_frame(sel), sort=True)
+        origin = hta_origin_ns(trace)
+        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks,
+                                   origin_ns=origin)
+        return quantise(activity_frame(sel), sort=True, origin_ns=origin)
     return trace.memo("hta_activity", compute)
 
 
@@ -165,4 +233,5 @@ def idle_selection(trace, tracks: pd.DataFrame | None = None) -> pd.DataFrame:
     """The instructions HTA's idle-time breakdown takes: :func:`hta_kernel_selection` without host ops carrying a
     stream (its idle analysis keeps kernel, memcpy, memset and MTIA events only)."""
     return hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"),
-                                tracks=trace.tracks if tracks is None else tracks, host_ops_with_stream=False)
+                                tracks=trace.tracks if tracks is None else tracks, host_ops_with_stream=False,
+                                origin_ns=hta_origin_ns(trace))

@@ -243,13 +243,17 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
 
     On a Trace the tables come from the trace (streams named by its tracks table); ``hta_compatible`` takes
     HTA's kernel selection (without host ops carrying a stream: HTA's idle analysis keeps kernel, memcpy,
-    memset and MTIA events only) and rounds as HTA does."""
+    memset and MTIA events only) and rounds as HTA does, float64 reading included (``hta_rounding`` on tables
+    rounds the exact ns: :func:`analysis.analyses.hta.hta_round`)."""
     if is_trace(instructions):
         t = instructions
         host_ops, flows, tracks = t.table("host_ops"), t.flows, t.tracks if tracks is None else tracks
         rank = t.rank if rank is None else rank
         instructions = hta.idle_selection(t, tracks) if hta_compatible else t.analysis_table("instructions")
         hta_rounding = hta_rounding or hta_compatible
+        origin = hta.hta_origin_ns(t) if hta_compatible else None
+    else:
+        origin = None
     rank = 0 if rank is None else int(rank)
     ins = instructions
     opcode = categorical(ins, "opcode")
@@ -261,7 +265,8 @@ def idle_time_breakdown(instructions, host_ops: pd.DataFrame | None = None, flow
     end = k["duration_ns"].to_numpy(np.int64)  # durations: the ends are made once the rows are grouped
     launch, has_launch = _launch_start(k, host_ops, flows)
     if hta_rounding:
-        start, end, launch = hta.ceil_us(start), hta.floor_us(start + end), hta.ceil_us(launch)
+        start, end = hta.hta_round(start, end, origin)
+        launch = hta.hta_round(launch, np.zeros_like(launch), origin)[0]
     s_vals, s_codes = _stream_codes(k, tracks)
     if streams:
         m = np.isin(s_vals, list(streams))[s_codes]

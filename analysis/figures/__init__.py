@@ -4,7 +4,13 @@ each analysis's ``figure`` in :mod:`analysis.registry`."""
 from __future__ import annotations
 
 from ..registry import REGISTRY
-from .breakdown import comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure, temporal_breakdown_figure
+from .breakdown import (
+    comm_comp_overlap_figure,
+    idle_time_figure,
+    kernel_breakdown_figure,
+    temporal_breakdown_figure,
+    temporal_breakdown_note,
+)
 from .collectives import collectives_figure, skew_heatmap
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
@@ -17,7 +23,8 @@ from .summary import steps_figure, summary_figure
 __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_figure", "roofline_figure",
            "collectives_figure",
            "skew_heatmap", "dma_throughput_figure", "dma_queues_figure", "dma_sizes_figure", "diff_figure",
-           "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure",
+           "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "temporal_breakdown_note",
+           "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
            "rank_timeline_figure"]
 

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..analyses import hta
 from ._common import empty_figure, short
 
 _COLORS = {"COMPUTATION": "#4C78A8", "COMMUNICATION": "#F58518", "MEMORY": "#54A24B", "OTHER": "#B279A2",
@@ -49,13 +50,14 @@ def kernel_breakdown_figure(obj: Any, top: int = 15) -> go.Figure:
     return fig
 
 
-def temporal_breakdown_figure(obj: Any) -> go.Figure:
-    """Stacked bars per rank: idle / compute / non-compute share of the device span.
+def temporal_breakdown_figure(obj: Any, hta_compatible: bool = False) -> go.Figure:
+    """Stacked bars per rank: idle / compute / non-compute share of the device span; the title says the mode
+    (exact ns, or ``hta_compatible``: HTA 0.5.0's, :data:`analysis.analyses.hta.MODE_LABEL`).
 
     ``obj``: a ``temporal_breakdown`` DataFrame (one row per rank), a ``Trace`` or a ``TraceSet``."""
-    df = obj if isinstance(obj, pd.DataFrame) else pd.concat([t.temporal_breakdown() for t in _traces(obj)],
-                                                             ignore_index=True)
-    title = "Temporal breakdown (share of the device span)"
+    df = obj if isinstance(obj, pd.DataFrame) else pd.concat(
+        [t.temporal_breakdown(hta_compatible=hta_compatible) for t in _traces(obj)], ignore_index=True)
+    title = f"Temporal breakdown ({hta.MODE_LABEL if hta_compatible else hta.EXACT_LABEL}; share of the device span)"
     if df.empty or (df["kernel_time_ns"] <= 0).all():
         return empty_figure(title, "no device activity in this trace")
     fig = go.Figure()
@@ -66,6 +68,19 @@ def temporal_breakdown_figure(obj: Any) -> go.Figure:
                              hovertemplate="%{x}: %{y:.2f}% (%{customdata:.3f} ms)<extra>" + k + "</extra>"))
     fig.update_layout(barmode="stack", title=title, yaxis_title="% of kernel span", template="plotly_white")
     return fig
+
+
+def temporal_breakdown_note(obj: Any) -> str:
+    """One line to show beside :func:`temporal_breakdown_figure` (default mode): which mode its numbers come
+    from, HTA 0.5.0-compatible idle share of each rank, and why the two differ (:data:`hta.IDLE_WHY`)."""
+    parts = []
+    for t in _traces(obj)[:8]:
+        ours = t.temporal_breakdown().iloc[0]["idle_time_pctg"]
+        theirs = t.temporal_breakdown(hta_compatible=True).iloc[0]["idle_time_pctg"]
+        parts.append(f"{'rank ' + str(t.rank) + ': ' if len(_traces(obj)) > 1 else ''}{ours:.1f} % idle "
+                     f"({hta.EXACT_LABEL}), {theirs:.1f} % ({hta.MODE_LABEL})")
+    return (f"Bars: {hta.EXACT_LABEL}, the definition of the Summary's Device idle. " + "; ".join(parts)
+            + ". " + hta.IDLE_WHY)
 
 
 def idle_time_figure(obj: Any, ratio: bool = True) -> go.Figure:
@@ -114,4 +129,5 @@ def comm_comp_overlap_figure(obj: Any) -> go.Figure:
     return fig
 
 
-__all__ = ["kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure", "comm_comp_overlap_figure"]
+__all__ = ["kernel_breakdown_figure", "temporal_breakdown_figure", "temporal_breakdown_note", "idle_time_figure",
+           "comm_comp_overlap_figure"]

@@ -135,6 +135,7 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
                         "is one region"))
     out.append(guarded(lambda: graph(frames.figure(ctx, state, "temporal", figures.temporal_breakdown_figure),
                                      id="step-breakdown-fig", height=320)))
+    out.append(guarded(lambda: note(frames.figure(ctx, state, "temporal-note", figures.temporal_breakdown_note))))
     return html.Div(out)
 
 
