@@ -166,13 +166,15 @@ def _headline_rows(trace, R: _Rows) -> tuple[int, int, int, int]:
 
 def _step_rows(trace, R: _Rows) -> None:
     st = steps(trace)
-    R.add("step_count", len(st), "count", "ProfilerStep#N / step markers overlapping the span")
+    R.add("step_count", len(st), "count",
+          "ProfilerStep#N / step markers, else intervals between optimizer.step() calls")
     if len(st):
         R.add("step_time_mean_ns", st["duration_ns"].mean(), "ns", "Mean step duration")
         R.add("step_time_max_ns", st["duration_ns"].max(), "ns", "Longest step")
     else:
-        R.add("step_time_mean_ns", math.nan, "ns", "No ProfilerStep#N or step markers in the trace")
-        R.add("step_time_max_ns", math.nan, "ns", "No ProfilerStep#N or step markers in the trace")
+        why = "No ProfilerStep#N, step markers or repeated optimizer.step() in the trace"
+        R.add("step_time_mean_ns", math.nan, "ns", why)
+        R.add("step_time_max_ns", math.nan, "ns", why)
 
 
 def _engine_rows(trace, act: pd.DataFrame, total: int, R: _Rows) -> None:
