@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..registry import REGISTRY
 from .breakdown import comm_comp_overlap_figure, idle_time_figure, kernel_breakdown_figure, temporal_breakdown_figure
 from .collectives import collectives_figure, skew_heatmap
+from .dependencies import dependencies_figure
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
 from .hot_ops import hot_ops_figure, module_treemap_figure
@@ -19,7 +20,7 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "skew_heatmap", "dma_throughput_figure", "dma_queues_figure", "dma_sizes_figure", "diff_figure",
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
-           "rank_timeline_figure"]
+           "rank_timeline_figure", "dependencies_figure"]
 
 #: {analysis name: its figure builder}, from the registry (every registered analysis that names a figure)
 FIGURES = {name: globals()[spec.figure] for name, spec in REGISTRY.items() if spec.figure}
