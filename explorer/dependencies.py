@@ -17,9 +17,9 @@ LISTED = 100  # links listed per direction (the figure and the count cover the r
 HEADINGS = {"predecessor": "Waited for (predecessors)", "successor": "Waited for it (successors)"}
 
 
-def dependencies_panel(ctx: Ctx, state: ViewState):
+def dependencies_panel(ctx: Ctx, state: ViewState | None):
     """The panel's content for the selected event of ``state`` (a hint without one)."""
-    if not state.sel:
+    if state is None or not state.sel:
         return note("Click a slice to see what it waited for and what waited for it.")
     return guarded(_panel, ctx, state)
 
@@ -70,12 +70,14 @@ def _panel(ctx: Ctx, state: ViewState):
 
 
 def register_dependencies(app, ctx: Ctx) -> None:
-    """The panel follows the selected event (``tl-sel``)."""
+    """The panel follows the selected event (``tl-sel``) while the Dependencies tab is open, and is built when
+    the tab opens: the first lookup of a trace builds its dependency index (about 1 s per million
+    instructions), which a user who never opens the tab does not pay."""
 
-    @app.callback(Output("tl-deps", "children"), Input("tl-sel", "data"), State("tl-meta", "data"),
-                  prevent_initial_call=True)
-    def show(sel, meta):
-        if not sel or not meta:
+    @app.callback(Output("tl-deps", "children"), Input("tl-sel", "data"), Input("tl-tabs", "value"),
+                  State("tl-meta", "data"), prevent_initial_call=True)
+    def show(sel, tab, meta):
+        if tab != "deps" or not meta:
             raise PreventUpdate
         try:
             state = timeline_state(meta, sel=sel)

@@ -83,7 +83,7 @@ def _side(ctx: Ctx, state: ViewState, results) -> html.Div:
     tabs = [("details", "Details", html.Div(det, id="tl-details")),
             ("area", "Selection", html.Div(note("Drag across tracks to select an area: its events are "
                                                 "counted per track and per name here."), id="tl-area-panel")),
-            ("deps", "Dependencies", html.Div(dependencies_panel(ctx, state), id="tl-deps")),
+            ("deps", "Dependencies", html.Div(dependencies_panel(ctx, None), id="tl-deps")),  # built when opened
             ("results", "Results", html.Div(results, id="tl-results-panel")),
             ("notes", "Notes", _notes_panel(ctx, state))]
     return dmc.Tabs([dmc.TabsList([dmc.TabsTab(t, value=v) for v, t, _ in tabs]),

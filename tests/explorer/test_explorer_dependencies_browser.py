@@ -58,6 +58,7 @@ def _open_dependencies(page, url: str, key: str, rank: int | None, rid: int, dep
     page.get_by_role("tab", name="Dependencies").click()
     page.evaluate(f"() => window.neuronTimeline.active.select(['instructions', {rid}], null)")  # as a click does
     page.wait_for_selector(f"#tl-deps-title:has-text('instructions #{rid}')", timeout=30000)
+    page.wait_for_selector("#tl-deps-graph .js-plotly-plot .main-svg", timeout=30000)  # the chart drawn
     wait_idle(page)
     assert page.locator("#tl-deps .nx-dep-link").count() == len(deps)
 
