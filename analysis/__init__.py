@@ -24,7 +24,8 @@ from typing import Any
 from . import registry
 
 for _module in ("steps", "work", "activity", "breakdown", "idle", "collectives", "summary", "hot_ops", "roofline",
-                "diff", "dma", "ranks", "recommend", "explorer_summary", "dependencies"):  # each registers its analyses
+                "diff", "dma", "ranks", "recommend", "explorer_summary", "dependencies",
+                "source_lines"):  # each registers its analyses
     _importlib.import_module(f".analyses.{_module}", __name__)
 
 # __all__ is built below from the registry, which static checkers cannot follow: hence the F401s

@@ -13,6 +13,7 @@ from .hot_ops import hot_ops_figure, module_treemap_figure
 from .ranks import rank_balance_figure, rank_timeline_figure
 from .recommend import recommendations_figure
 from .roofline import roofline_figure
+from .source_lines import source_lines_figure
 from .summary import steps_figure, summary_figure
 
 __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_figure", "roofline_figure",
@@ -20,7 +21,7 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "skew_heatmap", "dma_throughput_figure", "dma_queues_figure", "dma_sizes_figure", "diff_figure",
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
-           "rank_timeline_figure", "dependencies_figure"]
+           "rank_timeline_figure", "dependencies_figure", "source_lines_figure"]
 
 #: {analysis name: its figure builder}, from the registry (every registered analysis that names a figure)
 FIGURES = {name: globals()[spec.figure] for name, spec in REGISTRY.items() if spec.figure}

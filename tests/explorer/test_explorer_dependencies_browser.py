@@ -1,7 +1,8 @@
-"""The Dependencies tab in headless Chromium, on the bundled capture and the 2-rank DDP run: selecting an
-instruction (as a click does) lists its predecessors and successors; a listed successor opens on the timeline;
-no console error. The screenshot docs/screenshots/timeline_dependencies.png comes from here
-(EXPLORER_DOC_SCREENSHOTS=1)."""
+"""The Dependencies tab and the source view in headless Chromium, on the bundled capture and the 2-rank DDP
+run: selecting an instruction (as a click does) lists its predecessors and successors; a listed successor opens
+on the timeline; the Hot ops page shows device time per source line with the lines' text and a link that opens
+the line's longest op on the timeline; no console error. The screenshots docs/screenshots/
+timeline_dependencies.png and hot_ops_source.png come from here (EXPLORER_DOC_SCREENSHOTS=1)."""
 from __future__ import annotations
 
 import os
@@ -91,6 +92,35 @@ def test_dependencies_tab_lists_and_opens_the_events(samples, which):
                                timeout=30000)
         wait_idle(page)
         assert f"instructions #{succ['row_id']}" in page.inner_text("#tl-details")
+    finally:
+        page.close()
+    assert errors == []
+
+
+def test_source_view_shows_lines_and_opens_the_timeline(samples):
+    url, ctx, app = samples
+    lines = analysis.source_lines(app._explorer_ctx.store.trace("gpt_train_step.nprof"))
+    page = ctx.new_page()
+    errors = collect_errors(page)
+    try:
+        page.goto(f"{url}/hot_ops?trace=gpt_train_step.nprof")
+        page.wait_for_selector("#src-table .ag-row", timeout=60000)
+        page.wait_for_selector("#src-bar .js-plotly-plot .main-svg", timeout=30000)
+        wait_idle(page, timeout=60000)
+        assert "main(sys.argv[1:])" in page.inner_text("#src-table")  # regenerate.py beside the sample
+        ARTIFACTS.mkdir(exist_ok=True)
+        box = page.evaluate("() => { const r = document.querySelector('#src-body').getBoundingClientRect();"
+                            " return {x: r.left + scrollX, y: r.top + scrollY - 40, width: r.width,"
+                            " height: r.height + 40}; }")
+        page.screenshot(path=str(ARTIFACTS / "hot_ops_source.png"), full_page=True, clip=box)
+        if os.environ.get("EXPLORER_DOC_SCREENSHOTS") == "1":
+            shutil.copy(ARTIFACTS / "hot_ops_source.png", DOCS / "hot_ops_source.png")
+        first = int(lines["example_op"].iloc[0])
+        page.locator("#src-table a", has_text="longest op").first.click()
+        page.wait_for_selector("#timeline-page", timeout=60000)
+        page.wait_for_function(f"() => location.search.includes('sel=host_ops%3A{first}')", timeout=30000)
+        page.wait_for_selector("#tl-details-title", timeout=30000)
+        wait_painted(page)
     finally:
         page.close()
     assert errors == []
