@@ -51,6 +51,10 @@ def source_lines(trace) -> pd.DataFrame:
     empty = pd.DataFrame({c: pd.Series(dtype="object" if c in ("file", "function") else
                                        "float64" if c in ("self_ns", "total_ns", "share_percent") else "int64")
                           for c in SOURCE_LINE_COLUMNS})
+    st = trace.table("host_ops", ["stack"])["stack"]
+    names = st.cat.categories if isinstance(st.dtype, pd.CategoricalDtype) else st.unique()
+    if not any(str(x).strip() for x in names):  # no stack recorded: skip the device-time attribution
+        return empty
     by_stack = hot_ops(trace, by="stack")
     keys = [str(k) for k in by_stack.index]
     if not any(k.strip() for k in keys):

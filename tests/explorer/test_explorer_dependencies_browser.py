@@ -121,6 +121,11 @@ def test_source_view_shows_lines_and_opens_the_timeline(samples):
         page.wait_for_function(f"() => location.search.includes('sel=host_ops%3A{first}')", timeout=30000)
         page.wait_for_selector("#tl-details-title", timeout=30000)
         wait_painted(page)
+        group = next(e.key for e in app._explorer_ctx.store.entries() if e.is_group)  # the DDP run: no stacks
+        page.goto(f"{url}/hot_ops?trace={group}&rank=1")
+        page.wait_for_selector("#src-body .note", timeout=60000)
+        wait_idle(page, timeout=60000)
+        assert "no Python stacks in this trace" in page.inner_text("#src-body")
     finally:
         page.close()
     assert errors == []
