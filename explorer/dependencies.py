@@ -71,7 +71,7 @@ def _panel(ctx: Ctx, state: ViewState):
 
 def register_dependencies(app, ctx: Ctx) -> None:
     """The panel follows the selected event (``tl-sel``) while the Dependencies tab is open, and is built when
-    the tab opens: the first lookup of a trace builds its dependency index (about 1 s per million
+    the tab opens: the first lookup of a trace builds its dependency index (0.5-1.2 s per million
     instructions), which a user who never opens the tab does not pay."""
 
     @app.callback(Output("tl-deps", "children"), Input("tl-sel", "data"), Input("tl-tabs", "value"),

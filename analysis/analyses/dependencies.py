@@ -44,14 +44,20 @@ DEPENDENCY_COLUMNS = [c.name for c in DEPENDENCY_SPEC]
 
 
 def _codes(values: pd.Series, tables: list[str]) -> np.ndarray:
-    """Table code (position in ``tables``, appended to as new names appear) of every value."""
+    """Table code (position in ``tables``, appended to as new names appear) of every value; a categorical column
+    is mapped through its categories (no per-row strings)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        cats = [str(c) for c in values.cat.categories]
+        for c in cats:
+            if c not in tables:
+                tables.append(c)
+        lut = np.array([tables.index(c) for c in cats] + [-1], dtype=np.int64)
+        return lut[values.cat.codes.to_numpy()]  # code -1 (missing) -> the trailing -1
     s = values.astype(str).to_numpy(dtype=object)
-    uniq = pd.unique(s)
-    for u in uniq:
+    for u in pd.unique(s):
         if u not in tables:
             tables.append(str(u))
-    lut = {u: tables.index(str(u)) for u in uniq}
-    return pd.Series(s, dtype=object).map(lut).to_numpy(dtype=np.int64)
+    return pd.Series(s, dtype=object).map({u: tables.index(u) for u in tables}).to_numpy(dtype=np.int64)
 
 
 def _index(trace) -> dict:
@@ -69,7 +75,7 @@ def _index(trace) -> dict:
     return {"tables": tables, "src": (src[by_src], dst[by_src], kind[by_src]),
             "dst": (dst[by_dst], src[by_dst], kind[by_dst]),
             "ins_rows": rows[order], "ins_track": ins["track"].to_numpy(dtype=np.int64)[order],
-            "ins_wait": (ins["opcode"].astype(str) == WAIT_OPCODE).to_numpy()[order],
+            "ins_wait": (ins["opcode"] == WAIT_OPCODE).to_numpy(dtype=bool)[order],
             "ins_pos": pd.Series(np.arange(len(order)), index=rows[order])}
 
 
