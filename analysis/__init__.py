@@ -35,6 +35,7 @@ from .analyses.breakdown import (
 )
 from .analyses.collectives import collective_skew_matrix, collectives, straggler_ranks
 from .analyses.cross_rank import collectives_across_ranks
+from .analyses.dependencies import event_dependencies
 from .analyses.diff import diff
 from .analyses.dma import dma_queues, dma_sizes, dma_throughput
 from .analyses.explorer_summary import SUMMARY_KEY as EXPLORER_SUMMARY_KEY
@@ -55,6 +56,7 @@ from .analyses.ranks import (
 from .analyses.recommend import recommendations
 from .analyses.regions import regions
 from .analyses.roofline import roofline, roofline_ceilings, roofline_point_rows
+from .analyses.source_lines import source_lines
 from .analyses.steps import STEP_BOUNDARY, step_window, steps
 from .analyses.summary import summary, summary_dict
 from .analyses.work import instruction_work, op_flops_and_bytes, unpriced_reason, work_source
@@ -73,7 +75,7 @@ __all__ = [
     "summary", "summary_dict", "hot_ops", "roofline_ceilings", "roofline", "roofline_point_rows", "diff",
     "dma_throughput", "dma_queues", "dma_sizes", "collectives_across_ranks", "rank_balance", "rank_timeline",
     "run_recommendations", "stragglers", "slow_links", "slowest_ranks_per_step", "recommendations",
-    "neuron_explorer_comparison", "area_stats", "regions", "measured_flops",
+    "neuron_explorer_comparison", "area_stats", "regions", "measured_flops", "event_dependencies", "source_lines",
 ]
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 from .analyses import breakdown as _breakdown
 from .analyses import collectives as _collectives
 from .analyses import cross_rank as _cross_rank
+from .analyses import dependencies as _dependencies
 from .analyses import diff as _diff
 from .analyses import dma as _dma
 from .analyses import explorer_summary as _explorer_summary
@@ -26,6 +27,7 @@ from .analyses import ranks as _ranks
 from .analyses import recommend as _recommend
 from .analyses import regions as _regions
 from .analyses import roofline as _roofline
+from .analyses import source_lines as _source_lines
 from .analyses import steps as _steps
 from .analyses import summary as _summary
 from .analyses.breakdown import TRACE_TABLES
@@ -130,6 +132,14 @@ class TraceAnalyses:
     def regions(self, max_per_kind: int = 200) -> pd.DataFrame:
         """Steps, collectives and top-level module calls as named time ranges: :func:`analysis.regions`."""
         return _regions.regions(self, max_per_kind)
+
+    def dependencies(self, table: str = "instructions", row: int = -1) -> pd.DataFrame:
+        """What one event waited for and what waited for it: :func:`analysis.event_dependencies`."""
+        return _dependencies.event_dependencies(self, table, row)
+
+    def source_lines(self) -> pd.DataFrame:
+        """Device time per Python source line of the recorded stacks: :func:`analysis.source_lines`."""
+        return _source_lines.source_lines(self)
 
     def measured_flops(self) -> pd.DataFrame:
         """FLOPs the trace's own hardware counters measured (CUPTI profiler ranges): :func:`analysis.measured_flops`."""

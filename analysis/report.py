@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from neuron_profiler.trace import simulated_by
+
 from .analyses.hot_ops import hot_ops
 from .analyses.ranks import cross_rank_report
 from .analyses.recommend import recommendations
@@ -37,7 +39,7 @@ def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
     h = trace.header
     dev = ", ".join(f"{d.kind} {d.name}" for d in h.devices) or "no device"
     lines = [f"{trace.name}  (rank {trace.rank} of {h.world_size}; {dev}"
-             f"{'; device events simulated' if h.simulated else ''})"]
+             f"{'; device events ' + simulated_by(h) if h.simulated else ''})"]
     s = summary(trace)
     if not all_metrics:
         s = s[s["metric"].isin(KEY_METRICS)].set_index("metric").reindex(

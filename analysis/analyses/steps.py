@@ -4,6 +4,10 @@ A step is the device's step: it starts where its host range starts (or where the
 later) and ends when both the host has left its range and the device has finished the work launched from
 inside it (kernels, DMA, collectives, including those nobody waited for). A host that runs ahead of the
 device therefore does not shorten the step; a one-step window counts the device tail.
+
+A trace without step markers (``neuron-profile capture -- python train.py`` without ``--active``) takes its
+host ranges from the training loop: step k runs from the end of the k-th ``optimizer.step()`` to the end of
+the (k+1)-th (:func:`_loop_ranges`), with the same device boundary.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from .activity import trace_activity
 STEP_PATTERN = r"^(?:ProfilerStep|NeuronStep|[Ss]tep)\s*#\s*(\d+)$"
 #: a host range that is one optimizer step (torch.optim's profiler label)
 OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+#: the range ``torch.optim`` records around every ``optimizer.step()`` (``Optimizer.step#AdamW.step``)
+OPTIMIZER_STEP_PATTERN = r"^Optimizer\.step#[^#]+\.step$"
 #: how the summary and the explorer name the step boundary
 STEP_BOUNDARY = ("step = from the ProfilerStep#N host range's start until the host left it and the device "
                  "finished the work launched inside it (device tail and un-waited collectives included)")
@@ -42,7 +48,7 @@ def steps(trace) -> pd.DataFrame:
     Columns: step (int), start_ts, end_ts (ns), duration_ns, host_end_ts, device_end_ts (-1: no device work
     launched inside the step), optimizer_steps. Host annotations are preferred over GPU-side copies
     (``gpu_user_annotation``); when one step appears several times (threads), its host range is the union.
-    Empty when the trace has no step markers.
+    Without step markers, the steps of the training loop (module docstring); empty when the trace has neither.
     """
     ho = trace.table("host_ops", ["name", "category", "start_ts", "duration_ns"])
     out = pd.DataFrame({c: pd.Series(dtype="int64") for c in STEP_COLUMNS})
@@ -50,20 +56,12 @@ def steps(trace) -> pd.DataFrame:
         return out
     names = ho["name"]
     cats = pd.Series(names.cat.categories if hasattr(names, "cat") else names.unique())
-    num = cats.str.extract(STEP_PATTERN)[0]
-    ok = num.notna().to_numpy()
-    if not ok.any():
+    ranges = _marker_ranges(ho, names, cats)
+    if ranges is None:
+        ranges = _loop_ranges(ho, names, cats)
+    if ranges is None:
         return out
-    rows = ho[names.isin(set(cats[ok]))]
-    cat = rows["category"].astype(str)
-    if (cat != "gpu_user_annotation").any():
-        rows = rows[cat != "gpu_user_annotation"]
-    n = rows["name"].astype(str).str.extract(STEP_PATTERN)[0].astype("int64")
-    df = pd.DataFrame({"step": n.to_numpy(), "start_ts": rows["start_ts"].to_numpy(),
-                       "host_end_ts": (rows["start_ts"] + rows["duration_ns"]).to_numpy()})
-    st = df.groupby("step", as_index=False).agg(start_ts=("start_ts", "min"), host_end_ts=("host_end_ts", "max"))
-    st = st.sort_values("step").reset_index(drop=True)
-    h_start, h_end = st["start_ts"].to_numpy(np.int64), st["host_end_ts"].to_numpy(np.int64)
+    step_no, h_start, h_end = ranges
     dev_end = _device_ends(trace, h_start, h_end)
     opt = _optimizer_steps(ho, names, cats, h_start, h_end)
     end = np.maximum(h_end, dev_end)
@@ -73,10 +71,53 @@ def steps(trace) -> pd.DataFrame:
         if h_end[a] <= h_start[b]:           # (host ranges that overlap, e.g. annotated on two threads, stay)
             start[b] = max(start[b], end[a])
             end[b] = max(end[b], start[b])
-    out = pd.DataFrame({"step": st["step"].to_numpy(np.int64), "start_ts": start, "end_ts": end,
+    out = pd.DataFrame({"step": step_no, "start_ts": start, "end_ts": end,
                         "duration_ns": end - start, "host_end_ts": h_end, "device_end_ts": dev_end,
                         "optimizer_steps": opt})
     return out[STEP_COLUMNS].astype("int64")
+
+
+def _host_rows(ho: pd.DataFrame, names: pd.Series, keep: set) -> pd.DataFrame:
+    """The rows of ``ho`` named one of ``keep``; host annotations preferred over GPU-side copies."""
+    rows = ho[names.isin(keep)]
+    cat = rows["category"].astype(str)
+    return rows[cat != "gpu_user_annotation"] if (cat != "gpu_user_annotation").any() else rows
+
+
+def _marker_ranges(ho: pd.DataFrame, names: pd.Series, cats: pd.Series
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(step number, host start, host end) of the step markers, sorted by step; None without markers. When one
+    step appears several times (threads), its host range is the union."""
+    ok = cats.astype(str).str.extract(STEP_PATTERN)[0].notna().to_numpy()
+    if not ok.any():
+        return None
+    rows = _host_rows(ho, names, set(cats[ok]))
+    n = rows["name"].astype(str).str.extract(STEP_PATTERN)[0].astype("int64")
+    df = pd.DataFrame({"step": n.to_numpy(), "start_ts": rows["start_ts"].to_numpy(),
+                       "host_end_ts": (rows["start_ts"] + rows["duration_ns"]).to_numpy()})
+    st = df.groupby("step", as_index=False).agg(start_ts=("start_ts", "min"), host_end_ts=("host_end_ts", "max"))
+    st = st.sort_values("step").reset_index(drop=True)
+    return (st["step"].to_numpy(np.int64), st["start_ts"].to_numpy(np.int64),
+            st["host_end_ts"].to_numpy(np.int64))
+
+
+def _loop_ranges(ho: pd.DataFrame, names: pd.Series, cats: pd.Series
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Host ranges of a trace without step markers: step k runs from the end of the k-th ``optimizer.step()``
+    to the end of the (k+1)-th. With several optimizers the most frequent one (ties: the first name) paces the
+    loop. What precedes the first ``optimizer.step()`` (model construction, data loading, the first iteration)
+    and what follows the last are not steps: N calls give N - 1 steps, numbered 1..N-1. None with fewer than 2."""
+    opt = cats[cats.astype(str).str.match(OPTIMIZER_STEP_PATTERN)]
+    if not len(opt):
+        return None
+    rows = _host_rows(ho, names, set(opt))
+    rn = rows["name"].astype(str)
+    counts = rn.value_counts()
+    pace = sorted(counts.index[counts == counts.max()])[0]
+    ends = np.sort((rows["start_ts"] + rows["duration_ns"]).to_numpy(np.int64)[(rn == pace).to_numpy()])
+    if len(ends) < 2:
+        return None
+    return np.arange(1, len(ends), dtype=np.int64), ends[:-1].copy(), ends[1:].copy()
 
 
 def _step_of(ts: np.ndarray, te: np.ndarray, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:

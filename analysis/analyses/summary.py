@@ -185,7 +185,8 @@ def _headline_rows(trace, R: _Rows) -> tuple[int, int, int, int]:
 
 def _step_rows(trace, R: _Rows) -> None:
     st = steps(trace)
-    R.add("step_count", len(st), "count", "ProfilerStep#N / step markers overlapping the span")
+    R.add("step_count", len(st), "count",
+          "ProfilerStep#N / step markers, else intervals between optimizer.step() calls")
     if len(st):
         R.add("step_time_mean_ns", st["duration_ns"].mean(), "ns", f"Mean step duration; {STEP_BOUNDARY}")
         R.add("step_time_max_ns", st["duration_ns"].max(), "ns", f"Longest step; {STEP_BOUNDARY}")
@@ -194,8 +195,9 @@ def _step_rows(trace, R: _Rows) -> None:
             R.add("optimizer_step_time_mean_ns", st["duration_ns"].sum() / n_opt, "ns",
                   f"Time per optimizer step: Σ step time / {n_opt} Optimizer.step# range(s) in {len(st)} steps")
     else:
-        R.add("step_time_mean_ns", math.nan, "ns", "No ProfilerStep#N or step markers in the trace")
-        R.add("step_time_max_ns", math.nan, "ns", "No ProfilerStep#N or step markers in the trace")
+        why = "No ProfilerStep#N, step markers or repeated optimizer.step() in the trace"
+        R.add("step_time_mean_ns", math.nan, "ns", why)
+        R.add("step_time_max_ns", math.nan, "ns", why)
 
 
 def _engine_rows(trace, act: pd.DataFrame, total: int, R: _Rows) -> None:

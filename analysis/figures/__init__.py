@@ -12,12 +12,14 @@ from .breakdown import (
     temporal_breakdown_note,
 )
 from .collectives import collectives_figure, skew_heatmap
+from .dependencies import dependencies_figure
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
 from .hot_ops import hot_ops_figure, module_treemap_figure
 from .ranks import rank_balance_figure, rank_timeline_figure
 from .recommend import recommendations_figure
 from .roofline import roofline_figure
+from .source_lines import source_lines_figure
 from .summary import steps_figure, summary_figure
 
 __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_figure", "roofline_figure",
@@ -26,7 +28,7 @@ __all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_f
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "temporal_breakdown_note",
            "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
-           "rank_timeline_figure"]
+           "rank_timeline_figure", "dependencies_figure", "source_lines_figure"]
 
 #: {analysis name: its figure builder}, from the registry (every registered analysis that names a figure)
 FIGURES = {name: globals()[spec.figure] for name, spec in REGISTRY.items() if spec.figure}

@@ -2,7 +2,8 @@
 (analysis.figures.hot_ops_figure), treemap by module (analysis.figures.module_treemap_figure).
 
 Grouped by stack, rows are labelled by the innermost frames that distinguish them (the full stack stays in
-the grid); grouped by module, unattributed device time is "(no module)"."""
+the grid); grouped by module, unattributed device time is "(no module)". Below, device time per Python source
+line with the line's text (:mod:`explorer.source`)."""
 from __future__ import annotations
 
 from dash import Input, Output, State, html
@@ -13,6 +14,7 @@ from analysis import figures
 
 from .. import frames
 from ..labels import stack_labels
+from ..source import source_section
 from ..state import ViewState
 from .common import Ctx, data_table, graph, guarded, note, section, trace_or_error
 
@@ -31,6 +33,7 @@ def _layout(ctx: Ctx, state: ViewState):
                              value="op", size="xs"),
         html.Div(id="ho-body", children=guarded(body, ctx, state, "op")),
         section("Device time by module", guarded(_treemap, ctx, state)),
+        section("Device time per source line", html.Div(guarded(source_section, ctx, state), id="src-body")),
     ], id="hot-ops-page")
 
 

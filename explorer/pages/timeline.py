@@ -6,7 +6,8 @@ track tree (per process, device, core, queue; collapsible), counters with scales
 cursor, an adaptive time axis from the trace start, flows of the selected event, and the area selection.
 Keys: W/S zoom, A/D pan (arrow keys too), F fits the selection, N / Shift+N next / previous result, Esc
 clears the area. Callbacks here fetch and lay out: details of an event, aggregates of an area
-(:mod:`explorer.selection`), search results, notes (:mod:`explorer.notes`).
+(:mod:`explorer.selection`), search results, notes (:mod:`explorer.notes`), the event's dependencies
+(:mod:`explorer.dependencies`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dash.exceptions import PreventUpdate
 
 import analysis
 
+from ..dependencies import dependencies_panel, register_dependencies
 from ..labels import fmt_ns
 from ..notes import note_list, notes_for, register_notes
 from ..rows import COLOR_MODES, EVENT_TABLES, host_timeline_groups
@@ -81,6 +83,7 @@ def _side(ctx: Ctx, state: ViewState, results) -> html.Div:
     tabs = [("details", "Details", html.Div(det, id="tl-details")),
             ("area", "Selection", html.Div(note("Drag across tracks to select an area: its events are "
                                                 "counted per track and per name here."), id="tl-area-panel")),
+            ("deps", "Dependencies", html.Div(dependencies_panel(ctx, None), id="tl-deps")),  # built when opened
             ("results", "Results", html.Div(results, id="tl-results-panel")),
             ("notes", "Notes", _notes_panel(ctx, state))]
     return dmc.Tabs([dmc.TabsList([dmc.TabsTab(t, value=v) for v, t, _ in tabs]),
@@ -204,8 +207,8 @@ def register(app, ctx: Ctx) -> None:
 
     @app.callback(Output("tl-details", "children"), Output("tl-flows", "data"),
                   Output("tl-tabs", "value", allow_duplicate=True), Input("tl-sel", "data"), State("tl-meta", "data"),
-                  prevent_initial_call=True)
-    def show_details(sel, meta):
+                  State("tl-tabs", "value"), prevent_initial_call=True)
+    def show_details(sel, meta, tab=None):
         if not sel or not meta:
             raise PreventUpdate
         state = timeline_state(meta, sel=sel)
@@ -214,7 +217,7 @@ def register(app, ctx: Ctx) -> None:
             flows = flows_of(index, state.sel)
         except Exception:  # noqa: BLE001 - the details box shows the error
             flows = None
-        return details(ctx, state), flows, "details"
+        return details(ctx, state), flows, no_update if tab == "deps" else "details"  # Dependencies stays open
 
     @app.callback(Output("tl-area-panel", "children"), Output("tl-tabs", "value", allow_duplicate=True),
                   Input("tl-area", "data"), State("tl-meta", "data"), prevent_initial_call=True)
@@ -234,6 +237,7 @@ def register(app, ctx: Ctx) -> None:
         return {"items": items, "k": -1}, results_panel(state, items), "results"
 
     register_notes(app, ctx)
+    register_dependencies(app, ctx)
 
 
 def area_panel(ctx: Ctx, state: ViewState, area: dict):

@@ -1,7 +1,8 @@
 """Trace -> Chrome trace JSON (chrome://tracing, the Perfetto UI), which our own importer reads back losslessly.
 
 Display: host ops go to their process and thread; every device track (engine, DMA queue, CC core, GPU stream)
-becomes a thread of its device's process (named "... (simulated)" when the device events are simulated);
+becomes a thread of its device's process (named "... (simulated by <model> for <target>)" when the device
+events are simulated; the document's "simulation" key says the same);
 counters become "C" events; flows become s/f pairs. Timestamps are microseconds relative to
 ``baseTimeNanoseconds`` (the trace's first event), as Kineto writes, with 3 decimals (exact to the ns).
 
@@ -38,7 +39,7 @@ from neuron_profiler.exporters.common import (
     strings,
 )
 from neuron_profiler.gcpause import gc_paused
-from neuron_profiler.trace import TraceFile
+from neuron_profiler.trace import TraceFile, simulated_by
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.files import atomic_output
 
@@ -74,11 +75,13 @@ def _write(f: _ByteSink, tf: TraceFile) -> None:
     base = tr[0] if tr else 0
     head = {"schemaVersion": 1, "displayTimeUnit": "ns", "baseTimeNanoseconds": base,
             "distributedInfo": {"rank": h.rank, "world_size": h.world_size}}
+    if h.simulated:
+        head["simulation"] = f"device events {simulated_by(h)}"
     f.write(orjson.dumps(head)[:-1] + b', "traceEvents": [\n')
     layout = TrackLayout.of(tf)
     flows = FlowEnds(tf)
     w = _EventWriter(f)
-    w.extend(_metadata_events(layout, h.simulated))
+    w.extend(_metadata_events(layout, simulated_by(h)))
     for table, namecol in EVENT_TABLES.items():
         for df in tf.iter_table(table, batch_rows=CHROME_BATCH_ROWS):
             start = df["start_ts"].to_numpy()
@@ -125,12 +128,14 @@ def _pid_tid(layout: TrackLayout, track: np.ndarray) -> tuple[np.ndarray, np.nda
     return pid, np.where(ok, track, 0)
 
 
-def _metadata_events(layout: TrackLayout, simulated: bool) -> list[dict[str, Any]]:
+def _metadata_events(layout: TrackLayout, simulated: str) -> list[dict[str, Any]]:
+    """Process / thread names and sort order; ``simulated``: :func:`simulated_by` of the header ("" when
+    measured), appended to the device processes' names."""
     events: list[dict[str, Any]] = []
     for p in sorted(set(layout.process.tolist())):
         name = str(layout.names[p])
         if simulated and layout.kinds[p] == "device":
-            name += " (simulated)"
+            name += f" ({simulated})"
         events.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": name}})
     units = layout.tracks["unit"].astype(str).to_numpy(dtype=object)
     sort = layout.tracks["sort_index"].to_numpy()

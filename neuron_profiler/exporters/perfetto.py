@@ -4,7 +4,7 @@
   (matched by pid/tid), every other track a named track under its parent (devices, cores, engines, DMA queues,
   CC cores, counters with their unit). Events that overlap without nesting on one of our tracks go to child
   tracks "<name> [1]", "[2]"... (Perfetto slices on a track must nest).
-- Simulated traces say so: device tracks are named "... (simulated)" and the trace metadata
+- Simulated traces say so: device tracks are named "... (simulated by <model> for <target>)" and the trace metadata
   (``chrome_events.metadata``, shown by trace_processor as ``cr-neuron_profiler.*``) holds
   ``neuron_profiler.simulated``, the model, target and assumptions (``Header.simulation``) and the header.
 - Packets are written in time order on their one sequence (slice ends before begins at equal times, inner
@@ -28,7 +28,7 @@ import numpy as np
 from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, TrackLayout, opened
 from neuron_profiler.exporters.protowire import Batch
 from neuron_profiler.gcpause import gc_paused
-from neuron_profiler.trace import TIME_COLUMNS, TraceFile
+from neuron_profiler.trace import TIME_COLUMNS, TraceFile, simulated_by
 from neuron_profiler.trace.files import atomic_output
 
 SEQ_ID = 1
@@ -140,13 +140,13 @@ class _Export:
         lay, t = self.layout, self.layout.tracks
         parent, pid, tid = (t[c].to_numpy() for c in ("parent", "pid", "tid"))
         units, order = t["unit"].astype(str).to_numpy(dtype=object), t["sort_index"].to_numpy()
-        simulated = self.tf.header.simulated
+        simulated = simulated_by(self.tf.header)
         seen_pid, seen_tid = set(), set()
         for i in range(len(lay)):
             td = self.pf.TrackDescriptor(uuid=i + 1, child_ordering=_EXPLICIT_ORDER, sibling_order_rank=int(order[i]))
             kind, name = lay.kinds[i], str(lay.names[i])
             if simulated and kind == "device":
-                name += " (simulated)"
+                name += f" ({simulated})"
             if kind == "process" and pid[i] > 0 and pid[i] not in seen_pid:
                 seen_pid.add(int(pid[i]))
                 td.process.pid, td.process.process_name = int(pid[i]), name

@@ -46,3 +46,15 @@ def make_header(producer: str, *, source_format: str = "", rank: int = 0, world_
     for k, v in (metadata or {}).items():
         h.metadata[str(k)] = v if isinstance(v, str) else json.dumps(v, default=str)
     return h
+
+
+def simulated_by(header: pb.Header) -> str:
+    """``"simulated by <model> for <target>"`` for a header with simulated device events, else ``""``: the
+    words every export and report puts where it says "simulated" (``Header.simulation``; "an unnamed model" /
+    "an unnamed target" when the header does not say)."""
+    if not header.simulated:
+        return ""
+    sim = header.simulation if header.HasField("simulation") else None
+    model = (sim.model if sim is not None else "") or "an unnamed model"
+    target = (sim.target if sim is not None else "") or "an unnamed target"
+    return f"simulated by {model} for {target}"

@@ -42,7 +42,7 @@ def test_trace_report_shows_the_analyses():
             assert f"  n/a {op}: {ho.loc[op, 'note']}" in lines
     rec = analysis.recommendations(t)
     assert f"Recommendations ({len(rec)})" in out and all(title in out for title in rec["title"].head(4))
-    assert "device events simulated" in out.splitlines()[0]
+    assert "device events simulated by neuron_profiler.simulated 2.0 for trn2)" in out.splitlines()[0]
 
 
 def test_run_report_starts_with_the_load_balance(tmp_path):

@@ -75,6 +75,33 @@ def test_python_m_run_whole_program_one_window_and_env_disable(tmp_path):
     assert r.returncode == 0 and not (tmp_path / "o2").exists()
 
 
+@pytest.mark.slow
+def test_capture_without_active_reports_step_times_from_the_training_loop(tmp_path):
+    """The no-code path without --active: one window, and the summary's steps are the intervals between
+    optimizer.step() calls (4 iterations -> 3 steps, each holding exactly one forward addmm)."""
+    import analysis
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    r = subprocess.run([sys.executable, "-m", "neuron_profiler.launch.cli", "capture", "-o", str(tmp_path / "o"),
+                        "--run-id", "loop", "--runtime", "simulated", "--", "python", str(script), "4", "0"],
+                       env=_env(), capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (f,) = sorted((tmp_path / "o" / "loop").glob("*.nprof"))
+    t = analysis.load(f)
+    ho = t.table("host_ops", ["name", "start_ts", "duration_ns"])
+    opt = ho[ho["name"] == "Optimizer.step#SGD.step"]
+    ends = sorted((opt["start_ts"] + opt["duration_ns"]).tolist())
+    assert len(ends) == 4
+    st = analysis.steps(t)
+    assert st["step"].tolist() == [1, 2, 3]
+    assert st["start_ts"].tolist() == ends[:-1] and st["end_ts"].tolist() == ends[1:]
+    fwd = ho[ho["name"] == "aten::addmm"]["start_ts"].to_numpy()
+    for a, b in zip(st["start_ts"], st["end_ts"]):
+        assert ((fwd >= a) & (fwd < b)).sum() == 1
+    s = t.summary_dict()
+    assert s["step_count"] == 3 and s["step_time_mean_ns"] == (ends[-1] - ends[0]) / 3
+
+
 def _args(**kw):
     ns = dict(output_dir=None, modes=None, target="trn2", runtime="auto", max_events_per_nc=None,
               capture_enabled_for_nc=None, num_cores=None, run_id="x", wait=0, warmup=0, active=0, repeat=1,

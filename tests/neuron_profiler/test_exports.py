@@ -21,7 +21,7 @@ from neuron_profiler.exporters.parquet import export_parquet
 from neuron_profiler.exporters.perfetto import export_perfetto
 from neuron_profiler.exporters.protowire import Batch
 from neuron_profiler.synthetic_trace import write_synthetic_trace
-from neuron_profiler.trace import TABLES, TraceBuilder, make_header, read_trace
+from neuron_profiler.trace import TABLES, TraceBuilder, make_header, read_trace, simulated_by
 from neuron_profiler.trace.columns import columns_of
 from schemas import pb
 
@@ -123,7 +123,8 @@ def test_perfetto_matches_our_tables(synthetic: Path, tmp_path: Path, window_row
         if not td.HasField("process") and not td.HasField("thread") and parent >= 0:
             assert td.parent_uuid == parent + 1, td
     assert meta["neuron_profiler.simulated"] == "yes"
-    assert any(td.name.endswith("(simulated)") for td in tracks.values())
+    assert simulated_by(tf.header).startswith("simulated by ")
+    assert any(td.name.endswith(f"({simulated_by(tf.header)})") for td in tracks.values())
 
 
 def test_perfetto_nesting_edge_cases(tmp_path: Path) -> None:
@@ -136,7 +137,8 @@ def test_perfetto_nesting_edge_cases(tmp_path: Path) -> None:
     assert spans[by_name["(no track)"]] == [(5, 6)]
     assert sorted(spans[by_name["qSyncIO0"]] + spans[by_name["qSyncIO0 [1]"]]) == [(5, 15), (8, 18), (12, 13), (50, 55)]
     assert tracks[by_name["rank 0"]].process.pid == 42 and tracks[by_name["python"]].thread.tid == 7
-    assert tracks[by_name["device 0 (simulated)"]].parent_uuid == by_name["rank 0"]
+    dev = by_name["device 0 (simulated by neuron_profiler.simulated test for trn2)"]
+    assert tracks[dev].parent_uuid == by_name["rank 0"]
     assert tracks[by_name["DMA Throughput"]].counter.unit_name == "bytes/s"
     assert "neuron_profiler.simulated test for trn2" in meta["neuron_profiler.simulation"]
     names = {d.iid: d.name for p in packets for d in p.interned_data.event_names}
@@ -151,6 +153,8 @@ def test_perfetto_of_a_real_simulated_trace(tmp_path: Path) -> None:
     n_slices = sum(len(v) for v in _slices(packets).values())
     assert n_slices == sum(tf.row_counts[t] for t in EVENT_TABLES)
     assert meta["neuron_profiler.simulated"] == ("yes" if tf.header.simulated else "no")
+    devices = {td.name for td in tracks.values() if td.name.startswith("Trainium2 0")}
+    assert devices and all(n.endswith("(simulated by neuron_profiler.simulated 2.0 for trn2)") for n in devices)
 
 
 @settings(max_examples=40, deadline=None)
@@ -234,10 +238,19 @@ def test_chrome_export_carries_every_table(synthetic: Path, tmp_path: Path, name
         _assert_same(tf.table(t), rebuilt[t], t)
     assert sum(e["ph"] == "s" for e in doc["traceEvents"]) == tf.row_counts["flows"]
     pnames = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
-    assert "device 0 (simulated)" in pnames
+    assert f"device 0 ({simulated_by(tf.header)})" in pnames
+    assert doc["simulation"] == "device events " + simulated_by(tf.header)
     for e in doc["traceEvents"]:  # viewers plot every numeric arg of a counter event: only the value is there
         if e["ph"] == "C":
             assert list(e["args"]) == ["value"]
+
+
+def test_simulated_by_names_the_model_and_target() -> None:
+    h = make_header("tests", simulated=True)
+    assert simulated_by(h) == "simulated by an unnamed model for an unnamed target"
+    h.simulation.model, h.simulation.target = "neuron_profiler.simulated 2.0", "trn1"
+    assert simulated_by(h) == "simulated by neuron_profiler.simulated 2.0 for trn1"
+    assert simulated_by(make_header("tests", simulated=False)) == ""
 
 
 def _importer_reads_our_chrome_export() -> bool:
