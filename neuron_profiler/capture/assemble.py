@@ -52,7 +52,8 @@ def build_window_trace(prof: Any, config: NeuronConfig, index: int, window: Wind
     ops = extract_host_ops(kineto_events(prof), with_stack=opts.get("with_stack", False),
                            module_intervals=window.module_intervals if window else None,
                            comm_calls=window.comm_calls if window else None,
-                           comm_default_start=window.comm_default_start if window else None)
+                           comm_default_start=window.comm_default_start if window else None,
+                           list_dtypes=window.list_dtypes if window else None)
     found = (window.problems if window else []) + problems.take()
     runtime = runtime_for(rank) if runtime_for is not None else None
     host = _HostSide(config, index, window, ops, rank, world, rank_source)

@@ -18,14 +18,15 @@ import torch
 
 from neuron_profiler.compile import registry
 
-__all__ = ["neuron_backend", "graph_program"]
+__all__ = ["neuron_backend", "graph_program", "kineto_dtype"]
 
 _KINETO_DTYPE = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
                  torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
                  torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char", torch.bool: "bool"}
 
 
-def _dtype_name(dt: torch.dtype) -> str:
+def kineto_dtype(dt: torch.dtype) -> str:
+    """``dt`` spelt as Kineto's ``Input type`` spells it ("float", "c10::BFloat16", ...)."""
     if dt in _KINETO_DTYPE:
         return _KINETO_DTYPE[dt]
     return "c10::" + str(dt).replace("torch.", "").title().replace("_", "")
@@ -41,7 +42,7 @@ def _arg_info(a: Any, index: dict[Any, int]) -> tuple[Any, str, int]:
     if isinstance(a, torch.fx.Node):
         v = _value(a)
         if isinstance(v, torch.Tensor):
-            return list(v.shape), _dtype_name(v.dtype), index.get(a, -1)
+            return list(v.shape), kineto_dtype(v.dtype), index.get(a, -1)
         return [], "Scalar", -2
     if isinstance(a, (list, tuple)) and a and all(isinstance(x, torch.fx.Node) for x in a):
         vals = [_value(x) for x in a]

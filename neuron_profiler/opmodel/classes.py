@@ -58,7 +58,18 @@ _NONE = {"view", "reshape", "_reshape_alias", "_unsafe_view", "t", "transpose", 
          "equal", "allclose", "cpu", "cuda", "record_stream", "_foreach_zero", "unfold", "movedim", "swapaxes",
          "mT", "mH", "adjoint", "real", "imag", "view_as_real", "view_as_complex", "align_to", "rename",
          "_conj", "conj", "_neg_view", "resolve_conj", "resolve_neg", "diagonal", "squeeze_", "unsqueeze_",
-         "t_", "transpose_", "as_strided_", "_unsafe_split", "split_copy", "rand", "randn", "randint"}
+         "t_", "transpose_", "as_strided_", "_unsafe_split", "split_copy", "rand", "randn", "randint",
+         # host-only checks and queries: they read metadata (shapes, strides, storage), never tensor data
+         "_debug_has_internal_overlap", "_fused_sdp_choice", "_assert_async", "_assert_scalar",
+         "_assert_tensor_metadata", "_functional_assert_async", "_functional_assert_scalar", "sym_constrain_range",
+         "sym_constrain_range_for_size", "_functional_sym_constrain_range",
+         "_functional_sym_constrain_range_for_size", "is_contiguous", "is_set_to", "is_floating_point",
+         "is_complex", "is_signed", "is_inference", "is_leaf", "_nnz", "_has_same_storage_numel", "can_cast",
+         "promote_types", "_shape_as_tensor", "_make_dep_token", "_propagate_xla_data", "_print",
+         "_use_cudnn_ctc_loss", "_use_cudnn_rnn_flatten_weight", "_chunk_grad_outputs_efficient_attention",
+         "_validate_sparse_coo_tensor_args", "_validate_sparse_compressed_tensor_args",
+         "_validate_compressed_sparse_indices", "data", "_is_zerotensor", "_check_tensor",
+         "sym_is_contiguous"}
 
 #: classes that run on the matrix (Tensor) engine
 TENSOR_ENGINE_CLASSES = ("matmul", "conv", "attention")

@@ -290,7 +290,8 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
     """Dry runs (meta device, FakeTensorMode) run ops through their Python decompositions, which record
     ``prims::`` ops, FP32 upcasts and casts that a device kernel never runs: lower the outermost compute op
     that contains ``prims::`` ops as one kernel, with the dtypes the program used, and nothing inside it.
-    A real run records no ``prims::`` ops and is unchanged."""
+    A real run records no ``prims::`` ops and is unchanged. A ``_foreach_*`` op is not one kernel here: it
+    runs one op per list element, each lowered as one (as on CPU, where its per-tensor ops are the leaves)."""
     prims = np.array([str(x).startswith("prims::") for x in names], dtype=bool) if len(names) else np.zeros(0, bool)
     if not prims.any():
         return leaf
@@ -300,7 +301,7 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
         while j >= 0 and not has[j]:
             has[j] = True
             j = int(parent[j])
-    dec = has & compute & ~prims
+    dec = has & compute & ~prims & ~np.array(["::_foreach_" in str(x) for x in names], dtype=bool)
     out = leaf & ~prims
     for i in np.flatnonzero(dec).tolist():
         j, outer = int(parent[i]), True
