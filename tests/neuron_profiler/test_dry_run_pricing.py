@@ -1,0 +1,122 @@
+"""Every op of a training step priced, and dry runs on meta and fake tensors that stand for the real run
+(issue 22): tensor-list ops (``_foreach_*``, fused optimizers, ``cat``) carry their list shapes and dtypes,
+host-only checks are not kernels, autocast applies on meta tensors as on fake ones."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from neuron_profiler.capture.host_ops import extract_host_ops, kineto_events
+from neuron_profiler.opmodel import classify, known_no_work, lower_signature
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dryrun_models import BertConfig, Lamb, device_time_ns, profiled_step  # noqa: E402
+
+
+def _ops(fn):
+    with torch.profiler.profile(record_shapes=True) as p:
+        fn()
+    return {o["name"]: o for o in extract_host_ops(kineto_events(p))}
+
+
+def test_tensor_list_shapes_and_element_dtype_are_recorded():
+    a = [torch.ones(3, 4, dtype=torch.bfloat16), torch.ones(5, 4, dtype=torch.bfloat16)]
+    ops = _ops(lambda: (torch.cat([a[0], a[0]]), torch._foreach_add_(a, 1.0)))
+    fe = ops["aten::_foreach_add_"]
+    assert json.loads(fe["input_shapes"])[0] == [[3, 4], [5, 4]]
+    assert json.loads(fe["input_dtypes"])[0] == "c10::BFloat16"  # from its per-tensor children
+    w = lower_signature("aten::_foreach_add_", fe["input_shapes"], fe["input_dtypes"])
+    assert w.cls == "vector" and w.flops == 32 and w.bytes_known  # 12 + 20 elements, one add each
+    assert (w.read_bytes, w.write_bytes) == (64, 64)
+    cat = ops["aten::cat"]
+    assert json.loads(cat["input_shapes"])[0] == [[3, 4], [3, 4]]
+    w = lower_signature("aten::cat", cat["input_shapes"], cat["input_dtypes"])
+    assert w.cls == "copy" and w.out_elems == 24
+
+
+def test_fused_adamw_is_priced_from_its_lists():
+    shapes = [[[4, 8], [8]]] * 4 + [[], [[], []]]
+    dtypes = ["float"] * 4 + ["TensorList(empty)", "float"]
+    w = lower_signature("aten::_fused_adamw_", json.dumps(shapes), json.dumps(dtypes))
+    n = 40
+    assert w.cls == "vector" and w.flops == 12 * n
+    # read params, grads, m, v (+ two 0-dim steps); write params, m, v
+    assert w.read_bytes == 4 * n * 4 + 2 * 4 and w.write_bytes == 3 * n * 4
+
+
+def test_host_only_checks_are_not_kernels():
+    for name in ("aten::_debug_has_internal_overlap", "aten::_fused_sdp_choice", "aten::_assert_async",
+                 "aten::is_contiguous", "aten::_assert_tensor_metadata"):
+        assert classify(name) == "none" and known_no_work(name), name
+    assert classify("aten::fill_") == "fill"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["fake", "meta"])
+@pytest.mark.parametrize("opt", ["adamw", "lamb"])
+def test_foreach_optimizer_is_priced_as_the_for_loop(tmp_path, kind, opt):
+    c = BertConfig(hidden=1024, heads=16, layers=1, seq=32, batch=2)
+    make = {"adamw": lambda f: (lambda p: torch.optim.AdamW(p, foreach=f)),
+            "lamb": lambda f: (lambda p: Lamb(p, foreach=f))}[opt]
+    fe = profiled_step(tmp_path / "fe", c, kind, make(True), optimizer_only=True)
+    loop = profiled_step(tmp_path / "loop", c, kind, make(False), optimizer_only=True)
+    assert list(fe.header.simulation.unpriced_ops) == []
+    assert list(loop.header.simulation.unpriced_ops) == []
+    names = set(fe.table("host_ops")["name"].astype(str))
+    assert any(n.startswith("aten::_foreach_") for n in names)
+    t_fe, t_loop = device_time_ns(fe), device_time_ns(loop)
+    # every parameter element is read and written a few times: at least the bytes of p, g, m, v once
+    params = 12 * c.hidden * c.hidden  # one layer's weights (embedding and head come on top)
+    assert t_fe > params * 4 * 4 / 400e9 * 1e9
+    assert abs(t_fe / t_loop - 1) < 0.10, (t_fe, t_loop)
+
+
+def _matmul_dtypes(tf):
+    ins = tf.table("instructions")
+    return set(ins[ins["opcode"].astype(str) == "MATMUL"]["dtype"].astype(str))
+
+
+def _launched(tf):
+    h, f = tf.table("host_ops"), tf.table("flows")
+    rows = f[f["kind"].astype(str) == "launch"]["src_row"].to_numpy()
+    return set(h["name"].astype(str).to_numpy()[rows])
+
+
+@pytest.fixture(scope="module")
+def autocast_runs(tmp_path_factory):
+    c = BertConfig(vocab=4096, hidden=1024, heads=16, layers=1, seq=128, batch=16)
+    adamw = lambda p: torch.optim.AdamW(p, foreach=True)  # noqa: E731
+    out = tmp_path_factory.mktemp("autocast")
+    return profiled_step(out / "fake", c, "fake", adamw), profiled_step(out / "meta", c, "meta", adamw)
+
+
+@pytest.mark.slow
+def test_autocast_prices_bf16_on_meta_with_the_kernels_of_fake(autocast_runs):
+    fake, meta = autocast_runs
+    assert _matmul_dtypes(meta) == {"bfloat16"}  # before: every matmul FP32 (autocast ignored on meta)
+    for tf in (fake, meta):
+        launched = _launched(tf)
+        assert "aten::_scaled_dot_product_flash_attention_for_cpu" in launched  # not the math path
+        assert "aten::bmm" not in launched
+        assert not any("debug_has_internal_overlap" in n or "sdp_choice" in n for n in launched)
+        assert list(tf.header.simulation.unpriced_ops) == []
+    # within 10 % today (see the xfail below for the 2 % the issue asks for)
+    assert abs(device_time_ns(meta) / device_time_ns(fake) - 1) < 0.10
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="on fake tensors CPU autocast casts inside aten::linear, which the "
+                   "simulator lowers as one FP32 matmul with its casts absorbed (program._decomposed_as_one); "
+                   "meta prices the casts and a BF16 matmul: ~6 % apart")
+def test_autocast_step_time_on_meta_and_fake_agree_within_2_percent(autocast_runs):
+    fake, meta = autocast_runs
+    assert abs(device_time_ns(meta) / device_time_ns(fake) - 1) < 0.02
+
+
+@pytest.mark.slow
+def test_meta_without_autocast_keeps_fp32(tmp_path):
+    c = BertConfig(hidden=128, heads=2, layers=1, seq=32, batch=2)
+    tf = profiled_step(tmp_path, c, "meta", lambda p: torch.optim.SGD(p, lr=0.1), autocast=False)
+    assert _matmul_dtypes(tf) == {"float32"}
