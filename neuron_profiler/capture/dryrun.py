@@ -10,8 +10,8 @@ Two modes, pushed by the capture session for the windows of a dry run (:func:`dr
   where a device, and FakeTensorMode, run one fused attention kernel. This function mode applies, on meta
   tensors inside an enabled ``torch.autocast`` region, the casts CPU autocast makes (the op lists of
   ``torch/testing/_internal/autocast_test_lists.py``, AutocastCPUTestLists: ``torch_16``/``nn_16`` run in the
-  autocast dtype, ``nn_fp32``/``torch_fp32`` in float32; ``cross_entropy`` is ``log_softmax`` in the input
-  dtype then ``nll_loss`` in float32, as the aten decomposition under autocast does), and routes attention
+  autocast dtype, ``nn_fp32``/``torch_fp32`` and ``cross_entropy`` in float32, as CPU autocast runs them),
+  and routes attention
   to the kernel ``torch._fused_sdp_choice`` picks for CPU tensors of the same shapes, so a meta dry run
   records the kernels and dtypes a fake-tensor (and a CPU) run records.
 
@@ -56,10 +56,26 @@ class ListDtypeRecorder(TorchDispatchMode):
         self.dtypes: ListDtypes = collections.defaultdict(collections.deque)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
         for a in args:
             if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
                 self.dtypes[shapes_key(t.shape for t in a)].append(kineto_dtype(a[0].dtype))
-        return func(*args, **(kwargs or {}))
+        if func is torch.ops.aten._to_copy.default and args and _is_cast(args[0], kwargs):
+            # as a CPU or meta run records it: the allocation and a copy_ from the source dtype
+            x = args[0]
+            out = torch.empty_like(x, dtype=kwargs["dtype"], device=kwargs.get("device") or x.device,
+                                   memory_format=kwargs.get("memory_format") or torch.preserve_format)
+            return out.copy_(x)
+        return func(*args, **kwargs)
+
+
+def _is_cast(x: Any, kwargs: dict) -> bool:
+    """A dtype conversion on this device, with no layout / pinning change (``_to_copy`` arguments)."""
+    if not isinstance(x, torch.Tensor) or kwargs.get("dtype") in (None, x.dtype):
+        return False
+    dev = kwargs.get("device")
+    return (dev is None or torch.device(dev) == x.device) and kwargs.get("layout") in (None, x.layout) \
+        and not kwargs.get("pin_memory")
 
 
 def _autocast_dtype() -> torch.dtype | None:
@@ -99,7 +115,7 @@ _LOW = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, to
         torch.Tensor.addmm, torch.addbmm, torch.Tensor.addbmm, torch.einsum, torch.conv1d, torch.conv2d,
         torch.conv3d, torch.conv_transpose1d, torch.conv_transpose2d, torch.conv_transpose3d, torch.prelu,
         F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d, F.prelu}
-_FP32 = {F.nll_loss, F.binary_cross_entropy, F.binary_cross_entropy_with_logits, F.mse_loss, F.l1_loss,
+_FP32 = {F.cross_entropy, F.nll_loss, F.binary_cross_entropy, F.binary_cross_entropy_with_logits, F.mse_loss, F.l1_loss,
          F.smooth_l1_loss, F.huber_loss, F.poisson_nll_loss, F.cosine_embedding_loss, F.hinge_embedding_loss,
          F.margin_ranking_loss, F.triplet_margin_loss, F.multilabel_margin_loss, F.soft_margin_loss,
          F.multi_margin_loss, F.avg_pool3d}
@@ -126,24 +142,12 @@ def _sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                                           scale=scale)
 
 
-def _cross_entropy(x: Any, target: Any, weight: Any = None, size_average: Any = None, ignore_index: int = -100,
-                   reduce: Any = None, reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
-    """``cross_entropy`` as CPU autocast runs it: log_softmax in the input dtype, nll_loss in float32."""
-    if label_smoothing or target.is_floating_point() or size_average is not None or reduce is not None:
-        return F.cross_entropy(_cast(x, torch.float32), target, weight, ignore_index=ignore_index,
-                               reduction=reduction, label_smoothing=label_smoothing)
-    lp = F.log_softmax(x, 1 if x.dim() > 1 else 0)
-    return F.nll_loss(_cast(lp, torch.float32), target, _cast(weight, torch.float32), ignore_index=ignore_index,
-                      reduction=reduction)
-
-
 class MetaAsDevice(TorchFunctionMode):
     """Autocast casts and the fused attention kernel on meta tensors (see the module docstring)."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if func not in _LOW and func not in _FP32 and func is not F.scaled_dot_product_attention \
-                and func is not F.cross_entropy:
+        if func not in _LOW and func not in _FP32 and func is not F.scaled_dot_product_attention:
             return func(*args, **kwargs)
         if not _any_meta(args, kwargs):
             return func(*args, **kwargs)
@@ -154,7 +158,5 @@ class MetaAsDevice(TorchFunctionMode):
             return _sdpa(*args, **kwargs)
         if dtype is None:
             return func(*args, **kwargs)
-        if func is F.cross_entropy:
-            return _cross_entropy(*args, **kwargs)
         to = dtype if func in _LOW else torch.float32
         return func(*_cast(args, to), **{k: _cast(v, to) for k, v in kwargs.items()})

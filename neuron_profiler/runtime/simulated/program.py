@@ -154,6 +154,7 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     compute = (cls != "none") & o.host_cat
     leaf = leaf_compute_mask(host_ops, compute, np.isin(cls, ["matmul", "conv", "attention"])) if o.n \
         else np.zeros(0, bool)
+    leaf = _autocast_casts(leaf, compute, o.parent, o.names, o.order)
     leaf = _decomposed_as_one(leaf, compute, o.parent, o.names)
     is_call = o.per_name(lambda s: s.startswith(GRAPH_PREFIX)).astype(bool)
     calls = np.flatnonzero(is_call).tolist()
@@ -291,7 +292,9 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
     ``prims::`` ops, FP32 upcasts and casts that a device kernel never runs: lower the outermost compute op
     that contains ``prims::`` ops as one kernel, with the dtypes the program used, and nothing inside it.
     A real run records no ``prims::`` ops and is unchanged. A ``_foreach_*`` op is not one kernel here: it
-    runs one op per list element, each lowered as one (as on CPU, where its per-tensor ops are the leaves)."""
+    runs one op per list element, each lowered as one (as on CPU, where its per-tensor ops are the leaves).
+    Nor is an autocast wrapper (:func:`_autocast_wrappers`): its casts and its inner op are lowered, as they
+    run on the device."""
     prims = np.array([str(x).startswith("prims::") for x in names], dtype=bool) if len(names) else np.zeros(0, bool)
     if not prims.any():
         return leaf
@@ -301,7 +304,8 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
         while j >= 0 and not has[j]:
             has[j] = True
             j = int(parent[j])
-    dec = has & compute & ~prims & ~np.array(["::_foreach_" in str(x) for x in names], dtype=bool)
+    foreach = np.array(["::_foreach_" in str(x) for x in names], dtype=bool)
+    dec = has & compute & ~prims & ~foreach & ~_autocast_wrappers(parent, names)
     out = leaf & ~prims
     for i in np.flatnonzero(dec).tolist():
         j, outer = int(parent[i]), True
@@ -320,6 +324,47 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
                 break
             j = int(parent[j])
     return out
+
+
+_CASTS = ("aten::to", "aten::_to_copy")
+
+
+def _autocast_wrappers(parent: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """True for autocast's wrapper records: an op whose direct children are casts of its inputs
+    (``aten::to`` / ``aten::_to_copy``) and the same op again, redispatched in the autocast dtype (CPU autocast
+    records ``aten::linear`` in the input dtypes around them)."""
+    n = len(parent)
+    same = np.zeros(n, dtype=bool)
+    cast = np.zeros(n, dtype=bool)
+    for i in np.flatnonzero(parent >= 0).tolist():
+        p = int(parent[i])
+        if names[p] == names[i]:
+            same[p] = True
+        elif names[i] in _CASTS:
+            cast[p] = True
+    return same & cast
+
+
+def _autocast_casts(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray, names: np.ndarray,
+                    order: np.ndarray) -> np.ndarray:
+    """``leaf`` plus the innermost compute ops of the casts under an autocast wrapper: autocast's casts run
+    on the device before the op (a cast of the weights, of the activations), they are not part of the
+    matmul the wrapper holds."""
+    wrap = _autocast_wrappers(parent, names)
+    if not wrap.any():
+        return leaf
+    in_cast = np.zeros(len(parent), dtype=bool)
+    holds_compute = np.zeros(len(parent), dtype=bool)
+    seq = order.tolist()
+    for i in seq:  # parents come before their children
+        p = int(parent[i])
+        if p >= 0:
+            in_cast[i] = in_cast[p] or (wrap[p] and names[i] in _CASTS)
+    for i in reversed(seq):
+        p = int(parent[i])
+        if p >= 0 and (compute[i] or holds_compute[i]):
+            holds_compute[p] = True
+    return leaf | (in_cast & compute & ~holds_compute)
 
 
 def _reads_host_scalar(order: np.ndarray, names: np.ndarray, host_scalar: np.ndarray,
