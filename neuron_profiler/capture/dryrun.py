@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from neuron_profiler.capture.report import notice
 from neuron_profiler.capture.tensor_lists import ListDtypes, shapes_key
 from neuron_profiler.compile.backend import kineto_dtype
 
@@ -54,6 +55,12 @@ class ListDtypeRecorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.dtypes: ListDtypes = collections.defaultdict(collections.deque)
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Off while ``torch.compile`` traces and compiles (compiled graphs record their own shapes and
+        dtypes), so the mode never makes Dynamo fall back to eager."""
+        return True
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -142,11 +149,26 @@ def _sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                                           scale=scale)
 
 
+COMPILED_META = ("torch.compile on meta tensors: autocast does not apply inside the compiled graphs (they run "
+                 "in the dtypes of the meta tensors); for a compiled dry run with autocast use FakeTensorMode")
+
+
 class MetaAsDevice(TorchFunctionMode):
-    """Autocast casts and the fused attention kernel on meta tensors (see the module docstring)."""
+    """Autocast casts and the fused attention kernel on meta tensors (see the module docstring). Inside
+    ``torch.compile`` tracing it does nothing; ``compiled_meta`` says a graph was compiled from meta tensors
+    inside an autocast region (reported once, with :data:`COMPILED_META`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compiled_meta = False
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # graphs are traced on fake tensors of the meta device
+            if not self.compiled_meta and _autocast_dtype() is not None and _any_meta(args, kwargs):
+                self.compiled_meta = True
+                notice(COMPILED_META)
+            return func(*args, **kwargs)
         if func not in _LOW and func not in _FP32 and func is not F.scaled_dot_product_attention:
             return func(*args, **kwargs)
         if not _any_meta(args, kwargs):

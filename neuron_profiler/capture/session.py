@@ -194,6 +194,9 @@ class CaptureSession:
                 w.problems.append(f"the dry-run mode {type(m).__name__} could not be popped ({exc!r})")
             if hasattr(m, "dtypes"):
                 w.list_dtypes = m.dtypes
+            if getattr(m, "compiled_meta", False):
+                from neuron_profiler.capture.dryrun import COMPILED_META
+                w.problems.append(COMPILED_META)
 
     def take_window(self, prof: Any) -> tuple[int, WindowCapture | None]:
         """(window index, the oldest finished window of ``prof``) for export."""

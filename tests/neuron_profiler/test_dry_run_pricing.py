@@ -163,3 +163,31 @@ def test_info_says_partly_priced_for_an_op_with_device_time(tmp_path, capsys):
     partly = next(ln for ln in out if ln.startswith("  partly"))
     assert "aten::cat" in unpriced and "fill_" not in unpriced  # before: "aten::fill_ ... (no device time)"
     assert "1 op kinds" in partly and "aten::fill_" in partly
+
+
+@pytest.mark.slow
+def test_compiled_fake_dry_run_is_priced_as_fused_graphs(tmp_path, autocast_runs):
+    fake_eager = autocast_runs[0]
+    c = BertConfig(vocab=4096, hidden=1024, heads=16, layers=1, seq=128, batch=16)
+    tf = profiled_step(tmp_path, c, "fake", lambda p: torch.optim.AdamW(p, foreach=True), compiled=True)
+    names = tf.table("host_ops")["name"].astype(str)
+    assert names.str.startswith("neuron::graph ").sum() == 2  # forward and backward, one launch each
+    assert list(tf.header.simulation.unpriced_ops) == []
+    ins = tf.table("instructions")
+
+    def mm_ns(t):
+        i = t.table("instructions")
+        return int(i[i["opcode"].astype(str) == "MATMUL"]["duration_ns"].sum())
+    # the same matmuls at the BF16 rate (the ops Dynamo and AOT autograd ran while compiling are not kernels:
+    # before, they doubled the step); the elementwise and norm chains fused: the step is shorter than eager
+    assert abs(mm_ns(tf) / mm_ns(fake_eager) - 1) < 0.01
+    assert len(ins) < len(fake_eager.table("instructions"))
+    assert device_time_ns(tf) < 0.9 * device_time_ns(fake_eager)
+
+
+@pytest.mark.slow
+def test_compiled_meta_dry_run_under_autocast_says_autocast_is_not_applied(tmp_path):
+    from neuron_profiler.capture.dryrun import COMPILED_META
+    c = BertConfig(hidden=128, heads=2, layers=1, seq=32, batch=2)
+    tf = profiled_step(tmp_path, c, "meta", lambda p: torch.optim.SGD(p, lr=0.1), compiled=True)
+    assert COMPILED_META in tf.footer_metadata.get("capture_problems", "")

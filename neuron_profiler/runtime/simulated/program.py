@@ -159,6 +159,11 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     is_call = o.per_name(lambda s: s.startswith(GRAPH_PREFIX)).astype(bool)
     calls = np.flatnonzero(is_call).tolist()
     inside = _descendants(calls, o.parent, o.order) if calls else np.zeros(o.n, dtype=bool)
+    # torch.compile's own work (Dynamo tracing, AOT autograd on fake tensors) is host work of the first call,
+    # not device work: the ops it records inside its "(dynamo_timed)" ranges are not kernels
+    compiling = np.flatnonzero(o.per_name(lambda s: s.endswith("(dynamo_timed)")).astype(bool)).tolist()
+    if compiling:
+        inside |= _descendants(compiling, o.parent, o.order)
     leaf &= ~inside
     kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf)
     graph_nodes, used = _graph_calls(o, calls, graphs or {}, kernel, sigs)
