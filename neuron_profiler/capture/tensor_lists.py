@@ -82,7 +82,8 @@ def _child_dtype(ops: list[dict[str, Any]], at: int, wanted: set[tuple]) -> str 
 
 def type_tensor_lists(ops: list[dict[str, Any]], recorded: ListDtypes | None = None) -> None:
     """Replace "TensorList" in each op's ``op_dtypes`` by the list's element dtype where it is known (``ops``
-    sorted by start; ``recorded``: dtypes from the dry-run mode, consumed in call order)."""
+    sorted by start; ``recorded``: dtypes from the dry-run mode, consumed in call order where calls of the
+    same shapes had different dtypes; a fake-tensor run records one call as nested ops of the same name)."""
     recorded = recorded or {}
     for i, op in enumerate(ops):
         dts = op["op_dtypes"]
@@ -94,7 +95,9 @@ def type_tensor_lists(ops: list[dict[str, Any]], recorded: ListDtypes | None = N
                 continue
             key = shapes_key(shp)
             queue = recorded.get(key)
-            found = queue.popleft() if queue else None
+            found = None
+            if queue:  # one dtype for every call of these shapes: no need to pair calls with records
+                found = queue[0] if len(set(queue)) == 1 else queue.popleft()
             if found is None:
                 found = _child_dtype(ops, i, {tuple(s) for s in shp})
             if found:

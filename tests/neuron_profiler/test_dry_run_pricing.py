@@ -14,6 +14,8 @@ from neuron_profiler.opmodel import classify, known_no_work, lower_signature
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dryrun_models import BertConfig, Lamb, device_time_ns, profiled_step  # noqa: E402
 
+BF = "c10::BFloat16"
+
 
 def _ops(fn):
     with torch.profiler.profile(record_shapes=True) as p:
@@ -51,6 +53,15 @@ def test_host_only_checks_are_not_kernels():
                  "aten::is_contiguous", "aten::_assert_tensor_metadata"):
         assert classify(name) == "none" and known_no_work(name), name
     assert classify("aten::fill_") == "fill"
+
+
+def test_an_op_on_empty_tensors_is_known_to_do_nothing():
+    # a fill_ or copy_ of a zero-element tensor was "unpriced" while its other calls had device time
+    for name, shapes, dtypes in (("aten::fill_", [[0], []], ["float", "Scalar"]),
+                                 ("aten::copy_", [[0], [0], []], ["float", "float", "Scalar"])):
+        w = lower_signature(name, json.dumps(shapes), json.dumps(dtypes))
+        assert w.cls == "none" and w.flops_known and w.bytes_known and w.moved_bytes == 0
+    assert lower_signature("aten::fill_", "[[4],[]]", '["float","Scalar"]').cls == "fill"
 
 
 @pytest.mark.slow
@@ -102,6 +113,9 @@ def test_autocast_prices_bf16_on_meta_with_the_kernels_of_fake(autocast_runs):
         assert "aten::bmm" not in launched
         assert not any("debug_has_internal_overlap" in n or "sdp_choice" in n for n in launched)
         assert list(tf.header.simulation.unpriced_ops) == []
+        h = tf.table("host_ops")
+        cats = h[h["name"].astype(str) == "aten::cat"]["input_dtypes"].astype(str)
+        assert len(cats) and all(json.loads(d)[0] == BF for d in cats)  # the BF16 grads of the qkv split
     # the same step on meta and on fake tensors: before, meta priced every matmul FP32 and fake hid the
     # autocast casts inside aten::linear (~2.3x and ~6 % apart)
     assert abs(device_time_ns(meta) / device_time_ns(fake) - 1) < 0.02
@@ -129,8 +143,6 @@ def test_meta_without_autocast_keeps_fp32(tmp_path):
     tf = profiled_step(tmp_path, c, "meta", lambda p: torch.optim.SGD(p, lr=0.1), autocast=False)
     assert _matmul_dtypes(tf) == {"float32"}
 
-
-BF = "c10::BFloat16"
 
 
 def test_autocast_casts_are_kernels_and_the_matmul_runs_in_bf16():
