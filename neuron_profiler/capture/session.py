@@ -152,6 +152,7 @@ class CaptureSession:
         self.current = None
         w.end_ns = time.time_ns()
         self.pending.setdefault(prof, collections.deque()).append(w)  # first: a failing recorder must not unpair
+        self._exit_dry_run(w)  # next: a failing recorder must not leave the dry-run modes on the program
         self._syncs.stop()
         w.comm_calls = self._comms.stop()
         w.comm_default_start = self._comms.default_start
@@ -165,8 +166,7 @@ class CaptureSession:
         if self._sampler is not None:
             w.host_samples = self._sampler.stop()
             self._sampler = None
-        w.problems = self._comms.problems.take()
-        self._exit_dry_run(w)
+        w.problems = self._comms.problems.take() + w.problems
         started, self._started = self._started, None
         if started is not None:
             started.stop()

@@ -106,6 +106,7 @@ def autocast_runs(tmp_path_factory):
 @pytest.mark.slow
 def test_autocast_prices_bf16_on_meta_with_the_kernels_of_fake(autocast_runs):
     fake, meta = autocast_runs
+    assert (fake.footer_metadata["dry_run"], meta.footer_metadata["dry_run"]) == ("fake", "meta")
     assert _matmul_dtypes(meta) == {"bfloat16"}  # before: every matmul FP32 (autocast ignored on meta)
     for tf in (fake, meta):
         launched = _launched(tf)
