@@ -4,7 +4,8 @@ Two modes, pushed by the capture session for the windows of a dry run (:func:`dr
 
 * :class:`ListDtypeRecorder` (meta and fake): a dispatch mode that records the element dtype of every
   tensor list passed to an op (``aten::cat``, ``aten::_foreach_*``, ``aten::_fused_adamw_``), which Kineto
-  does not record (:mod:`neuron_profiler.capture.tensor_lists` writes them into the trace).
+  does not record (:mod:`neuron_profiler.capture.tensor_lists` writes them into the trace), and records each
+  dtype conversion as an ``aten::copy_`` from the source dtype, as a CPU run does (a cast kernel).
 * :class:`MetaAsDevice` (meta only): ``torch.autocast`` has no effect on meta tensors (their dispatch keys
   have no autocast key), and ``scaled_dot_product_attention`` on meta takes the math path (a dozen ops)
   where a device, and FakeTensorMode, run one fused attention kernel. This function mode applies, on meta
@@ -50,7 +51,9 @@ def dry_run_kind() -> str:
 
 
 class ListDtypeRecorder(TorchDispatchMode):
-    """Records ``shapes_key(list) -> element dtype`` (Kineto spelling) of tensor lists passed to ops."""
+    """Records ``shapes_key(list) -> element dtype`` (Kineto spelling) of tensor lists passed to ops, and runs
+    a dtype conversion (``aten::_to_copy``) as a CPU run records it: an allocation and an ``aten::copy_``
+    from the source dtype (fake tensors would record ``prims::convert_element_type``, which hides it)."""
 
     def __init__(self) -> None:
         super().__init__()
