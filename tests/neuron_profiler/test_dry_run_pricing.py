@@ -204,3 +204,18 @@ def test_compiled_meta_dry_run_under_autocast_says_autocast_is_not_applied(tmp_p
     c = BertConfig(hidden=128, heads=2, layers=1, seq=32, batch=2)
     tf = profiled_step(tmp_path, c, "meta", lambda p: torch.optim.SGD(p, lr=0.1), compiled=True)
     assert COMPILED_META in tf.footer_metadata.get("capture_problems", "")
+
+
+def test_a_cpu_kernels_contiguous_copy_is_part_of_it():
+    # CPU native_layer_norm_backward makes its input contiguous first (clone -> copy_): the op is the kernel,
+    # not its copy (before, a real capture priced the layer-norm backward as that copy)
+    from neuron_profiler.runtime.simulated.synthetic import op, simulate
+    x, w = [8, 256], [256]
+    rows = [op("aten::native_layer_norm_backward", 0, 50_000, [x, x, [], [8, 1], [8, 1], w, w, []],
+               ["float", "float", "ScalarList", "float", "float", "float", "float", "ScalarList"]),
+            op("aten::clone", 100, 5_000, [x, []], ["float", "Scalar"]),
+            op("aten::copy_", 200, 4_000, [x, x, []], ["float", "float", "Scalar"]),
+            op("aten::zero_", 60_000, 2_000, [x], ["float"]),  # a fill by itself stays a kernel
+            op("aten::fill_", 60_100, 1_000, [x, []], ["float", "Scalar"])]
+    b = simulate(rows)
+    assert set(b.table("instructions").framework_op) | set(b.table("dma").framework_op) == {0, 4}

@@ -154,6 +154,7 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     compute = (cls != "none") & o.host_cat
     leaf = leaf_compute_mask(host_ops, compute, np.isin(cls, ["matmul", "conv", "attention"])) if o.n \
         else np.zeros(0, bool)
+    leaf = _helpers_absorbed(leaf, compute, cls, o.parent, o.order)
     leaf = _autocast_casts(leaf, compute, o.parent, o.names, o.order)
     leaf = _decomposed_as_one(leaf, compute, o.parent, o.names)
     is_call = o.per_name(lambda s: s.startswith(GRAPH_PREFIX)).astype(bool)
@@ -328,6 +329,42 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
                 out[i] = False
                 break
             j = int(parent[j])
+    return out
+
+
+_HELPERS = ("copy", "fill")
+
+
+def _helpers_absorbed(leaf: np.ndarray, compute: np.ndarray, cls: np.ndarray, parent: np.ndarray,
+                      order: np.ndarray) -> np.ndarray:
+    """``leaf`` with each op whose only compute work inside is copies and fills (a CPU kernel's
+    ``contiguous`` of its input, the zeroing of its output: ``native_layer_norm_backward`` -> ``clone`` ->
+    ``copy_``) lowered as one kernel, its helpers part of it, as a device kernel does them; matmuls keep their
+    own rule (``leaf_compute_mask``) and copies and fills are helpers, not such ops."""
+    n = len(parent)
+    seq = order.tolist()
+    helper = np.isin(cls, _HELPERS)
+    tensor = np.isin(cls, ["matmul", "conv", "attention"])
+    other_inside = np.zeros(n, dtype=bool)  # holds a compute op that is not a helper
+    helper_inside = np.zeros(n, dtype=bool)
+    for i in reversed(seq):  # children before their parents
+        p = int(parent[i])
+        if p >= 0:
+            other_inside[p] |= other_inside[i] or (compute[i] and not helper[i])
+            helper_inside[p] |= helper_inside[i] or (compute[i] and helper[i])
+    unit = compute & ~helper & ~tensor & helper_inside & ~other_inside
+    if not unit.any():
+        return leaf
+    out = leaf.copy()
+    covered = np.zeros(n, dtype=bool)  # inside a leaf or a unit already
+    for i in seq:  # parents before their children
+        p = int(parent[i])
+        above = p >= 0 and (covered[p] or out[p])
+        if unit[i] and not above:
+            out[i] = True
+        elif above and (covered[p] or unit[p]):
+            out[i] = False
+        covered[i] = above or (unit[i] and out[i])
     return out
 
 
