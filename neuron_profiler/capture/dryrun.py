@@ -14,7 +14,8 @@ Two modes, pushed by the capture session for the windows of a dry run (:func:`dr
   autocast dtype, ``nn_fp32``/``torch_fp32`` and ``cross_entropy`` in float32, as CPU autocast runs them),
   and routes attention
   to the kernel ``torch._fused_sdp_choice`` picks for CPU tensors of the same shapes, so a meta dry run
-  records the kernels and dtypes a fake-tensor (and a CPU) run records.
+  records the kernels and dtypes a fake-tensor (and a CPU) run records. ``torch.compile`` on meta tensors
+  is not supported (said once, and kept in the trace's ``capture_problems``): use fake tensors.
 
 The casts are made above autograd (``Tensor.to``), as autocast makes them, so the backward pass runs in the
 dtypes the real run's backward uses.
@@ -152,14 +153,15 @@ def _sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                                           scale=scale)
 
 
-COMPILED_META = ("torch.compile on meta tensors: autocast does not apply inside the compiled graphs (they run "
-                 "in the dtypes of the meta tensors); for a compiled dry run with autocast use FakeTensorMode")
+COMPILED_META = ("torch.compile on meta tensors is not a dry run of the compiled step (autocast and the fused "
+                 "attention do not apply inside its graphs, and graph breaks appear): use FakeTensorMode for "
+                 "compiled dry runs")
 
 
 class MetaAsDevice(TorchFunctionMode):
     """Autocast casts and the fused attention kernel on meta tensors (see the module docstring). Inside
     ``torch.compile`` tracing it does nothing; ``compiled_meta`` says a graph was compiled from meta tensors
-    inside an autocast region (reported once, with :data:`COMPILED_META`)."""
+    (reported once, with :data:`COMPILED_META`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -168,7 +170,7 @@ class MetaAsDevice(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # graphs are traced on fake tensors of the meta device
-            if not self.compiled_meta and _autocast_dtype() is not None and _any_meta(args, kwargs):
+            if not self.compiled_meta and _any_meta(args, kwargs):
                 self.compiled_meta = True
                 notice(COMPILED_META)
             return func(*args, **kwargs)

@@ -199,7 +199,7 @@ def test_compiled_fake_dry_run_is_priced_as_fused_graphs(tmp_path, autocast_runs
 
 
 @pytest.mark.slow
-def test_compiled_meta_dry_run_under_autocast_says_autocast_is_not_applied(tmp_path):
+def test_compiled_meta_dry_run_says_it_is_not_supported(tmp_path):
     from neuron_profiler.capture.dryrun import COMPILED_META
     c = BertConfig(hidden=128, heads=2, layers=1, seq=32, batch=2)
     tf = profiled_step(tmp_path, c, "meta", lambda p: torch.optim.SGD(p, lr=0.1), compiled=True)
