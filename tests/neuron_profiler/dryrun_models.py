@@ -57,6 +57,35 @@ class Bert(nn.Module):
         return F.cross_entropy(self.head(x).flatten(0, 1), tgt.flatten())
 
 
+class Decoder(nn.Module):
+    """A Llama-style decoder layer stack (RMSNorm, causal attention, SwiGLU MLP), without tensor parallelism."""
+
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        d = c.hidden
+        self.heads = c.heads
+        self.emb = nn.Embedding(c.vocab, d)
+        self.norms = nn.ParameterList(nn.Parameter(torch.ones(d)) for _ in range(2 * c.layers + 1))
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d, bias=False) for _ in range(c.layers))
+        self.out = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(c.layers))
+        self.up = nn.ModuleList(nn.Linear(d, 2 * 3 * d, bias=False) for _ in range(c.layers))
+        self.down = nn.ModuleList(nn.Linear(3 * d, d, bias=False) for _ in range(c.layers))
+        self.head = nn.Linear(d, c.vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        x = self.emb(idx)
+        b, t, d = x.shape
+        for i in range(len(self.qkv)):
+            h = F.rms_norm(x, (d,), self.norms[2 * i])
+            q, k, v = (y.view(b, t, self.heads, -1).transpose(1, 2) for y in self.qkv[i](h).split(d, -1))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.out[i](a)
+            g, u = self.up[i](F.rms_norm(x, (d,), self.norms[2 * i + 1])).chunk(2, -1)
+            x = x + self.down[i](F.silu(g) * u)
+        logits = self.head(F.rms_norm(x, (d,), self.norms[-1]))
+        return F.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten())
+
+
 class Lamb(torch.optim.Optimizer):
     """LAMB (You et al. 2019) without bias correction, with ``torch._foreach_*`` or a for-loop."""
 
@@ -105,11 +134,18 @@ def tensors_of(kind: str) -> contextlib.AbstractContextManager:
 
 
 def profiled_step(out: Path, c: BertConfig, kind: str, make_opt: Callable, *, autocast: bool = True,
-                  optimizer_only: bool = False, target: str = "trn1", compiled: bool = False):
-    """One training step of ``Bert(c)`` on ``kind`` tensors, profiled on the simulated ``target``; with
-    ``optimizer_only`` the window holds the optimizer step alone. Returns the trace."""
+                  optimizer_only: bool = False, target: str = "trn1", compiled: bool = False,
+                  model_cls: type = Bert, dtype: torch.dtype = torch.float32):
+    """One training step of ``model_cls(c)`` (weights in ``dtype``) on ``kind`` tensors, profiled on the
+    simulated ``target``; with ``optimizer_only`` the window holds the optimizer step alone. Returns the
+    trace."""
     with tensors_of(kind):
-        model = Bert(c)
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            model = model_cls(c)
+        finally:
+            torch.set_default_dtype(default)
         opt = make_opt(model.parameters())
         run = torch.compile(model, backend="neuron") if compiled else model
         idx = torch.randint(0, c.vocab, (c.batch, c.seq))

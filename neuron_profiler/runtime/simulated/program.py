@@ -26,7 +26,7 @@ import pandas as pd
 
 from neuron_profiler.capture.sync import SYNC_PREFIX
 from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
-from neuron_profiler.opmodel import OpWork, classify, lower_signature, wants_concrete
+from neuron_profiler.opmodel import OpWork, classify, is_composite, lower_signature, wants_concrete
 from neuron_profiler.runtime.simulated.collectives import find_collectives
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
 from neuron_profiler.runtime.simulated.lowering import leaf_compute_mask
@@ -297,6 +297,8 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
     """Dry runs (meta device, FakeTensorMode) run ops through their Python decompositions, which record
     ``prims::`` ops, FP32 upcasts and casts that a device kernel never runs: lower the outermost compute op
     that contains ``prims::`` ops as one kernel, with the dtypes the program used, and nothing inside it.
+    A composite (``opmodel.is_composite``: ``rms_norm``, ``cross_entropy_loss``, ...), which a real run runs
+    op by op, is not one kernel because one of its ops (``mean``) decomposes on meta tensors.
     A real run records no ``prims::`` ops and is unchanged. A ``_foreach_*`` op is not one kernel here: it
     runs one op per list element, each lowered as one (as on CPU, where its per-tensor ops are the leaves).
     Nor is an autocast wrapper (:func:`_autocast_wrappers`): its casts and its inner op are lowered, as they
@@ -311,7 +313,8 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
             has[j] = True
             j = int(parent[j])
     foreach = np.array(["::_foreach_" in str(x) for x in names], dtype=bool)
-    dec = has & compute & ~prims & ~foreach & ~_autocast_wrappers(parent, names)
+    composite = np.array([is_composite(str(x)) for x in names], dtype=bool)
+    dec = has & compute & ~prims & ~foreach & ~composite & ~_autocast_wrappers(parent, names)
     out = leaf & ~prims
     for i in np.flatnonzero(dec).tolist():
         j, outer = int(parent[i]), True
