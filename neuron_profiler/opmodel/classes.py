@@ -75,8 +75,9 @@ _NONE = {"view", "reshape", "_reshape_alias", "_unsafe_view", "t", "transpose", 
 # meta and fake tensors also ``_fused_rms_norm``), so their work is their ops' (a dry run that decomposes one
 # of those ops further must not make the composite one kernel)
 _COMPOSITE = {"rms_norm", "_fused_rms_norm", "layer_norm", "group_norm", "instance_norm", "batch_norm",
-              "cross_entropy_loss", "nll_loss", "nll_loss_nd", "dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
-              "softmax", "log_softmax", "type_as", "pad", "cosine_similarity", "pairwise_distance", "square"}
+              "cross_entropy_loss", "nll_loss", "nll_loss_nd", "dropout", "feature_dropout", "alpha_dropout",
+              "feature_alpha_dropout", "softmax", "log_softmax", "type_as", "pad", "cosine_similarity",
+              "pairwise_distance", "square"}
 
 #: classes that run on the matrix (Tensor) engine
 TENSOR_ENGINE_CLASSES = ("matmul", "conv", "attention")
