@@ -35,7 +35,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"rank        {h.rank} of {h.world_size}  host={h.instance_id or '-'} pid={h.process_id or '-'}"
           f"  window={h.window_index}")
     print(f"simulated   {'yes (device events come from the simulated Neuron runtime)' if h.simulated else 'no'}")
-    _print_simulation(h)
+    _print_simulation(h, tf)
     for d in h.devices:
         peaks = ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in sorted(d.spec.peak_flops_per_s.items()))
         print(f"device {d.index:<4} {d.kind} {d.name}{' (simulated)' if d.simulated else ''}"
@@ -57,8 +57,24 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_simulation(h) -> None:
-    """The model and assumptions behind a simulated trace's numbers (Header.simulation)."""
+def _names_with_device_work(tf) -> set[str]:
+    """Names of the host ops that launched device work in ``tf`` (their ``launch`` flows)."""
+    try:
+        f = tf.table("flows")
+        launch = f[(f["kind"].astype(str) == "launch") & (f["src_table"].astype(str) == "host_ops")]
+        if not len(launch):
+            return set()
+        names = tf.table("host_ops")["name"].astype(str).to_numpy()
+        rows = launch["src_row"].to_numpy()
+        return {str(n) for n in names[rows[(rows >= 0) & (rows < len(names))]]}
+    except (KeyError, ValueError):  # a trace without these tables: nothing launched
+        return set()
+
+
+def _print_simulation(h, tf=None) -> None:
+    """The model and assumptions behind a simulated trace's numbers (Header.simulation). An op kind some of
+    whose calls were priced (device time) and others not (no shapes recorded) is listed as partly priced, not
+    as without device time."""
     sim = h.simulation if h.HasField("simulation") else None
     if sim is None or not sim.model:
         return
@@ -66,9 +82,16 @@ def _print_simulation(h) -> None:
                 "measured": "as measured on the capturing machine"}.get(sim.host_timeline, sim.host_timeline or "?")
     print(f"  model     {sim.model} for {sim.target or '?'}; host timeline {timeline}")
     print(f"  assumes   {len(sim.assumptions)} model assumptions (docs: {sim.documentation or '-'})")
-    if sim.unpriced_ops:
-        shown = ", ".join(list(sim.unpriced_ops)[:6]) + (" ..." if len(sim.unpriced_ops) > 6 else "")
-        print(f"  unpriced  {len(sim.unpriced_ops)} op kinds without a cost model (no device time): {shown}")
+    launched = _names_with_device_work(tf) if tf is not None and sim.unpriced_ops else set()
+    none = [n for n in sim.unpriced_ops if n not in launched]
+    part = [n for n in sim.unpriced_ops if n in launched]
+    if none:
+        shown = ", ".join(none[:6]) + (" ..." if len(none) > 6 else "")
+        print(f"  unpriced  {len(none)} op kinds without a cost model (no device time): {shown}")
+    if part:
+        shown = ", ".join(part[:6]) + (" ..." if len(part) > 6 else "")
+        print(f"  partly    {len(part)} op kinds priced where their shapes were recorded, some calls without "
+              f"device time: {shown}")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -43,7 +43,8 @@ def build_window_trace(prof: Any, config: NeuronConfig, index: int, window: Wind
     host side.
 
     Footer metadata: window bounds, profiler steps, host/aten op counts, export time, ``capture_problems``
-    (what capture could not record) and ``device_events_unavailable`` (when the device model had no shapes).
+    (what capture could not record), ``device_events_unavailable`` (when the device model had no shapes) and
+    ``dry_run`` ("meta" / "fake" for a window run on tensors without data).
     """
     problems = Problems()
     rank, world, rank_source = rank_and_world(window.rank_world if window else None, problems)
@@ -52,7 +53,8 @@ def build_window_trace(prof: Any, config: NeuronConfig, index: int, window: Wind
     ops = extract_host_ops(kineto_events(prof), with_stack=opts.get("with_stack", False),
                            module_intervals=window.module_intervals if window else None,
                            comm_calls=window.comm_calls if window else None,
-                           comm_default_start=window.comm_default_start if window else None)
+                           comm_default_start=window.comm_default_start if window else None,
+                           list_dtypes=window.list_dtypes if window else None)
     found = (window.problems if window else []) + problems.take()
     runtime = runtime_for(rank) if runtime_for is not None else None
     host = _HostSide(config, index, window, ops, rank, world, rank_source)
@@ -103,6 +105,8 @@ class _HostSide:
             _add_host_counters(b, w.host_samples, t_proc, pid, self.rank)
             b.footer_metadata["window_start_ns"] = str(w.start_ns)
             b.footer_metadata["window_end_ns"] = str(w.end_ns)
+            if w.dry_run:  # "meta" / "fake": the program ran on tensors without data (capture.dryrun)
+                b.footer_metadata["dry_run"] = w.dry_run
             if w.run_start_ns is not None:  # rank 0's start of this window: the run's common origin
                 b.footer_metadata["run_window_start_ns"] = str(w.run_start_ns)
         steps = [o["name"] for o in ops if o["name"].startswith("ProfilerStep#")]

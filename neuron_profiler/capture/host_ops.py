@@ -14,6 +14,7 @@ from typing import Any
 
 from neuron_profiler.capture.comms import annotate_collectives
 from neuron_profiler.capture.flops import concrete_strings, op_flops
+from neuron_profiler.capture.tensor_lists import ListDtypes, list_shapes, type_tensor_lists
 from neuron_profiler.opmodel import wants_concrete
 
 _SKIP_NAMES = {"[memory]", "[OutOfMemory]"}
@@ -90,10 +91,13 @@ def _innermost(intervals: list[tuple[int, int, Any]], points: list[tuple[int, in
 def extract_host_ops(events: list[Any], *, with_stack: bool = False,
                      module_intervals: list[tuple[int, int, str]] | None = None,
                      comm_calls: list[dict[str, Any]] | None = None,
-                     comm_default_start: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                     comm_default_start: dict[str, Any] | None = None,
+                     list_dtypes: ListDtypes | None = None) -> list[dict[str, Any]]:
     """Host op dicts sorted by start: keys tid, name, category, start_ts, duration_ns, input_shapes, input_dtypes,
     module, stack, sequence_number, correlation_id, external_id, flops, args (and shapes/dtypes as lists; for c10d ops
-    ``shapes`` are the structured shapes, where a tensor list is a list of shapes)."""
+    ``shapes`` are the structured shapes, where a tensor list is a list of shapes). A tensor-list argument's
+    ``input_shapes`` entry is its list of shapes and its ``input_dtypes`` entry its element dtype where known
+    (``capture.tensor_lists``; ``list_dtypes``: what the dry-run mode recorded)."""
     ops: list[dict[str, Any]] = []
     dtype_hints: list[tuple[int, str]] = []
     for e in events:
@@ -105,6 +109,8 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
         cat = e.activity_type() or "cpu_op"
         shapes = e.shapes()
         dtypes = e.dtypes()
+        if "TensorList" in dtypes and not name.startswith("c10d::"):
+            shapes, dtypes = list_shapes(e, shapes, dtypes)
         concrete = None
         if wants_concrete(name):  # scalar arguments the op model reads (stride, window, reduction, dtype...)
             try:
@@ -130,12 +136,18 @@ def extract_host_ops(events: list[Any], *, with_stack: bool = False,
             dtype_hints.append((e.start_ns(), dtypes[0]))
         ops.append({"tid": int(e.start_thread_id()), "name": name, "category": cat, "start_ts": int(e.start_ns()),
                     "duration_ns": max(int(e.duration_ns()), 0), "shapes": comm_shapes, "dtypes": dtypes,
-                    "input_shapes": json.dumps(shapes, separators=(",", ":")) if shapes else "",
-                    "input_dtypes": json.dumps(dtypes, separators=(",", ":")) if dtypes else "",
+                    "op_shapes": shapes, "op_dtypes": list(dtypes),
+                    "input_shapes": "", "input_dtypes": "",
                     "module": "", "stack": "", "sequence_number": int(e.sequence_nr()),
                     "correlation_id": int(e.correlation_id()) or -1, "external_id": int(e.external_id()) or -1,
                     "flops": int(flops), "args": args, "fwd_tid": int(e.fwd_thread_id())})
     ops.sort(key=lambda o: (o["start_ts"], -o["duration_ns"]))
+    type_tensor_lists(ops, list_dtypes)
+    for op in ops:
+        shp, dts = op.pop("op_shapes"), op["op_dtypes"]
+        op["input_shapes"] = json.dumps(shp, separators=(",", ":")) if shp else ""
+        op["input_dtypes"] = json.dumps(dts, separators=(",", ":")) if dts else ""
+        del op["op_dtypes"]
     if with_stack:
         _attach_stacks(ops, events)
     if module_intervals:

@@ -44,6 +44,8 @@ class WindowCapture:
     ordinal: int = 0             # windows opened before this one (the same count on every rank)
     run_start_ns: int | None = None  # rank 0's start of the same window (run_clock), when known
     problems: list[str] = field(default_factory=list)
+    dry_run: str = ""            # "meta" / "fake" when the window ran on meta or fake tensors (capture.dryrun)
+    list_dtypes: dict[tuple, Any] | None = None  # element dtypes of tensor lists (capture.tensor_lists)
 
 
 def dist_rank_and_world(problems: Problems | None = None) -> tuple[int, int] | None:
@@ -104,6 +106,7 @@ class CaptureSession:
         self._sampler: HostSampler | None = None
         self._shapes_forced: weakref.WeakSet[Any] = weakref.WeakSet()
         self._unhook_init: Callable[[], None] | None = None  # run_clock.publish_after_init of the open window
+        self._dry_modes: list[Any] = []
 
     def on_prepare(self, prof: Any) -> None:
         """The profiler is about to set up Kineto for a window. The device model needs every op's input
@@ -140,6 +143,7 @@ class CaptureSession:
                                         cfg.has(ProfileMode.HOST_MEMORY))
             self._sampler.start()
         if cfg.has(ProfileMode.DEVICE):
+            self._enter_dry_run(w)
             rank = rank_and_world(w.rank_world, self._comms.problems)[0]
             self._started = self.runtime_for(rank)
             self._started.start()
@@ -152,6 +156,7 @@ class CaptureSession:
         self.current = None
         w.end_ns = time.time_ns()
         self.pending.setdefault(prof, collections.deque()).append(w)  # first: a failing recorder must not unpair
+        self._exit_dry_run(w)  # next: a failing recorder must not leave the dry-run modes on the program
         self._syncs.stop()
         w.comm_calls = self._comms.stop()
         w.comm_default_start = self._comms.default_start
@@ -170,10 +175,37 @@ class CaptureSession:
         if self._sampler is not None:
             w.host_samples = self._sampler.stop()
             self._sampler = None
-        w.problems = self._comms.problems.take()
+        w.problems = self._comms.problems.take() + w.problems
         started, self._started = self._started, None
         if started is not None:
             started.stop()
+
+    def _enter_dry_run(self, w: WindowCapture) -> None:
+        """On meta or fake tensors, push the dry-run modes (``capture.dryrun``) for the window."""
+        from neuron_profiler.capture import dryrun
+        w.dry_run = dryrun.dry_run_kind()
+        if not w.dry_run:
+            return
+        modes: list[Any] = [dryrun.ListDtypeRecorder()]
+        if w.dry_run == "meta":
+            modes.append(dryrun.MetaAsDevice())
+        for m in modes:
+            m.__enter__()
+            self._dry_modes.append(m)
+
+    def _exit_dry_run(self, w: WindowCapture) -> None:
+        """Pop the dry-run modes (last pushed first) and keep what they recorded."""
+        while self._dry_modes:
+            m = self._dry_modes.pop()
+            try:
+                m.__exit__(None, None, None)
+            except (RuntimeError, AssertionError) as exc:  # the program popped modes out of order
+                w.problems.append(f"the dry-run mode {type(m).__name__} could not be popped ({exc!r})")
+            if hasattr(m, "dtypes"):
+                w.list_dtypes = m.dtypes
+            if getattr(m, "compiled_meta", False):
+                from neuron_profiler.capture.dryrun import COMPILED_META
+                w.problems.append(COMPILED_META)
 
     def take_window(self, prof: Any) -> tuple[int, WindowCapture | None]:
         """(window index, the oldest finished window of ``prof``) for export."""

@@ -11,6 +11,7 @@ kept in SBUF when they fit, weights resident in HBM.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,17 +19,31 @@ import torch
 
 from neuron_profiler.compile import registry
 
-__all__ = ["neuron_backend", "graph_program"]
+__all__ = ["neuron_backend", "graph_program", "kineto_dtype"]
 
 _KINETO_DTYPE = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
                  torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
                  torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char", torch.bool: "bool"}
 
 
-def _dtype_name(dt: torch.dtype) -> str:
+def kineto_dtype(dt: torch.dtype) -> str:
+    """``dt`` spelt as Kineto's ``Input type`` spells it ("float", "c10::BFloat16", ...)."""
     if dt in _KINETO_DTYPE:
         return _KINETO_DTYPE[dt]
     return "c10::" + str(dt).replace("torch.", "").title().replace("_", "")
+
+
+def _dims(shape: Any) -> list[int]:
+    """A shape as ints: a symbolic size (dynamic shapes) as the size it was traced with."""
+    out = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(d)
+            continue
+        node = getattr(d, "node", None)
+        hint = getattr(node, "hint", None)
+        out.append(int(hint) if hint is not None else int(d))
+    return out
 
 
 def _value(node: Any) -> Any:
@@ -41,12 +56,12 @@ def _arg_info(a: Any, index: dict[Any, int]) -> tuple[Any, str, int]:
     if isinstance(a, torch.fx.Node):
         v = _value(a)
         if isinstance(v, torch.Tensor):
-            return list(v.shape), _dtype_name(v.dtype), index.get(a, -1)
+            return _dims(v.shape), kineto_dtype(v.dtype), index.get(a, -1)
         return [], "Scalar", -2
     if isinstance(a, (list, tuple)) and a and all(isinstance(x, torch.fx.Node) for x in a):
         vals = [_value(x) for x in a]
         if all(isinstance(v, torch.Tensor) for v in vals):
-            return [list(v.shape) for v in vals], "TensorList", index.get(a[0], -1)
+            return [_dims(v.shape) for v in vals], kineto_dtype(vals[0].dtype), index.get(a[0], -1)
     return [], "Scalar", -2
 
 
@@ -85,7 +100,7 @@ def graph_program(gm: torch.fx.GraphModule) -> dict[str, Any]:
             producers.append(p)
         v = _value(n)
         first = v[0] if isinstance(v, (tuple, list)) and v and isinstance(v[0], torch.Tensor) else v
-        out_bytes = int(first.numel() * first.element_size()) if isinstance(first, torch.Tensor) else 0
+        out_bytes = math.prod(_dims(first.shape)) * first.element_size() if isinstance(first, torch.Tensor) else 0
         index[n] = len(nodes)
         nodes.append({"name": name, "shapes": json.dumps(shapes, separators=(",", ":")),
                       "dtypes": json.dumps(dtypes, separators=(",", ":")), "inputs": producers, "out_bytes": out_bytes})

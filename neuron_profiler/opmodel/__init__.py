@@ -8,11 +8,11 @@ NeuronCore) and analysis (FLOPs and bytes of imported GPU ops)::
     w.cls, w.flops, w.gemm      # "matmul", 268435456, (1, 256, 512, 1024)
     w.read_bytes, w.write_bytes # what the op moves (an in-place slice update writes the slice only)
 """
-from .classes import COMPUTE_CLASSES, TENSOR_ENGINE_CLASSES, classify, known_no_work
+from .classes import COMPUTE_CLASSES, TENSOR_ENGINE_CLASSES, classify, is_composite, known_no_work
 from .shapes import Tensor, parse_json_list, tensor_args
 from .traffic import FLOPS_PER_ELEMENT, Traffic, elementwise_flops, traffic
 from .work import OpWork, lower_signature, wants_concrete
 
-__all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor", "parse_json_list",
-           "tensor_args", "OpWork", "lower_signature", "wants_concrete", "Traffic", "traffic", "elementwise_flops",
-           "FLOPS_PER_ELEMENT"]
+__all__ = ["classify", "known_no_work", "is_composite", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES", "Tensor",
+           "parse_json_list", "tensor_args", "OpWork", "lower_signature", "wants_concrete", "Traffic", "traffic",
+           "elementwise_flops", "FLOPS_PER_ELEMENT"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["classify", "known_no_work", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES"]
+__all__ = ["classify", "known_no_work", "is_composite", "COMPUTE_CLASSES", "TENSOR_ENGINE_CLASSES"]
 
 # op class of aten base names (namespace and trailing "_" of in-place variants stripped)
 _MATMUL = {"mm", "addmm", "matmul", "bmm", "baddbmm", "linear", "addbmm", "mv", "addmv", "dot", "vdot",
@@ -58,7 +58,26 @@ _NONE = {"view", "reshape", "_reshape_alias", "_unsafe_view", "t", "transpose", 
          "equal", "allclose", "cpu", "cuda", "record_stream", "_foreach_zero", "unfold", "movedim", "swapaxes",
          "mT", "mH", "adjoint", "real", "imag", "view_as_real", "view_as_complex", "align_to", "rename",
          "_conj", "conj", "_neg_view", "resolve_conj", "resolve_neg", "diagonal", "squeeze_", "unsqueeze_",
-         "t_", "transpose_", "as_strided_", "_unsafe_split", "split_copy", "rand", "randn", "randint"}
+         "t_", "transpose_", "as_strided_", "_unsafe_split", "split_copy", "rand", "randn", "randint",
+         # host-only checks and queries: they read metadata (shapes, strides, storage), never tensor data
+         "_debug_has_internal_overlap", "_fused_sdp_choice", "_assert_async", "_assert_scalar",
+         "_assert_tensor_metadata", "_functional_assert_async", "_functional_assert_scalar", "sym_constrain_range",
+         "sym_constrain_range_for_size", "_functional_sym_constrain_range",
+         "_functional_sym_constrain_range_for_size", "is_contiguous", "is_set_to", "is_floating_point",
+         "is_complex", "is_signed", "is_inference", "is_leaf", "_nnz", "_has_same_storage_numel", "can_cast",
+         "promote_types", "_shape_as_tensor", "_make_dep_token", "_propagate_xla_data", "_print",
+         "_use_cudnn_ctc_loss", "_use_cudnn_rnn_flatten_weight", "_chunk_grad_outputs_efficient_attention",
+         "_validate_sparse_coo_tensor_args", "_validate_sparse_compressed_tensor_args",
+         "_validate_compressed_sparse_indices", "data", "_is_zerotensor", "_check_tensor",
+         "sym_is_contiguous"}
+
+# composite ops outside the matmuls: torch runs them as other aten ops (CompositeImplicitAutograd; on CPU,
+# meta and fake tensors also ``_fused_rms_norm``), so their work is their ops' (a dry run that decomposes one
+# of those ops further must not make the composite one kernel)
+_COMPOSITE = {"rms_norm", "_fused_rms_norm", "layer_norm", "group_norm", "instance_norm", "batch_norm",
+              "cross_entropy_loss", "nll_loss", "nll_loss_nd", "dropout", "feature_dropout", "alpha_dropout",
+              "feature_alpha_dropout", "softmax", "log_softmax", "type_as", "pad", "cosine_similarity",
+              "pairwise_distance", "square"}
 
 #: classes that run on the matrix (Tensor) engine
 TENSOR_ENGINE_CLASSES = ("matmul", "conv", "attention")
@@ -127,3 +146,14 @@ def known_no_work(name: str) -> bool:
     if base.endswith("_") and not base.endswith("__"):
         base = base[:-1]
     return ns in _NAMESPACES and base in _NONE
+
+
+@lru_cache(maxsize=8192)
+def is_composite(name: str) -> bool:
+    """True for an aten op outside the matmuls that torch runs as other aten ops on every backend
+    (``aten::rms_norm`` -> ``pow``, ``mean``, ``rsqrt``, ``mul``; ``aten::cross_entropy_loss`` ->
+    ``log_softmax``, ``nll_loss``): its device work is that of its ops."""
+    if not isinstance(name, str) or not name.startswith("aten::"):
+        return False
+    base = name[len("aten::"):].split(".", 1)[0]
+    return base in _COMPOSITE

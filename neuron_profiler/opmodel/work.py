@@ -135,6 +135,8 @@ def lower_signature(name: str, shapes_s: str, dtypes_s: str, flops_col: int = 0,
         return _unknown(f"{base}: its tensor-list argument is recorded without shapes (this Kineto writes [] "
                         "for a TensorList)")
     inputs = [t for t in ts if t is not None]
+    if inputs and all(t.numel == 0 for t in inputs):
+        return OpWork("none")  # every tensor argument has no elements: nothing to do, known
     if not inputs or sum(t.nbytes for t in inputs) <= 0:
         return _unknown("no tensor inputs recorded")
     if is_list_op(base):

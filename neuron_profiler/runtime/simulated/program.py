@@ -26,7 +26,7 @@ import pandas as pd
 
 from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
 from neuron_profiler.eventnames import SYNC_PREFIX
-from neuron_profiler.opmodel import OpWork, classify, lower_signature, wants_concrete
+from neuron_profiler.opmodel import OpWork, classify, is_composite, lower_signature, wants_concrete
 from neuron_profiler.runtime.simulated.collectives import find_collectives, wait_positions
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
 from neuron_profiler.runtime.simulated.lowering import leaf_compute_mask
@@ -156,10 +156,17 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     compute = (cls != "none") & o.host_cat
     leaf = leaf_compute_mask(host_ops, compute, np.isin(cls, ["matmul", "conv", "attention"])) if o.n \
         else np.zeros(0, bool)
+    leaf = _helpers_absorbed(leaf, compute, cls, o.parent, o.order)
+    leaf = _autocast_casts(leaf, compute, o.parent, o.names, o.order)
     leaf = _decomposed_as_one(leaf, compute, o.parent, o.names)
     is_call = o.per_name(lambda s: s.startswith(GRAPH_PREFIX)).astype(bool)
     calls = np.flatnonzero(is_call).tolist()
     inside = _descendants(calls, o.parent, o.order) if calls else np.zeros(o.n, dtype=bool)
+    # torch.compile's own work (Dynamo tracing, AOT autograd on fake tensors) is host work of the first call,
+    # not device work: the ops it records inside its "(dynamo_timed)" ranges are not kernels
+    compiling = np.flatnonzero(o.per_name(lambda s: s.endswith("(dynamo_timed)")).astype(bool)).tolist()
+    if compiling:
+        inside |= _descendants(compiling, o.parent, o.order)
     leaf &= ~inside
     kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf)
     graph_nodes, used = _graph_calls(o, calls, graphs or {}, kernel, sigs)
@@ -293,7 +300,12 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
     """Dry runs (meta device, FakeTensorMode) run ops through their Python decompositions, which record
     ``prims::`` ops, FP32 upcasts and casts that a device kernel never runs: lower the outermost compute op
     that contains ``prims::`` ops as one kernel, with the dtypes the program used, and nothing inside it.
-    A real run records no ``prims::`` ops and is unchanged."""
+    A composite (``opmodel.is_composite``: ``rms_norm``, ``cross_entropy_loss``, ...), which a real run runs
+    op by op, is not one kernel because one of its ops (``mean``) decomposes on meta tensors.
+    A real run records no ``prims::`` ops and is unchanged. A ``_foreach_*`` op is not one kernel here: it
+    runs one op per list element, each lowered as one (as on CPU, where its per-tensor ops are the leaves).
+    Nor is an autocast wrapper (:func:`_autocast_wrappers`): its casts and its inner op are lowered, as they
+    run on the device."""
     prims = np.array([str(x).startswith("prims::") for x in names], dtype=bool) if len(names) else np.zeros(0, bool)
     if not prims.any():
         return leaf
@@ -303,7 +315,9 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
         while j >= 0 and not has[j]:
             has[j] = True
             j = int(parent[j])
-    dec = has & compute & ~prims
+    foreach = np.array(["::_foreach_" in str(x) for x in names], dtype=bool)
+    composite = np.array([is_composite(str(x)) for x in names], dtype=bool)
+    dec = has & compute & ~prims & ~foreach & ~composite & ~_autocast_wrappers(parent, names)
     out = leaf & ~prims
     for i in np.flatnonzero(dec).tolist():
         j, outer = int(parent[i]), True
@@ -322,6 +336,83 @@ def _decomposed_as_one(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray
                 break
             j = int(parent[j])
     return out
+
+
+_HELPERS = ("copy", "fill")
+
+
+def _helpers_absorbed(leaf: np.ndarray, compute: np.ndarray, cls: np.ndarray, parent: np.ndarray,
+                      order: np.ndarray) -> np.ndarray:
+    """``leaf`` with each op whose only compute work inside is copies and fills (a CPU kernel's
+    ``contiguous`` of its input, the zeroing of its output: ``native_layer_norm_backward`` -> ``clone`` ->
+    ``copy_``) lowered as one kernel, its helpers part of it, as a device kernel does them; matmuls keep their
+    own rule (``leaf_compute_mask``) and copies and fills are helpers, not such ops."""
+    n = len(parent)
+    seq = order.tolist()
+    helper = np.isin(cls, _HELPERS)
+    tensor = np.isin(cls, ["matmul", "conv", "attention"])
+    other_inside = np.zeros(n, dtype=bool)  # holds a compute op that is not a helper
+    helper_inside = np.zeros(n, dtype=bool)
+    for i in reversed(seq):  # children before their parents
+        p = int(parent[i])
+        if p >= 0:
+            other_inside[p] |= other_inside[i] or (compute[i] and not helper[i])
+            helper_inside[p] |= helper_inside[i] or (compute[i] and helper[i])
+    unit = compute & ~helper & ~tensor & helper_inside & ~other_inside
+    if not unit.any():
+        return leaf
+    out = leaf.copy()
+    covered = np.zeros(n, dtype=bool)  # inside a leaf or a unit already
+    for i in seq:  # parents before their children
+        p = int(parent[i])
+        above = p >= 0 and (covered[p] or out[p])
+        if unit[i] and not above:
+            out[i] = True
+        elif above and (covered[p] or unit[p]):
+            out[i] = False
+        covered[i] = above or (unit[i] and out[i])
+    return out
+
+
+_CASTS = ("aten::to", "aten::_to_copy")
+
+
+def _autocast_wrappers(parent: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """True for autocast's wrapper records: an op whose direct children are casts of its inputs
+    (``aten::to`` / ``aten::_to_copy``) and the same op again, redispatched in the autocast dtype (CPU autocast
+    records ``aten::linear`` in the input dtypes around them)."""
+    n = len(parent)
+    same = np.zeros(n, dtype=bool)
+    cast = np.zeros(n, dtype=bool)
+    for i in np.flatnonzero(parent >= 0).tolist():
+        p = int(parent[i])
+        if names[p] == names[i]:
+            same[p] = True
+        elif names[i] in _CASTS:
+            cast[p] = True
+    return same & cast
+
+
+def _autocast_casts(leaf: np.ndarray, compute: np.ndarray, parent: np.ndarray, names: np.ndarray,
+                    order: np.ndarray) -> np.ndarray:
+    """``leaf`` plus the innermost compute ops of the casts under an autocast wrapper: autocast's casts run
+    on the device before the op (a cast of the weights, of the activations), they are not part of the
+    matmul the wrapper holds."""
+    wrap = _autocast_wrappers(parent, names)
+    if not wrap.any():
+        return leaf
+    in_cast = np.zeros(len(parent), dtype=bool)
+    holds_compute = np.zeros(len(parent), dtype=bool)
+    seq = order.tolist()
+    for i in seq:  # parents come before their children
+        p = int(parent[i])
+        if p >= 0:
+            in_cast[i] = in_cast[p] or (wrap[p] and names[i] in _CASTS)
+    for i in reversed(seq):
+        p = int(parent[i])
+        if p >= 0 and (compute[i] or holds_compute[i]):
+            holds_compute[p] = True
+    return leaf | (in_cast & compute & ~holds_compute)
 
 
 def _reads_host_scalar(order: np.ndarray, names: np.ndarray, host_scalar: np.ndarray,
