@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.trace.columns import TABLE_IDS, TIME_COLUMNS, Column, columns_of
+from neuron_profiler.trace.columns import TABLE_IDS, TABLES, TIME_COLUMNS, Column, columns_of
 from neuron_profiler.trace.wire import encode_varint
 from schemas import pb
 
+#: the columns of each table, looked up once: the write path checks a table's name once, in ``prepare``
+_SPECS: dict[str, Mapping[str, Column]] = {t: columns_of(t) for t in TABLES}
 _NUMPY_KIND = {"delta": np.int64, "ref": np.int64, "int": np.int64, "uint": np.int64, "float": np.float64}
 
 
@@ -56,21 +58,23 @@ def prepare(table: str, columns: Mapping[str, Any] | pd.DataFrame,
     if type(columns) is NormalizedBatch:
         n, cols = columns.rows, dict(columns)
     else:
-        n, cols = normalize(table, columns, spec)
+        n, cols = _normalize(table, spec, columns)
     for name, v in cols.items():
         if spec[name].kind == "string":
             cols[name] = intern(v, n)
     return n, cols
 
 
-def normalize(table: str, columns: Mapping[str, Any] | pd.DataFrame,
-              spec: Mapping[str, Column] | None = None) -> tuple[int, dict[str, Any]]:
+def normalize(table: str, columns: Mapping[str, Any] | pd.DataFrame) -> tuple[int, dict[str, Any]]:
     """Validate column names and lengths; numeric columns become numpy arrays, string columns stay as given.
 
     Returns (rows, {column: array or string-like}). Unknown columns raise ValueError naming the valid ones.
-    ``spec``: ``columns_of(table)`` when the caller has it.
     """
-    spec = columns_of(table) if spec is None else spec
+    return _normalize(table, columns_of(table), columns)
+
+
+def _normalize(table: str, spec: Mapping[str, Column],
+               columns: Mapping[str, Any] | pd.DataFrame) -> tuple[int, dict[str, Any]]:
     if isinstance(columns, pd.DataFrame):
         columns = {k: columns[k] for k in columns.columns}
     unknown = [k for k in columns if k not in spec]
@@ -104,7 +108,7 @@ def take_rows(table: str, batches: list[dict[str, np.ndarray]], rows: int,
     Columns missing from some batches get their default."""
     if len(batches) == 1 and rows == n:  # one whole batch: nothing to merge or split
         return batches[0], []
-    spec = columns_of(table)
+    spec = _SPECS[table]  # a table that ``prepare`` took
     merged: dict[str, np.ndarray] = {}
     for name in {k for b in batches for k in b}:
         parts = []
@@ -125,9 +129,8 @@ def _default_array(col: Column, n: int) -> np.ndarray:
 def encode_rows(table: str, first_row: int, rows: int, cols: Mapping[str, np.ndarray]) -> tuple[bytes, int, int]:
     """The writer's step 2: ``rows`` prepared rows of ``table`` whose first row id is ``first_row`` as a serialized
     chunk (``encode_chunk``), and their time bounds (``time_bounds``)."""
-    raw = encode_chunk(TABLE_IDS[table], first_row, rows, columns_of(table), cols)
     lo, hi = time_bounds(table, cols)
-    return raw, lo, hi
+    return encode_chunk(TABLE_IDS[table], first_row, rows, _SPECS[table], cols), lo, hi
 
 
 def encode_strings(first_row: int, values: list[str]) -> bytes:

@@ -69,8 +69,8 @@ def test_builder_batches_are_not_normalized_twice(tmp_path: Path, monkeypatch: p
     b = TraceBuilder(make_header("tests"))
     b.add_rows("instructions", {"track": 0, "start_ts": np.arange(10), "engine": "Tensor"})
     calls = []
-    real = trace_encode.normalize
-    monkeypatch.setattr(trace_encode, "normalize", lambda *a: calls.append(a) or real(*a))
+    real = trace_encode._normalize
+    monkeypatch.setattr(trace_encode, "_normalize", lambda *a: calls.append(a) or real(*a))
     df = read_trace(b.write(tmp_path / "t.nprof")).table("instructions")
     assert calls == [] and df["start_ts"].tolist() == list(range(10))
     assert df["engine"].astype(str).tolist() == ["Tensor"] * 10
