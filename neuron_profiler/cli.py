@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from neuron_profiler.exitcodes import EXIT_BAD_INPUT
+from neuron_profiler.hardware import Target
 from neuron_profiler.trace import TraceFormatError
 
 
@@ -260,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("project", help="re-simulate a trace (e.g. a torch.profiler trace from a GPU, recorded with "
                                        "record_shapes=True) on a Trainium target")
     s.add_argument("source", help="Kineto JSON(.gz) or .nprof")
-    s.add_argument("--target", default="trn2", choices=["trn1", "inf2", "trn2", "trn3"])
+    s.add_argument("--target", default=Target.TRN2.value, choices=[t.value for t in Target])
     s.add_argument("--num-cores", type=int, default=None, help="NeuronCores per chip (default: the target's)")
     s.add_argument("-o", "--output", help="output .nprof (default: <stem>.<target>.nprof in the current directory)")
     s.set_defaults(func=cmd_project)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from neuron_profiler.hardware import TARGETS, validate_host_model
+from neuron_profiler.hardware import TARGETS, Target, validate_host_model
 from neuron_profiler.modes import (
     RUNTIMES,
     ProfileMode,
@@ -70,13 +70,13 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
     def __init__(self, modes: Sequence[ProfileMode | str] | None = None,
                  profile_output_dir: str | os.PathLike[str] = "./profile_output",
                  max_events_per_nc: int | None = None, capture_enabled_for_nc: str | Sequence[int] | None = None,
-                 target: str = "trn2", runtime: str = "auto", run_id: str | None = None,
+                 target: Target | str = Target.TRN2, runtime: str = "auto", run_id: str | None = None,
                  num_cores: int | None = None, cpu_sample_interval_s: float = 0.05,
                  neff_cache_dir: str | os.PathLike[str] | None = None, host_model: dict[str, float] | None = None,
                  custom_profiler_config: dict[str, Any] | str | None = None, **unsupported: Any) -> None:
         _reject_unsupported(unsupported)
         mode_list = parse_modes(modes)
-        check_choice("target", target, TARGETS)
+        parsed_target = Target.parse(target)
         check_choice("runtime", runtime, RUNTIMES)
         if run_id is not None:
             check_run_id(run_id)
@@ -98,7 +98,7 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
         self.capture_enabled_for_nc = cores
         self.capture_enabled_for_nc_spec = capture_enabled_for_nc if isinstance(capture_enabled_for_nc, str) else (
             None if cores is None else ",".join(map(str, cores)))
-        self.target = target
+        self.target = parsed_target
         self.runtime = runtime
         self.run_id = run_id or default_run_id()
         self.num_cores = num_cores
@@ -116,7 +116,8 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
         """The options as a JSON-serialisable dict (stored in the trace header's ``capture_config_json``)."""
         return {"modes": [m.name for m in self.modes], "profile_output_dir": str(self.profile_output_dir),
                 "max_events_per_nc": self.max_events_per_nc, "capture_enabled_for_nc": self.capture_enabled_for_nc_spec,
-                "target": self.target, "runtime": self.runtime, "run_id": self.run_id, "num_cores": self.num_cores,
+                "target": self.target.value, "runtime": self.runtime, "run_id": self.run_id,
+                "num_cores": self.num_cores,
                 "cpu_sample_interval_s": self.cpu_sample_interval_s, "neff_cache_dir": self.neff_cache_dir,
                 "host_model": dict(self.host_model) if self.host_model else None,
                 "custom_profiler_config": (json.loads(self.custom_profiler_config_json)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neuron_profiler.hardware import Target
 from neuron_profiler.trace import TraceBuilder
 from neuron_profiler.trace.columns import columns_of
 
@@ -127,7 +128,7 @@ def _host_gaps(host) -> tuple[dict[str, np.ndarray], int]:
     return rows, replaced_ns
 
 
-def _projection_runtime(target: str, **kw):
+def _projection_runtime(target: Target, **kw):
     """A simulated runtime whose program charges the host ops ``KEPT_HOST_WORK`` their measured duration (the
     simulator is imported here: reading traces does not need it)."""
     from neuron_profiler.runtime.simulated import SimulatedRuntime
@@ -142,7 +143,7 @@ def _projection_runtime(target: str, **kw):
     return ProjectionRuntime(target, **kw)
 
 
-def project_trace(src: str | os.PathLike, target: str = "trn2", *, num_cores: int | None = None,
+def project_trace(src: str | os.PathLike, target: Target | str = Target.TRN2, *, num_cores: int | None = None,
                   host_model: dict[str, float] | None = None, keep_host_work: bool | None = None) -> TraceBuilder:
     """The trace at ``src`` re-simulated on ``target`` (see the module docstring); nothing is written.
     ``keep_host_work``: keep the source host's time between its ops (default: unless the source was captured
@@ -150,6 +151,7 @@ def project_trace(src: str | os.PathLike, target: str = "trn2", *, num_cores: in
 
     Raises ``FileNotFoundError`` for a missing file, ``TraceFormatError`` for an unreadable one and
     ``ValueError`` for an unknown target or host-model parameter."""
+    target = Target.parse(target)
     path = Path(src)
     if not path.exists():
         raise FileNotFoundError(f"no such trace: {path}")

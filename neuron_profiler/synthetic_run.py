@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_profiler.hardware import host_model_params
+from neuron_profiler.hardware import Target, host_model_params
 from neuron_profiler.runtime.simulated import SimulatedRuntime
 from neuron_profiler.runtime.simulated.synthetic import comm, host_ops_builder, op
 
@@ -122,13 +122,14 @@ def _emit_with_arrivals(rt: SimulatedRuntime, b: Any, ranks: int) -> None:
 
 
 def write_synthetic_run(out_dir: str | os.PathLike, ranks: int = 8, events_per_rank: int = 50_000, *,
-                        target: str = "trn2", tp_size: int = 4, layers: int = 4, hidden: int = 2048,
+                        target: Target | str = Target.TRN2, tp_size: int = 4, layers: int = 4, hidden: int = 2048,
                         tokens: int = 2048, stragglers: dict[int, float] | None = None,
                         slow_links: dict[int, float] | None = None, run_id: str = "synthetic_run",
                         passes: int = 3, progress: bool = False) -> dict[str, Any]:
     """Write the run (see the module docstring); returns the truth (stragglers, slow links, groups, paths)."""
     if ranks < 1 or tp_size < 1 or ranks % tp_size:
         raise ValueError(f"ranks ({ranks}) must be a positive multiple of tp_size ({tp_size})")
+    target = Target.parse(target)
     stragglers, slow_links = dict(stragglers or {}), dict(slow_links or {})
     for r in list(stragglers) + list(slow_links):
         if not 0 <= r < ranks:
@@ -175,7 +176,7 @@ def write_synthetic_run(out_dir: str | os.PathLike, ranks: int = 8, events_per_r
         builders[r] = None  # type: ignore[call-overload]  # free the events of a written rank
         if progress and (r + 1) % max(1, ranks // 10) == 0:
             print(f"synthetic run: {r + 1}/{ranks} ranks written")
-    truth = {"ranks": ranks, "steps": steps, "target": target, "tp_size": tp_size, "groups": groups,
+    truth = {"ranks": ranks, "steps": steps, "target": target.value, "tp_size": tp_size, "groups": groups,
              "stragglers": {str(k): v for k, v in stragglers.items()},
              "slow_links": {str(k): v for k, v in slow_links.items()},
              "slow_groups": sorted(pg for pg, f in factors.items() if f > 1.0), "paths": [str(p) for p in paths]}

@@ -20,8 +20,10 @@ from neuron_profiler.hardware.table import (
     target_display_name,
     validate_host_model,
 )
+from neuron_profiler.hardware.target import Target, UnknownTargetError
 
 __all__ = [
+    "Target", "UnknownTargetError",
     "TARGETS", "CANONICAL_DTYPES", "neuron_spec", "neuron_device", "gpu_spec", "gpu_variant_name",
     "device_kind_for_gpu", "adjusted_flops_multiplier", "normalize_dtype", "dtype_size_bytes",
     "engine_clock_hz", "model_param", "neuron_flag", "target_display_name", "raw_table", "host_model_params",

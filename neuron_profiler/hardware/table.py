@@ -11,6 +11,7 @@ from importlib import resources
 from typing import Any
 
 from neuron_profiler.hardware.dtypes import normalize_dtype
+from neuron_profiler.hardware.target import Target
 from schemas import pb
 
 __all__ = [
@@ -34,24 +35,20 @@ def raw_table() -> dict[str, Any]:
 TARGETS: tuple[str, ...] = tuple(raw_table()["neuron"])
 
 
-def _target(target: str) -> dict[str, Any]:
-    key = str(target).strip().lower()
-    try:
-        return raw_table()["neuron"][key]
-    except KeyError:
-        raise ValueError(f"unknown Neuron target {target!r}; valid targets: {', '.join(TARGETS)}") from None
+def _target(target: Target | str) -> dict[str, Any]:
+    return raw_table()["neuron"][Target.parse(target).value]
 
 
 def _val(entry: Any) -> Any:
     return entry["value"] if isinstance(entry, dict) and "value" in entry else entry
 
 
-def target_display_name(target: str) -> str:
+def target_display_name(target: Target | str) -> str:
     """Chip name of a target, e.g. "Trainium2" for "trn2"."""
     return _target(target)["name"]
 
 
-def engine_clock_hz(target: str, engine: str) -> float:
+def engine_clock_hz(target: Target | str, engine: str) -> float:
     """Clock of one engine (Tensor, Vector, Scalar, GpSimd, Sync) of a Neuron target, Hz."""
     engines = _target(target)["engines"]
     if engine not in engines:
@@ -59,7 +56,7 @@ def engine_clock_hz(target: str, engine: str) -> float:
     return float(_val(engines[engine]["clock_hz"]))
 
 
-def neuron_flag(target: str, name: str) -> bool:
+def neuron_flag(target: Target | str, name: str) -> bool:
     """A boolean property of a Neuron target (e.g. "tensor_didt_throttling"); False when absent."""
     return bool(_val(_target(target).get(name, False)))
 
@@ -138,7 +135,7 @@ def _neuron_spec_cached(key: str) -> bytes:
     return spec.SerializeToString()
 
 
-def neuron_spec(target: str) -> pb.HardwareSpec:
+def neuron_spec(target: Target | str) -> pb.HardwareSpec:
     """HardwareSpec of one Neuron target (trn1, inf2, trn2, trn3), per-core peaks, with sources.
 
     Raises ValueError naming the valid targets for an unknown one."""
@@ -147,7 +144,7 @@ def neuron_spec(target: str) -> pb.HardwareSpec:
     return pb.HardwareSpec.FromString(_neuron_spec_cached(key))
 
 
-def neuron_device(target: str, index: int = 0, simulated: bool = True) -> pb.Device:
+def neuron_device(target: Target | str, index: int = 0, simulated: bool = True) -> pb.Device:
     """A ``pb.Device`` for a Neuron chip: kind = target, name e.g. "Trainium2", spec = ``neuron_spec``."""
     key = str(target).strip().lower()
     t = _target(key)
@@ -157,7 +154,7 @@ def neuron_device(target: str, index: int = 0, simulated: bool = True) -> pb.Dev
     return dev
 
 
-def adjusted_flops_multiplier(target: str, dtype: str) -> float:
+def adjusted_flops_multiplier(target: Target | str, dtype: str) -> float:
     """BF16-equivalent FLOP multiplier (Explorer ``adjusted_flops``) for a dtype on a target; 1.0 when
     the table has no entry for the dtype (e.g. integer or unknown dtypes)."""
     mult = _target(target)["adjusted_flops_multiplier"]

@@ -78,7 +78,7 @@ def add_capture_options(c: argparse.ArgumentParser) -> None:
 def options_from_args(a: argparse.Namespace, env: dict[str, str]) -> dict[str, object]:
     """Validated capture options (JSON-serialisable). Raises ``ValueError`` on bad values, and when the device
     runtime asked for (or found by "auto") cannot deliver device events, before anything runs."""
-    from neuron_profiler.hardware import TARGETS
+    from neuron_profiler.hardware import Target
     from neuron_profiler.modes import (
         RUNTIMES,
         ProfileMode,
@@ -90,7 +90,7 @@ def options_from_args(a: argparse.Namespace, env: dict[str, str]) -> dict[str, o
     from neuron_profiler.runtime.base import RuntimeUnavailableError
     from neuron_profiler.runtime.factory import resolve_runtime
     modes = [ProfileMode.parse(m).name for m in a.modes.split(",") if m.strip()] if a.modes else modes_from_env(env)
-    check_choice("target", a.target, TARGETS)
+    target = Target.parse(a.target)
     check_choice("runtime", a.runtime, RUNTIMES)
     max_ev = a.max_events_per_nc
     if max_ev is None and env.get("NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC"):
@@ -117,7 +117,7 @@ def options_from_args(a: argparse.Namespace, env: dict[str, str]) -> dict[str, o
     out = str(check_output_dir(out).resolve())
     run_id = check_run_id(a.run_id or time.strftime("run_%Y%m%dT%H%M%SZ", time.gmtime()), "--run-id")
     return {"modes": modes, "profile_output_dir": out, "max_events_per_nc": max_ev, "capture_enabled_for_nc": cores,
-            "target": a.target, "runtime": a.runtime, "run_id": run_id, "num_cores": a.num_cores,
+            "target": target.value, "runtime": a.runtime, "run_id": run_id, "num_cores": a.num_cores,
             "wait": a.wait, "warmup": a.warmup, "active": a.active, "repeat": a.repeat,
             "record_shapes": not a.no_shapes, "with_stack": a.with_stack, "with_modules": not a.no_modules}
 

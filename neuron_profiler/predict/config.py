@@ -9,6 +9,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from neuron_profiler.hardware import Target
+
 __all__ = ["ConfigError", "PredictConfig", "Instance", "instance", "predict_table", "PRECISIONS", "OPTIMIZERS"]
 
 #: bf16-autocast: FP32 weights, torch.autocast(bfloat16); fp32: FP32 model, matmuls cast to BF16 by neuronx-cc's
@@ -34,7 +36,7 @@ class Instance:
     """An instance type: its chip target, chips, cores and EFA bandwidth."""
 
     name: str
-    target: str
+    target: Target
     chips: int
     cores_per_chip: int
     efa_bytes_per_s: float
@@ -50,7 +52,8 @@ def instance(name: str) -> Instance:
     if name not in table:
         raise ConfigError(f"unknown instance type {name!r}; known: {', '.join(table)}")
     e = table[name]
-    return Instance(name, e["target"], int(e["chips"]), int(e["cores_per_chip"]), float(e["efa_bytes_per_s"]))
+    return Instance(name, Target.parse(e["target"]), int(e["chips"]), int(e["cores_per_chip"]),
+                    float(e["efa_bytes_per_s"]))
 
 
 @dataclass(frozen=True)

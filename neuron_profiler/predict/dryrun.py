@@ -21,6 +21,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from neuron_profiler.hardware import Target
+
 __all__ = ["StageRun", "StageProgram", "run_stage", "measure", "fake_group"]
 
 #: framework ops whose device time is Tensor-engine work (matmuls, convolutions, fused attention) and their backward
@@ -79,7 +81,7 @@ def _saved_bytes(fn: Callable[[], None]) -> int:
 
 
 def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
-              out_dir: str, target: str, run_id: str, num_cores: int | None = None) -> StageRun:
+              out_dir: str, target: Target, run_id: str, num_cores: int | None = None) -> StageRun:
     """Profile forward + backward + optimizer step of the stage ``build`` makes (under FakeTensorMode,
     inside the caller's fake process group) on the simulated ``target``; returns the measurements."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -119,7 +121,7 @@ def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((run_end[last] - s[first]).sum())
 
 
-def measure(path: str | Path, target: str) -> dict[str, Any]:
+def measure(path: str | Path, target: Target) -> dict[str, Any]:
     """Device busy time of a dry-run trace's micro-step and of its optimizer step (the instructions and DMA
     transfers of host ops before / from the first ``Optimizer.step``), its collectives and unpriced ops."""
     from neuron_profiler.trace import read_trace
@@ -158,7 +160,7 @@ def measure(path: str | Path, target: str) -> dict[str, Any]:
         tf.close()
 
 
-def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: str) -> np.ndarray:
+def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target) -> np.ndarray:
     """(span, peak ns) of each matrix-multiply framework op of the micro-step: its instructions' first start to
     last end, and its MATMUL FLOPs at the Tensor engine's peak for their dtype (FP32 at a quarter)."""
     from neuron_profiler.hardware import adjusted_flops_multiplier, raw_table

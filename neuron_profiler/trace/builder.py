@@ -11,10 +11,10 @@ import pandas as pd
 
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLES, columns_of
-from neuron_profiler.trace.encode import normalize
+from neuron_profiler.trace.encode import NormalizedBatch, normalize
 from neuron_profiler.trace.reader import LOSS_KEY, TraceFile, read_trace
 from neuron_profiler.trace.strings import categorical_from_values
-from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, NormalizedBatch, TraceWriter
+from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
 from schemas import pb
 
 

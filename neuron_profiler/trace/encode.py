@@ -1,4 +1,8 @@
-"""Column arrays <-> packed proto fields. Only the reader and writer use this module."""
+"""Column arrays <-> packed proto fields. Only the reader and writer use this module.
+
+The writer's steps 1 and 2 (see ``writer``): ``prepare`` checks a batch and interns its strings, ``take_rows`` cuts
+a chunk's rows off a table's buffered batches, ``encode_rows`` serializes them (``encode_strings``: a chunk of the
+strings table). ``normalize`` is the check alone (``TraceBuilder`` keeps its batches so)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -7,9 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.trace.columns import TIME_COLUMNS, Column, columns_of
+from neuron_profiler.trace.columns import TABLE_IDS, TABLES, TIME_COLUMNS, Column, columns_of
 from neuron_profiler.trace.wire import encode_varint
+from schemas import pb
 
+#: the columns of each table, looked up once: the write path checks a table's name once, in ``prepare``
+_SPECS: dict[str, Mapping[str, Column]] = {t: columns_of(t) for t in TABLES}
 _NUMPY_KIND = {"delta": np.int64, "ref": np.int64, "int": np.int64, "uint": np.int64, "float": np.float64}
 
 
@@ -33,12 +40,41 @@ def _is_scalar(v: Any) -> bool:
     return v is None or isinstance(v, (str, bytes, int, float, np.generic))
 
 
+class NormalizedBatch(dict):
+    """A batch of ``rows`` rows already through ``normalize`` (``TraceBuilder`` keeps its batches so):
+    ``prepare`` takes it without validating and converting it again."""
+
+    def __init__(self, rows: int, columns: dict[str, Any]) -> None:
+        super().__init__(columns)
+        self.rows = rows
+
+
+def prepare(table: str, columns: Mapping[str, Any] | pd.DataFrame,
+            intern: Callable[[Any, int], np.ndarray]) -> tuple[int, dict[str, Any]]:
+    """The writer's step 1 for one batch: ``normalize`` it (unless it is a ``NormalizedBatch``), then replace each
+    string column by its uint32 ids from ``intern(values, rows)`` (e.g. ``StringTable.intern_array``), in column
+    order. Returns (rows, {column: array})."""
+    spec = columns_of(table)
+    if type(columns) is NormalizedBatch:
+        n, cols = columns.rows, dict(columns)
+    else:
+        n, cols = _normalize(table, spec, columns)
+    for name, v in cols.items():
+        if spec[name].kind == "string":
+            cols[name] = intern(v, n)
+    return n, cols
+
+
 def normalize(table: str, columns: Mapping[str, Any] | pd.DataFrame) -> tuple[int, dict[str, Any]]:
     """Validate column names and lengths; numeric columns become numpy arrays, string columns stay as given.
 
     Returns (rows, {column: array or string-like}). Unknown columns raise ValueError naming the valid ones.
     """
-    spec = columns_of(table)
+    return _normalize(table, columns_of(table), columns)
+
+
+def _normalize(table: str, spec: Mapping[str, Column],
+               columns: Mapping[str, Any] | pd.DataFrame) -> tuple[int, dict[str, Any]]:
     if isinstance(columns, pd.DataFrame):
         columns = {k: columns[k] for k in columns.columns}
     unknown = [k for k in columns if k not in spec]
@@ -64,6 +100,44 @@ def normalize(table: str, columns: Mapping[str, Any] | pd.DataFrame) -> tuple[in
             raise ValueError(f"column {table}.{name} holds row ids, found {arr.min()} (use -1 for none)")
         out[name] = arr
     return n, out
+
+
+def take_rows(table: str, batches: list[dict[str, np.ndarray]], rows: int,
+              n: int) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
+    """The first ``n`` of the ``rows`` rows that ``batches`` (prepared) hold, and the batches that are left.
+    Columns missing from some batches get their default."""
+    if len(batches) == 1 and rows == n:  # one whole batch: nothing to merge or split
+        return batches[0], []
+    spec = _SPECS[table]  # a table that ``prepare`` took
+    merged: dict[str, np.ndarray] = {}
+    for name in {k for b in batches for k in b}:
+        parts = []
+        for b in batches:
+            m = len(next(iter(b.values())))
+            parts.append(b[name] if name in b else _default_array(spec[name], m))
+        merged[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    head = {k: v[:n] for k, v in merged.items()}
+    return head, [{k: v[n:] for k, v in merged.items()}] if rows > n else []
+
+
+def _default_array(col: Column, n: int) -> np.ndarray:
+    if col.kind == "string":
+        return np.zeros(n, dtype=np.uint32)
+    return np.full(n, col.default, dtype=np.float64 if col.kind == "float" else np.int64)
+
+
+def encode_rows(table: str, first_row: int, rows: int, cols: Mapping[str, np.ndarray]) -> tuple[bytes, int, int]:
+    """The writer's step 2: ``rows`` prepared rows of ``table`` whose first row id is ``first_row`` as a serialized
+    chunk (``encode_chunk``), and their time bounds (``time_bounds``)."""
+    lo, hi = time_bounds(table, cols)
+    return encode_chunk(TABLE_IDS[table], first_row, rows, _SPECS[table], cols), lo, hi
+
+
+def encode_strings(first_row: int, values: list[str]) -> bytes:
+    """A serialized chunk of the strings table: ``values`` are the strings of ids ``first_row`` onwards."""
+    chunk = pb.Chunk(first_row=first_row, rows=len(values))
+    chunk.strings.value.extend(values)
+    return chunk.SerializeToString()
 
 
 def time_bounds(table: str, cols: Mapping[str, Any]) -> tuple[int, int]:

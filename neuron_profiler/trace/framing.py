@@ -77,6 +77,15 @@ def encode_frame(record_type: int, payload: bytes, codec: int = CODEC_NONE, tabl
     return FRAME.pack(len(payload), record_type, codec, table_id, check, zlib.crc32(payload)) + payload
 
 
+def chunk_record(raw: bytes, codec: int, level: int | None, table_id: int) -> bytes:
+    """The framed record of a serialized chunk: ``raw`` compressed with ``codec`` at ``level`` (see ``compress``),
+    or ``raw`` as is (codec none) when compressing does not make it smaller."""
+    payload = compress(raw, codec, level)
+    if len(payload) >= len(raw):
+        payload, codec = raw, CODEC_NONE
+    return encode_frame(CHUNK, payload, codec, table_id)
+
+
 _zstandard: ModuleType | None  # None when the package is missing
 try:  # core dependencies; imported eagerly so the first chunk read does not pay for the import
     import zstandard as _zstandard

@@ -1,5 +1,6 @@
 """Where the chunks of a trace file are: the footer's index, checked against the file before it is trusted, or
-a scan of the record frames (files whose writer did not finish). Only the reader uses this module.
+a scan of the record frames (files whose writer did not finish). The writer builds the footer here
+(``build_footer``, its step 5); the reader reads and checks it.
 
 An index is trusted only when it is consistent: entries in file order without overlaps, each pointing at a
 chunk frame of its table and length, and per table row ranges that start at 0, follow each other without gap
@@ -9,12 +10,12 @@ its entry) makes the reader scan the file instead and report what the index clai
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from neuron_profiler.trace import framing
-from neuron_profiler.trace.columns import STRINGS_TABLE, TABLE_IDS, TABLE_NAMES
+from neuron_profiler.trace.columns import STRINGS_TABLE, TABLE_IDS, TABLE_NAMES, TIME_COLUMNS
 from schemas import pb
 
 #: Row ids stay below this (so first_row + rows never overflows int64); a larger first_row is corruption.
@@ -48,6 +49,33 @@ class ChunkRef:
     @property
     def end_row(self) -> int:
         return self.first_row + self.rows
+
+
+_TIME_TABLE_IDS = frozenset(TABLE_IDS[t] for t in TIME_COLUMNS)
+
+
+def build_footer(chunks: Iterable[ChunkRef], table_rows: Mapping[str, int], dropped_events: Mapping[str, int],
+                 metadata: Mapping[str, Any]) -> pb.Footer:
+    """The footer of a written file: its chunks in file order, rows per table, dropped-event counts, metadata
+    (values as str) and the time span of the chunks of tables with time (0, 0 when there are none)."""
+    ft = pb.Footer()
+    lo: int | None = None
+    hi: int | None = None
+    for c in chunks:
+        ft.chunks.add(table_id=c.table_id, offset=c.offset, length=c.length, first_row=c.first_row, rows=c.rows,
+                      min_ts=c.min_ts, max_end_ts=c.max_end_ts)
+        if c.table_id in _TIME_TABLE_IDS:
+            lo = c.min_ts if lo is None else min(lo, c.min_ts)
+            hi = c.max_end_ts if hi is None else max(hi, c.max_end_ts)
+    for t, n in table_rows.items():
+        ft.table_rows[t] = n
+    for k, v in dropped_events.items():
+        ft.dropped_events[k] = int(v)
+    for key, value in metadata.items():
+        ft.metadata[key] = str(value)
+    ft.min_ts = lo or 0
+    ft.max_ts = hi or 0
+    return ft
 
 
 def read_frame(buf: bytes | mmap.mmap, size: int, pos: int) -> Frame | None:

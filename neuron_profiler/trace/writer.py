@@ -1,10 +1,22 @@
 """The one writer of the trace format: streams chunks with bounded memory.
 
-The file is written under a temporary name beside the target and renamed to it by ``close()`` once the footer
-is on disk, so a file under its final name is always complete; an exception (Ctrl-C included) inside
-``with TraceWriter(...)`` removes the temporary file and leaves the target as it was. Each chunk is flushed as
-soon as it is complete and interned strings are written before the first chunk that uses them, so the
-temporary file of a killed process (``partial_path``) still reads back every complete chunk.
+A write, top to bottom; this module runs each step in order and the modules it names are leaves (none calls back):
+
+1. tables: ``append`` checks a batch and interns its strings into the writer's ``strings.StringTable``
+   (``encode.prepare``) and buffers it;
+2. encode: once a table holds a chunk's rows, they are cut off its buffer (``encode.take_rows``) and serialized
+   (``encode.encode_rows``), after the strings chunk they need (``encode.encode_strings``);
+3. frame: the chunk is compressed when that makes it smaller and framed (``framing.chunk_record``; on worker
+   threads, ``workers.submit``, when a call writes several chunks) and written in order;
+4. index: each record's place is noted (``index.ChunkRef``);
+5. footer: ``close`` writes the footer built from those notes (``index.build_footer``) and the trailer.
+
+The header is the first record, written when the writer opens. The file is written under a temporary name beside
+the target and renamed to it by ``close()`` once the footer is on disk, so a file under its final name is always
+complete; an exception (Ctrl-C included) inside ``with TraceWriter(...)`` removes the temporary file and leaves
+the target as it was. Each chunk is flushed as soon as it is complete and interned strings are written before
+the first chunk that uses them, so the temporary file of a killed process (``partial_path``) still reads back
+every complete chunk.
 """
 from __future__ import annotations
 
@@ -19,9 +31,10 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from neuron_profiler.trace import framing
-from neuron_profiler.trace.columns import FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS, TIME_COLUMNS, columns_of
-from neuron_profiler.trace.encode import encode_chunk, normalize, time_bounds
+from neuron_profiler.trace.columns import FORMAT_MAJOR, FORMAT_MINOR, STRINGS_TABLE, TABLE_IDS
+from neuron_profiler.trace.encode import NormalizedBatch, encode_rows, encode_strings, prepare, take_rows
 from neuron_profiler.trace.files import create_partial, discard, output_target
+from neuron_profiler.trace.index import ChunkRef, build_footer
 from neuron_profiler.trace.strings import StringTable
 from neuron_profiler.trace.workers import submit
 from schemas import pb
@@ -32,14 +45,7 @@ MAX_CHUNK_ROWS = framing.MAX_CHUNK_ROWS
 #: ones; also the most finished-but-unwritten chunks held in memory.
 _COMPRESS_THREADS = 2
 
-
-class NormalizedBatch(dict):
-    """A batch of ``rows`` rows already through ``encode.normalize`` (``TraceBuilder`` keeps its batches so):
-    ``TraceWriter.append`` takes it without validating and converting it again."""
-
-    def __init__(self, rows: int, columns: dict[str, Any]) -> None:
-        super().__init__(columns)
-        self.rows = rows
+__all__ = ["TraceWriter", "NormalizedBatch", "DEFAULT_CHUNK_ROWS", "MAX_CHUNK_ROWS"]
 
 
 class TraceWriter:
@@ -68,20 +74,18 @@ class TraceWriter:
         self.rows: dict[str, int] = {t: 0 for t in TABLE_IDS if t != STRINGS_TABLE}
         self.dropped_events: dict[str, int] = {}
         self.footer_metadata: dict[str, str] = {}
-        self._pending: dict[str, list[dict[str, np.ndarray]]] = {}
+        self._pending: dict[str, list[dict[str, np.ndarray]]] = {}  # step 1's buffers
         self._pending_rows: dict[str, int] = {}
-        self._footer = pb.Footer()
-        self._min_ts: int | None = None
-        self._max_ts: int | None = None
+        self._chunks: list[ChunkRef] = []  # step 4's notes, in file order
         self._pool: ThreadPoolExecutor | None = None
-        self._inflight: deque[tuple[Future[tuple[bytes, int]], str, int, int, int, int]] = deque()
+        self._inflight: deque[tuple[Future[bytes], ChunkRef]] = deque()
         header = _checked_header(header)
         self._target = output_target(self.path)
         self.partial_path, fd = create_partial(self._target)
         self._f: BinaryIO | None = os.fdopen(fd, "wb")
         try:
             self._f.write(framing.MAGIC)
-            self._write_record(framing.HEADER, header.SerializeToString(), framing.CODEC_NONE, 0)
+            self._write_record(framing.encode_frame(framing.HEADER, header.SerializeToString()))
         except BaseException:
             self.abort()
             raise
@@ -91,14 +95,7 @@ class TraceWriter:
         """Buffer one batch of rows for ``table``; full chunks are written immediately. Returns first row id."""
         if self._f is None:
             raise ValueError(f"trace writer for {self.path} is closed")
-        if type(columns) is NormalizedBatch:  # from TraceBuilder: validated and normalized when added
-            n, cols = columns.rows, dict(columns)
-        else:
-            n, cols = normalize(table, columns)
-        spec = columns_of(table)
-        for name, v in cols.items():
-            if spec[name].kind == "string":
-                cols[name] = self.strings.intern_array(v, n)
+        n, cols = prepare(table, columns, self.strings.intern_array)  # a TraceBuilder's batch is not checked again
         first = self.rows[table] + self._pending_rows.get(table, 0)
         if n == 0:
             return first
@@ -107,7 +104,7 @@ class TraceWriter:
         if self._pending_rows[table] >= self.chunk_rows:  # a full chunk (else nothing to write yet)
             with self._pipeline(self._pending_rows[table] // self.chunk_rows, self._pending_rows[table]):
                 while self._pending_rows[table] >= self.chunk_rows:
-                    self._flush_table(table, self.chunk_rows)
+                    self._write_rows(table, self.chunk_rows)
         return first
 
     def flush(self) -> None:
@@ -116,8 +113,8 @@ class TraceWriter:
                             sum(self._pending_rows.values())):
             for table in list(self._pending):
                 while self._pending_rows.get(table, 0):
-                    self._flush_table(table, min(self.chunk_rows, self._pending_rows[table]))
-            self._flush_strings()
+                    self._write_rows(table, min(self.chunk_rows, self._pending_rows[table]))
+            self._write_strings()
 
     def close(self) -> Path:
         """Flush, write the footer index and trailer, close the file and rename it to ``path``. Idempotent. On
@@ -142,24 +139,6 @@ class TraceWriter:
                 pass
         discard(self.partial_path)
 
-    def _finish(self) -> None:
-        assert self._f is not None
-        self.flush()
-        ft = self._footer
-        for t, n in self.rows.items():
-            ft.table_rows[t] = n
-        for k, v in self.dropped_events.items():
-            ft.dropped_events[k] = int(v)
-        for key, value in self.footer_metadata.items():
-            ft.metadata[key] = str(value)
-        ft.min_ts = self._min_ts or 0
-        ft.max_ts = self._max_ts or 0
-        offset = self._f.tell()
-        self._write_record(framing.FOOTER, ft.SerializeToString(), framing.CODEC_NONE, 0)
-        self._f.write(framing.TRAILER.pack(offset, framing.END_MAGIC))
-        f, self._f = self._f, None
-        f.close()
-
     def __enter__(self) -> TraceWriter:
         return self
 
@@ -169,55 +148,34 @@ class TraceWriter:
         else:  # an error or Ctrl-C while writing: the trace is incomplete, never leave it under its name
             self.abort()
 
-    # -- internals --------------------------------------------------------------------------------
-    def _write_record(self, rtype: int, payload: bytes, codec: int, table_id: int) -> int:
-        assert self._f is not None
-        offset = self._f.tell()
-        self._f.write(framing.encode_frame(rtype, payload, codec, table_id))
-        self._f.flush()
-        return offset
+    # -- the steps, in the order a write runs them ---------------------------------------------------
+    def _write_rows(self, table: str, n: int) -> None:
+        """Steps 2-4 for the next ``n`` buffered rows of ``table``: cut them off (rows that fail to encode are
+        dropped, not retried), encode, write its strings, then the chunk."""
+        head, self._pending[table] = take_rows(table, self._pending[table], self._pending_rows[table], n)
+        self._pending_rows[table] -= n
+        raw, lo, hi = encode_rows(table, self.rows[table], n, head)
+        self._write_strings()  # strings first: a cut file never holds a chunk without its strings
+        self._write_chunk(ChunkRef(TABLE_IDS[table], -1, -1, -1, self.rows[table], n, lo, hi), raw)
+        self.rows[table] += n
 
-    def _flush_strings(self) -> None:
+    def _write_strings(self) -> None:
+        """Step 2 for the strings interned since the last strings chunk (none: nothing is written)."""
         new = self.strings.pending()
         if new:
             first = len(self.strings.values) - len(new)
-            chunk = pb.Chunk(first_row=first, rows=len(new))
-            chunk.strings.value.extend(new)
-            self._write_chunk(STRINGS_TABLE, chunk.SerializeToString(), first, len(new), 0, 0)
+            self._write_chunk(ChunkRef(TABLE_IDS[STRINGS_TABLE], -1, -1, -1, first, len(new)),
+                              encode_strings(first, new))
 
-    def _flush_table(self, table: str, n: int) -> None:
-        batches = self._pending[table]
-        if len(batches) == 1 and self._pending_rows[table] == n:  # one whole batch: nothing to merge or split
-            self._pending[table] = []
-            self._pending_rows[table] = 0
-            self._write_table_chunk(table, n, batches[0])
+    def _write_chunk(self, ref: ChunkRef, raw: bytes) -> None:
+        """Step 3: frame ``raw`` and write it (framed on a worker thread inside a multi-chunk batch)."""
+        if self._pool is None:
+            self._write_indexed(ref, framing.chunk_record(raw, self.codec, self.level, ref.table_id))
             return
-        merged: dict[str, np.ndarray] = {}
-        names = {k for b in batches for k in b}
-        spec = columns_of(table)
-        for name in names:
-            parts = []
-            for b in batches:
-                rows = len(next(iter(b.values())))
-                parts.append(b[name] if name in b else _default_array(spec[name], rows))
-            merged[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        head = {k: v[:n] for k, v in merged.items()}
-        rest_rows = self._pending_rows[table] - n
-        self._pending[table] = [{k: v[n:] for k, v in merged.items()}] if rest_rows else []
-        self._pending_rows[table] = rest_rows
-        self._write_table_chunk(table, n, head)
-
-    def _write_table_chunk(self, table: str, n: int, head: Mapping[str, np.ndarray]) -> None:
-        """Encode and write the next ``n`` rows of ``table`` (its strings first)."""
-        spec = columns_of(table)
-        raw = encode_chunk(TABLE_IDS[table], self.rows[table], n, spec, head)
-        lo, hi = time_bounds(table, head)
-        self._flush_strings()  # strings first: a cut file never holds a chunk without its strings
-        self._write_chunk(table, raw, self.rows[table], n, lo, hi)
-        self.rows[table] += n
-        if table in TIME_COLUMNS:
-            self._min_ts = lo if self._min_ts is None else min(self._min_ts, lo)
-            self._max_ts = hi if self._max_ts is None else max(self._max_ts, hi)
+        self._inflight.append((submit(self._pool, framing.chunk_record, raw, self.codec, self.level,
+                                      ref.table_id), ref))
+        if len(self._inflight) > _COMPRESS_THREADS:
+            self._write_next()
 
     @contextlib.contextmanager
     def _pipeline(self, chunks: int, rows: int) -> Iterator[None]:
@@ -240,36 +198,33 @@ class TraceWriter:
                 self._pool.shutdown()
                 self._pool = None
 
-    def _write_chunk(self, table: str, raw: bytes, first_row: int, rows: int, lo: int, hi: int) -> None:
-        """Compress and write one serialized chunk (on a worker thread inside a multi-chunk batch)."""
-        if self._pool is None:
-            self._write_compressed(table, first_row, rows, lo, hi, self._compress(raw))
-            return
-        self._inflight.append((submit(self._pool, self._compress, raw), table, first_row, rows, lo, hi))
-        if len(self._inflight) > _COMPRESS_THREADS:
-            self._write_next()
-
     def _write_next(self) -> None:
-        fut, table, first_row, rows, lo, hi = self._inflight.popleft()
-        self._write_compressed(table, first_row, rows, lo, hi, fut.result())
+        fut, ref = self._inflight.popleft()
+        self._write_indexed(ref, fut.result())
 
-    def _compress(self, raw: bytes) -> tuple[bytes, int]:
-        payload = framing.compress(raw, self.codec, self.level)
-        return (raw, framing.CODEC_NONE) if len(payload) >= len(raw) else (payload, self.codec)
+    def _write_indexed(self, ref: ChunkRef, record: bytes) -> None:
+        """Step 4: write a chunk's record and note where it went."""
+        ref.offset, ref.length = self._write_record(record), len(record)
+        self._chunks.append(ref)
 
-    def _write_compressed(self, table: str, first_row: int, rows: int, lo: int, hi: int,
-                          packed: tuple[bytes, int]) -> None:
-        payload, codec = packed
-        tid = TABLE_IDS[table]
-        offset = self._write_record(framing.CHUNK, payload, codec, tid)
-        self._footer.chunks.add(table_id=tid, offset=offset, length=framing.FRAME.size + len(payload),
-                                first_row=first_row, rows=rows, min_ts=lo, max_end_ts=hi)
+    def _write_record(self, record: bytes) -> int:
+        """Append one framed record to the file and flush it; returns its offset (the one place bytes are
+        written after the magic)."""
+        assert self._f is not None
+        offset = self._f.tell()
+        self._f.write(record)
+        self._f.flush()
+        return offset
 
-
-def _default_array(col: Any, n: int) -> np.ndarray:
-    if col.kind == "string":
-        return np.zeros(n, dtype=np.uint32)
-    return np.full(n, col.default, dtype=np.float64 if col.kind == "float" else np.int64)
+    def _finish(self) -> None:
+        """Step 5: the last rows, the footer and the trailer; closes the file."""
+        assert self._f is not None
+        self.flush()
+        footer = build_footer(self._chunks, self.rows, self.dropped_events, self.footer_metadata)
+        offset = self._write_record(framing.encode_frame(framing.FOOTER, footer.SerializeToString()))
+        self._f.write(framing.TRAILER.pack(offset, framing.END_MAGIC))
+        f, self._f = self._f, None
+        f.close()
 
 
 def _checked_header(header: pb.Header) -> pb.Header:

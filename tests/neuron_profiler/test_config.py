@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from neuron_profiler.config import NeuronConfig, ProfileMode, parse_nc_ranges  # noqa: E402
+from neuron_profiler.hardware import Target  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,6 +43,12 @@ def test_unknown_mode_and_target_name_valid_values(tmp_path):
         NeuronConfig(modes=["DEVICE", "GPU"], profile_output_dir=tmp_path)
     with pytest.raises(ValueError, match="trn1, inf2, trn2, trn3"):
         NeuronConfig(target="h100", profile_output_dir=tmp_path)
+    with pytest.raises(ValueError) as e:
+        NeuronConfig(target="trn9", profile_output_dir=tmp_path)
+    assert str(e.value) == "unknown Neuron target 'trn9'; valid targets: trn1, inf2, trn2, trn3"
+    cfg = NeuronConfig(target="trn1", profile_output_dir=tmp_path)  # the public field takes a string
+    assert cfg.target == "trn1" and cfg.target is Target.TRN1 and cfg.to_dict()["target"] == "trn1"
+    assert type(cfg.to_dict()["target"]) is str and "target='trn1'" in repr(cfg)
     with pytest.raises(ValueError, match="auto, simulated, hardware"):
         NeuronConfig(runtime="gpu", profile_output_dir=tmp_path)
     assert NeuronConfig(modes=["cpu_util", ProfileMode.HOST_MEMORY], profile_output_dir=tmp_path).modes == (

@@ -15,6 +15,42 @@ def test_targets_and_unknown_target():
         hw.neuron_spec("trn9")
 
 
+def test_target_values_are_the_hardware_table_keys():
+    table_keys = list(hw.raw_table()["neuron"])  # read from the JSON, not from the enum
+    assert [t.value for t in hw.Target] == table_keys
+    for key in table_keys:
+        t = hw.Target.parse(key)
+        assert t is hw.Target(key) and t == key and str(t) == key and f"{t}" == key
+        assert hw.Target.parse(f"  {key.upper()} ") is t  # blanks and case, as the table's accessors accept
+        assert hw.Target.parse(t) is t
+        assert hw.raw_table()["neuron"][t] is hw.raw_table()["neuron"][key]  # a str key: hashes like its value
+        assert hw.target_display_name(t) == hw.target_display_name(key)
+
+
+@pytest.mark.parametrize("bad", ["trn9", "", "h100", "trn2 trn3", 2])
+def test_target_parse_rejects_unknown_with_one_line_naming_the_targets(bad):
+    with pytest.raises(hw.UnknownTargetError) as e:
+        hw.Target.parse(bad)
+    msg = str(e.value)
+    assert isinstance(e.value, ValueError) and "\n" not in msg
+    assert repr(bad) in msg and "trn1, inf2, trn2, trn3" in msg
+
+
+def test_internal_signatures_carry_target():
+    import typing
+
+    from neuron_profiler.projection import project_trace
+    from neuron_profiler.runtime.simulated.collectives import Topology
+    from neuron_profiler.runtime.simulated.params import CoreParams
+    from neuron_profiler.runtime.simulated.runtime import SimulatedRuntime
+    assert typing.get_type_hints(CoreParams)["target"] is hw.Target
+    assert typing.get_type_hints(Topology)["target"] is hw.Target
+    assert typing.get_type_hints(CoreParams.for_target)["target"] is hw.Target
+    assert hw.Target in typing.get_args(typing.get_type_hints(project_trace)["target"])
+    rt = SimulatedRuntime("TRN1")  # converted at the edge
+    assert rt.target is hw.Target.TRN1 and rt.spec == hw.neuron_spec("trn1")
+
+
 @pytest.mark.parametrize("target", ["trn1", "inf2", "trn2", "trn3"])
 def test_neuron_spec_complete_and_consistent(target):
     s = hw.neuron_spec(target)

@@ -114,7 +114,7 @@ def test_a_failed_rewrite_keeps_the_previous_file(tmp_path: Path, monkeypatch: p
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(writer, "encode_chunk", boom)
+    monkeypatch.setattr(writer, "encode_rows", boom)
     with pytest.raises(OSError, match="No space left"):
         b.write(p)
     assert p.read_bytes() == before and read_trace(p).complete

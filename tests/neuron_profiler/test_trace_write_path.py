@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 
 from neuron_profiler.importers.output import OutputWriteError, write_atomically
-from neuron_profiler.trace import TraceBuilder, make_header, read_trace
+from neuron_profiler.trace import TraceBuilder, TraceWriter, framing, make_header, read_trace
+from neuron_profiler.trace import encode as trace_encode
 from neuron_profiler.trace import files as trace_files
 from neuron_profiler.trace import writer as trace_writer
 from neuron_profiler.trace.strings import _LONG, _SMALL, StringTable
+from schemas import pb
 
 
 def _one_by_one(table: dict[str, int], values: list) -> list[int]:
@@ -67,8 +69,8 @@ def test_builder_batches_are_not_normalized_twice(tmp_path: Path, monkeypatch: p
     b = TraceBuilder(make_header("tests"))
     b.add_rows("instructions", {"track": 0, "start_ts": np.arange(10), "engine": "Tensor"})
     calls = []
-    real = trace_writer.normalize
-    monkeypatch.setattr(trace_writer, "normalize", lambda *a: calls.append(a) or real(*a))
+    real = trace_encode._normalize
+    monkeypatch.setattr(trace_encode, "_normalize", lambda *a: calls.append(a) or real(*a))
     df = read_trace(b.write(tmp_path / "t.nprof")).table("instructions")
     assert calls == [] and df["start_ts"].tolist() == list(range(10))
     assert df["engine"].astype(str).tolist() == ["Tensor"] * 10
@@ -98,7 +100,7 @@ def test_an_import_write_failing_with_enospc_leaves_nothing(tmp_path: Path, monk
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(trace_writer, "encode_chunk", full)
+    monkeypatch.setattr(trace_writer, "encode_rows", full)
     with pytest.raises(OutputWriteError, match="no space left on device") as e:
         write_atomically(out, b)
     assert str(out) in str(e.value) and e.value.errno == errno.ENOSPC
@@ -128,3 +130,55 @@ def test_a_bad_track_is_refused_when_added(bad: dict) -> None:
     with pytest.raises((ValueError, TypeError, OverflowError)):
         b.add_track(**kw)
     assert b.rows("tracks") == 0
+
+
+def _golden_write(path: Path, compression: str = "none") -> Path:
+    """A fixed trace through every step of a write: batches split and merged across chunks (7 rows each), columns
+    missing from some batches, new strings between chunks, a multi-chunk append (worker threads), a flush, a
+    second table with time, dropped events and footer metadata."""
+    h = pb.Header(producer="golden", rank=3, world_size=4)
+    with TraceWriter(path, h, chunk_rows=7, compression=compression) as w:
+        w.append("host_ops", {"track": 0, "start_ts": np.arange(5) * 10, "duration_ns": [1, 2, 3, 4, 5],
+                              "name": ["a", "b", "a", "c", "b"], "category": "cpu_op"})
+        w.append("host_ops", {"track": 1, "start_ts": np.arange(20) * 3 + 100,
+                              "name": [f"n{i % 6}" for i in range(20)]})
+        w.append("instructions", {"track": 2, "start_ts": np.arange(16) * 1000, "duration_ns": 999,
+                                  "engine": "Tensor", "opcode": [f"op{i % 3}" for i in range(16)]})
+        w.flush()
+        w.append("instructions", {"track": 2, "start_ts": [20000, 20500], "duration_ns": [10, 7000],
+                                  "engine": "Vector"})
+        w.dropped_events["nc0"] = 5
+        w.footer_metadata["note"] = "golden"
+    return path
+
+
+#: sha256 of the golden trace's bytes before its footer (magic, header, every chunk record), written by the writer
+#: as it was before its steps were reordered into one module (commit c956070); the footer itself is compared as a
+#: message below (protobuf writes map entries in an order that changes between processes).
+_GOLDEN_SHA256 = "cd3dc6c9689f51a2deddf19150c137192ce930ba71f4319b2c280fe3becbbd10"
+
+
+def test_the_write_path_keeps_the_file_format_byte_for_byte(tmp_path: Path) -> None:
+    import hashlib
+
+    data = _golden_write(tmp_path / "g.nprof").read_bytes()
+    footer_at, end = framing.TRAILER.unpack_from(data, len(data) - framing.TRAILER.size)
+    assert end == framing.END_MAGIC and (len(data), footer_at) == (1694, 1355)
+    assert hashlib.sha256(data[:footer_at]).hexdigest() == _GOLDEN_SHA256
+    tf = read_trace(tmp_path / "g.nprof")
+    ft = tf.footer
+    # by hand: host_ops start at 0 (first batch), instructions end last at 20500 + 7000
+    assert (ft.min_ts, ft.max_ts) == (0, 27500)
+    assert dict(ft.table_rows)["host_ops"] == 25 and dict(ft.table_rows)["instructions"] == 18
+    assert dict(ft.dropped_events) == {"nc0": 5} and dict(ft.metadata) == {"note": "golden"}
+    # table id, first row, rows, time bounds of each chunk in file order: the strings (10) come before the first
+    # chunk using them; 7-row chunks of host_ops (12) and instructions (13); the flush writes the short ones
+    assert [(c.table_id, c.first_row, c.rows, c.min_ts, c.max_end_ts) for c in ft.chunks] == [
+        (10, 0, 11, 0, 0), (12, 0, 7, 0, 103), (12, 7, 7, 106, 124), (12, 14, 7, 127, 145), (10, 11, 4, 0, 0),
+        (13, 0, 7, 0, 6999), (13, 7, 7, 7000, 13999), (12, 21, 4, 148, 157), (13, 14, 2, 14000, 15999),
+        (10, 15, 1, 0, 0), (13, 16, 2, 20000, 27500)]
+    offsets = [c.offset for c in ft.chunks]
+    assert offsets == sorted(offsets) and offsets[-1] + ft.chunks[-1].length == footer_at
+    host = tf.table("host_ops")
+    assert host["name"].astype(str).tolist()[:5] == ["a", "b", "a", "c", "b"]
+    assert host["duration_ns"].tolist() == [1, 2, 3, 4, 5] + [0] * 20  # a column missing from the second batch

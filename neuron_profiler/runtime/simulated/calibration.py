@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from neuron_profiler.hardware import Target
 from neuron_profiler.runtime.simulated import dma
 from neuron_profiler.runtime.simulated.collectives import Topology
 from neuron_profiler.runtime.simulated.params import CoreParams
@@ -44,7 +45,7 @@ def op_device_span_ns(b, host_row: int) -> int:
     return max(ends) - min(starts) if starts else 0
 
 
-def _span(name: str, shapes, dtypes, target: str = "trn2") -> int:
+def _span(name: str, shapes, dtypes, target: Target = Target.TRN2) -> int:
     return op_device_span_ns(simulate([op(name, 0, 100, shapes, dtypes)], target), 0)
 
 
@@ -62,25 +63,25 @@ def _add_bf16() -> float:
 
 
 def _add_bf16_expected() -> float:
-    p = CoreParams.for_target("trn2")
+    p = CoreParams.for_target(Target.TRN2)
     return 3 * 8192 * 8192 * 2 / p.hbm_bytes_per_s * 1e3
 
 
 def _dma_small_penalty() -> float:
-    p = CoreParams.for_target("trn2")
+    p = CoreParams.for_target(Target.TRN2)
     total = 64 << 20
     return dma.transfer_ns(total, 512, p) / dma.transfer_ns(total, 64 << 10, p)
 
 
 def _dma_knee() -> float:
     """Descriptor size (bytes) at which DMA reaches 1/sqrt(2) of its peak efficiency (the curve's knee)."""
-    p = CoreParams.for_target("trn2")
+    p = CoreParams.for_target(Target.TRN2)
     sizes = np.geomspace(64, 1 << 20, 2000)
     eff = np.array([dma.efficiency(s, p) for s in sizes])
     return float(sizes[np.argmin(np.abs(eff - 1 / math.sqrt(2)))])
 
 
-def _stream_rate(target: str, world: int = 1) -> float:
+def _stream_rate(target: Target, world: int = 1) -> float:
     """Bytes/s one core moves in a BF16 add of 3 x 128 MiB (an HBM-bound streamed op), with ``world`` cores of
     its chip running at once."""
     n = 8192
@@ -90,21 +91,21 @@ def _stream_rate(target: str, world: int = 1) -> float:
 
 
 def _trn1_core_dma_rate() -> float:
-    return _stream_rate("trn1") / 1e9
+    return _stream_rate(Target.TRN1) / 1e9
 
 
 def _trn2_chip_hbm_rate() -> float:
-    return 8 * _stream_rate("trn2", world=8) / 1e12
+    return 8 * _stream_rate(Target.TRN2, world=8) / 1e12
 
 
 def _trn1_ridge_point() -> float:
     """Peak BF16 FLOP/s over the memory roof of one trn1 core (the arithmetic intensity that saturates TensorE)."""
-    p = CoreParams.for_target("trn1")
+    p = CoreParams.for_target(Target.TRN1)
     return p.peak("bfloat16") / p.hbm_bytes_per_s
 
 
 def _ring_busbw_fraction() -> float:
-    topo = Topology.for_target("trn2", 8)
+    topo = Topology.for_target(Target.TRN2, 8)
     members = list(range(0, 128, 8))  # one rank per chip of a trn2.48xlarge
     b = float(1 << 30)
     ns, _ = topo.duration("all_reduce", b, members)
@@ -118,7 +119,7 @@ def _throttle_extra_ns() -> float:
     big = ([[1024, 1024], [1024, 2048]], [BF16, BF16])
     rows = [op("aten::mm", 0, 100, *big), op("aten::mm", 200, 100, *big),
             op("aten::_local_scalar_dense", 300, 10, [[]], ["float"]), op("aten::mm", 400, 100, *big)]
-    b = simulate(rows, "trn2")
+    b = simulate(rows, Target.TRN2)
     ins = b.table("instructions")
     mm = ins[ins["opcode"] == "MATMUL"]
     busy = mm.groupby("framework_op")["duration_ns"].sum()  # op 1 started warm, op 3 after the sync's idle

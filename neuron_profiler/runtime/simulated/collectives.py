@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.collectives import ASYNC_KEY, bus_factor, normalize_collective
-from neuron_profiler.hardware import dtype_size_bytes, model_param, normalize_dtype, raw_table
+from neuron_profiler.hardware import Target, dtype_size_bytes, model_param, normalize_dtype, raw_table
 
 __all__ = ["normalize_collective", "find_collectives", "Topology", "Cost", "bus_factor", "MIN_COLLECTIVE_NS",
            "ASYNC_KEY", "wait_positions", "SharedLink"]
@@ -64,7 +64,7 @@ class Cost:
 class Topology:
     """Where ranks run and how fast their collectives go (constants from the hardware table)."""
 
-    target: str
+    target: Target
     cores_per_chip: int
     chips_per_instance: int
     instance: str
@@ -77,7 +77,7 @@ class Topology:
     efa_step_ns: float
 
     @classmethod
-    def for_target(cls, target: str, cores_per_chip: int, instance: str | None = None) -> Topology:
+    def for_target(cls, target: Target, cores_per_chip: int, instance: str | None = None) -> Topology:
         """The topology of ``target`` on ``instance`` (an instance type of ``instances``; default the target's
         ``instance``)."""
         t = raw_table()["neuron"][target]
@@ -195,7 +195,7 @@ class SharedLink:
         return ends
 
 
-def instance_entry(target: str, instance: str | None = None) -> dict[str, Any]:
+def instance_entry(target: Target, instance: str | None = None) -> dict[str, Any]:
     """The hardware table's entry of ``instance`` (an instance type of the target's ``instances``; None = the
     target's default ``instance``). ``ValueError`` names the known types."""
     t = raw_table()["neuron"][target]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from neuron_profiler.hardware import (
+    Target,
     host_model_params,
     model_param,
     neuron_flag,
@@ -28,7 +29,7 @@ ENGINES = ("Tensor", "TensorMatrix", "Vector", "Scalar", "GpSimd", "Sync")
 class CoreParams:
     """Constants of one simulated NeuronCore (times in ns, sizes in bytes, rates per second)."""
 
-    target: str
+    target: Target
     clock_hz: dict[str, float]
     lanes: dict[str, int]
     peak_flops: dict[str, float]          # Tensor engine, per dtype
@@ -67,7 +68,7 @@ class CoreParams:
     host_overrides: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def for_target(cls, target: str, *, active_cores: int = 1, host_overrides: dict | None = None) -> CoreParams:
+    def for_target(cls, target: Target, *, active_cores: int = 1, host_overrides: dict | None = None) -> CoreParams:
         """Constants of one core of ``target`` when ``active_cores`` cores of its chip run at once."""
         spec = neuron_spec(target)
         t = raw_table()["neuron"][target]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.compile import registry
-from neuron_profiler.hardware import TARGETS, neuron_device, neuron_spec, target_display_name, validate_host_model
+from neuron_profiler.hardware import Target, neuron_device, neuron_spec, target_display_name, validate_host_model
 from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated.collectives import Topology
 from neuron_profiler.runtime.simulated.emit import emit_core, expand
@@ -73,12 +73,10 @@ class SimulatedRuntime(DeviceRuntime):
 
     simulated = True
 
-    def __init__(self, target: str = "trn2", max_events_per_nc: int | None = None,
+    def __init__(self, target: Target | str = Target.TRN2, max_events_per_nc: int | None = None,
                  capture_enabled_for_nc: set[int] | None = None, num_cores: int | None = None,
                  rank: int = 0, host_model: dict[str, float] | None = None, instance: str | None = None) -> None:
-        target = str(target).strip().lower()
-        if target not in TARGETS:
-            raise ValueError(f"unknown Neuron target {target!r}; valid targets: {', '.join(TARGETS)}")
+        target = Target.parse(target)
         if max_events_per_nc is not None and max_events_per_nc < 0:
             raise ValueError(f"max_events_per_nc must be >= 0 or None, got {max_events_per_nc}")
         if num_cores is not None and num_cores < 1:

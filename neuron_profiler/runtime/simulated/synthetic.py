@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_profiler.hardware import Target
 from neuron_profiler.trace import TraceBuilder, make_header
 
 __all__ = ["op", "comm", "host_ops_builder", "random_op_stream", "simulate"]
@@ -81,11 +82,11 @@ def random_op_stream(n: int, seed: int = 0, gap_ns: int = 2000) -> list[dict[str
     return rows
 
 
-def simulate(rows: Iterable[Mapping[str, Any]], target: str = "trn2", *, rank: int = 0,
+def simulate(rows: Iterable[Mapping[str, Any]], target: Target | str = Target.TRN2, *, rank: int = 0,
              world_size: int | None = None, **runtime_kw: Any) -> TraceBuilder:
     """Build the host ops of ``rows`` and run the simulated runtime on them; returns the filled builder."""
     from neuron_profiler.runtime.simulated.runtime import SimulatedRuntime
 
     b = host_ops_builder(rows, rank=rank, world_size=world_size or rank + 1)
-    SimulatedRuntime(target, rank=rank, **runtime_kw).emit(b, b.table("host_ops"))
+    SimulatedRuntime(Target.parse(target), rank=rank, **runtime_kw).emit(b, b.table("host_ops"))
     return b
