@@ -65,7 +65,7 @@ def time_split_figure(obj) -> go.Figure:
                                                                   "<extra></extra>"))
     fig.update_layout(barmode="stack", template="plotly_white", height=110, margin=dict(l=10, r=10, t=10, b=10),
                       xaxis=dict(range=[0, 100], visible=False), yaxis_visible=False,
-                      legend=dict(orientation="h", y=-0.15, x=0))
+                      legend=dict(orientation="h", y=-0.15, x=0, traceorder="normal"))
     return fig
 
 
@@ -108,7 +108,7 @@ def flops_breakdown_figure(obj) -> go.Figure:
     fig.update_layout(barmode="stack", template="plotly_white", height=110, margin=dict(l=10, r=10, t=24, b=10),
                       xaxis=dict(range=[0, 100], visible=False), yaxis_visible=False,
                       title=dict(text=f"unknown: {', '.join(missing)}" if missing else "", font_size=12),
-                      legend=dict(orientation="h", y=-0.15, x=0))
+                      legend=dict(orientation="h", y=-0.15, x=0, traceorder="normal"))
     return fig
 
 

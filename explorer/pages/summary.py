@@ -186,12 +186,15 @@ def _compute(ctx: Ctx, state: ViewState, both: pd.DataFrame, engines: pd.DataFra
     if {"Tensor_active_percent", "TensorMatrix_active_percent"} <= set(engines["metric"]):
         out.append(note(TENSOR_NOTE))
     fb = frames.figure(ctx, state, "flops_breakdown", analysis.flops_breakdown)
-    out.append(html.Div("TensorE capacity (peak × active cores × analysed time), as Neuron Explorer splits it:",
+    out.append(html.Div("Matrix-engine capacity (peak × active cores × analysed time), split as Neuron Explorer splits "
+                        "TensorE FLOPs:",
                         style={"fontSize": 13}))
     out.append(graph(figures.flops_breakdown_figure(fb), id="flops-fig"))
     out.append(data_table(fb, id="flops-table", page_size=4, analysis="flops_breakdown", wrap=("note",),
                           widths={"note": 520}))
-    out.append(cards(both, COMPUTE + ("throttling_percent", "throttle_active_time_percent"), id="compute-cards"))
+    # throttling is a Trainium TensorE mechanism: its cards show where the trace has the counter
+    thr = tuple(m for m in ("throttling_percent", "throttle_active_time_percent") if _known(_value(both, m)))
+    out.append(cards(both, COMPUTE + thr, id="compute-cards"))
     return html.Div(out)
 
 
