@@ -133,6 +133,7 @@ def flops_breakdown(trace) -> pd.DataFrame:
         (nocap if not np.isfinite(cap) else "unknown: the model FLOPs are unknown")
     if not np.isfinite(model):
         notes["model"] = "unknown: the FLOPs of the device work are unknown (no raw_flops nor input shapes)"
+        tr, notes["transpose"] = math.nan, "unknown: the FLOPs of the device work are unknown"
     comps = [("model", model), ("transpose", tr), ("throttled", throttled), ("unused", unused)]
     df = pd.DataFrame({"component": [c for c, _ in comps], "flops": [float(v) for _, v in comps]})
     df["percent"] = 100.0 * df["flops"] / cap if np.isfinite(cap) and cap > 0 else math.nan

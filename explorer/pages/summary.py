@@ -105,7 +105,10 @@ def _layout(ctx: Ctx, state: ViewState):
     group = ctx.store.open(state.trace)
     n_ranks = len(getattr(group, "traces", ()))
     name = next((e.label for e in ctx.store.entries() if e.key == state.trace), trace.name)
-    title = f"Summary of the run {name} ({n_ranks} ranks)" if n_ranks > 1 else f"Summary: {trace.name}"
+    if n_ranks > 1:
+        title = f"Summary of the run {name}" + ("" if f"{n_ranks} ranks" in name else f" ({n_ranks} ranks)")
+    else:
+        title = f"Summary: {trace.name}"
     parts = [html.H2(title), html.Div(guarded(_body, ctx, state, origin, n_ranks), id="sum-body")]
     notes = notes_for(ctx, state)
     if notes:
@@ -136,8 +139,7 @@ def _body(ctx: Ctx, state: ViewState, origin: int, n_ranks: int) -> html.Div:
     collectives, host and idle)."""
     sm, items = _frames(ctx, state)
     both = pd.concat([sm, items], ignore_index=True)
-    out = [section("The answer" + (" (the run)" if n_ranks > 1 else ""),
-                   _answer(ctx, state, both, origin, n_ranks))]
+    out = [section("The answer", _answer(ctx, state, both, origin, n_ranks))]
     engines = sm[sm["metric"].str.endswith("_active_percent") & (sm["metric"] != "device_active_percent")]
     if engines["value"].notna().any():
         out.append(section("Compute engines", _compute(ctx, state, both, engines)))
@@ -151,7 +153,8 @@ def _body(ctx: Ctx, state: ViewState, origin: int, n_ranks: int) -> html.Div:
         out.append(section("DMA", _dma(ctx, state, sm)))
     if _value(sm, "cc_op_count") > 0 or n_ranks > 1:
         out.append(section("Collectives", cards(sm, COLLECTIVES, id="collective-cards")))
-    out.append(section("Host and idle", cards(sm, HOST_IDLE, id="idle-cards")))
+    idle = tuple(m for m in HOST_IDLE if m != "step_count" or _value(sm, m) > 0)  # "0 steps": see Steps
+    out.append(section("Host and idle", cards(sm, idle, id="idle-cards")))
     return html.Div(out)
 
 

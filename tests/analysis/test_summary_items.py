@@ -118,3 +118,14 @@ def test_invariants_on_samples(name):
         assert g["transfers"].sum() == len(t.dma)
     fb = t.flops_breakdown()
     assert np.isclose(fb["percent"].sum(), 100.0)
+
+
+def test_no_device_work_gives_unknown_items_not_zeros():
+    from neuron_profiler.trace import TraceBuilder, make_header
+
+    t = analysis.Trace.from_builder(TraceBuilder(make_header("tests.analysis")))
+    fb = t.flops_breakdown()
+    assert fb["flops"].isna().all() and all(n.startswith("unknown") for n in fb["note"])
+    items = t.summary_items()
+    assert items["value"].isna().all() and all(n.startswith("unknown") for n in items["note"])
+    assert t.time_split().empty and t.dma_bytes_by().empty
