@@ -8,6 +8,7 @@ never a 0 that reads as measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -141,6 +142,11 @@ def flops_breakdown(trace) -> pd.DataFrame:
     return df
 
 
+def _contains(key: str) -> Callable[[str], bool]:
+    """A predicate: the lower-cased text contains ``key``."""
+    return lambda s: key in s.lower()
+
+
 def _spill_bytes(trace) -> tuple[float, float, str]:
     """(spill save bytes, spill reload bytes, note) from DMA transfers on spill queues (track name with
     'SpillSave' / 'SpillReload') or with a spill variable; NaN when the trace has no DMA rows."""
@@ -150,10 +156,9 @@ def _spill_bytes(trace) -> tuple[float, float, str]:
     tr = trace.whole_table("tracks", ["name"])
     out = []
     for key in ("spillsave", "spillreload"):
-        tracks = tr.index[cat_where(tr["name"], lambda s, k=key: k in s.lower())] if len(tr) else []
+        tracks = tr.index[cat_where(tr["name"], _contains(key))] if len(tr) else []
         m = np.isin(dma["track"].to_numpy(), np.asarray(tracks))
-        var = "spill_" + key[5:]
-        m |= cat_where(dma["variable"], lambda s, v=var: v in s.lower())
+        m |= cat_where(dma["variable"], _contains("spill_" + key[5:]))
         out.append(float(dma["transfer_bytes"].to_numpy()[m].sum()))
     return out[0], out[1], "DMA bytes on spill queues (…SpillSave… / …SpillReload…) or spill variables"
 
