@@ -30,6 +30,7 @@ from .analyses import roofline as _roofline
 from .analyses import source_lines as _source_lines
 from .analyses import steps as _steps
 from .analyses import summary as _summary
+from .analyses import summary_items as _items
 from .analyses.breakdown import TRACE_TABLES
 
 __all__ = ["TraceAnalyses", "TraceSetAnalyses"]
@@ -148,6 +149,23 @@ class TraceAnalyses:
     def neuron_explorer_comparison(self) -> pd.DataFrame:
         """Our summary beside a Neuron Explorer profile's own metrics: :func:`analysis.neuron_explorer_comparison`."""
         return _explorer_summary.neuron_explorer_comparison(self)
+
+    # ---------------------------------------------------------------- Neuron Explorer's Summary items
+    def time_split(self) -> pd.DataFrame:
+        """Exclusive device time: compute / collectives / DMA / other / idle: :func:`analysis.time_split`."""
+        return _items.time_split(self)
+
+    def flops_breakdown(self) -> pd.DataFrame:
+        """TensorE capacity: model / transpose / throttled / unused FLOPs: :func:`analysis.flops_breakdown`."""
+        return _items.flops_breakdown(self)
+
+    def summary_items(self) -> pd.DataFrame:
+        """Max achievable MFU, throttling, spill bytes: :func:`analysis.summary_items`."""
+        return _items.summary_items(self)
+
+    def dma_bytes_by(self, by: str = "source") -> pd.DataFrame:
+        """DMA bytes by source or by data type: :func:`analysis.dma_bytes_by`."""
+        return _items.dma_bytes_by(self, by)
 
 
 class TraceSetAnalyses:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..registry import Column, register
 from .summary import summary
+from .summary_items import summary_items
 
 __all__ = ["neuron_explorer_comparison", "COMPARISON_SPEC", "SUMMARY_KEY"]
 
@@ -83,10 +84,20 @@ PAIRS: tuple[tuple[str, str, str, str, str], ...] = (
     ("dma_transfer_total_bytes", "dma_transfer_total_bytes", "DMA bytes", "bytes", "Bytes moved by DMA"),
     ("dma_transfer_average_bytes", "dma_transfer_average_bytes", "DMA transfer size (mean)", "bytes",
      "Bytes moved by DMA / transfers"),
+    ("mfu_max_achievable_estimated_percent", "mfu_max_achievable_estimated_percent", "Max achievable MFU", "percent",
+     "(model FLOPs / HBM bytes) / (peak FLOP/s / HBM bytes/s) on both sides, each with its own peaks; ours "
+     "capped at 100 % (analysis.summary_items)"),
+    ("spill_save_bytes", "spill_save_bytes", "Spill saved (SBUF -> HBM)", "bytes",
+     "Explorer: the instructions' spill_save_bytes; ours: DMA bytes on spill-save queues or variables"),
+    ("spill_reload_bytes", "spill_reload_bytes", "Spill reloaded (HBM -> SBUF)", "bytes",
+     "Explorer: the instructions' spill_reload_bytes; ours: DMA bytes on spill-reload queues or variables"),
     ("cc_op_count", "cc_op_count", "Collectives", "count", "Collective operations (Explorer's CcOp rows)"),
     ("cc_op_active_time_percent", "cc_op_active_time_percent", "Collectives busy", "percent",
      "Union of the collective ops over total_time; " + _TIME),
 )
+
+#: the analysis.summary_items metrics Explorer's Summary also has (paired in PAIRS)
+ITEM_METRICS = ("mfu_max_achievable_estimated_percent", "spill_save_bytes", "spill_reload_bytes")
 
 _WORDS = {"mfu": "MFU", "hfu": "HFU", "mbu": "MBU", "dma": "DMA", "hbm": "HBM", "sbuf": "SBUF", "psum": "PSUM",
           "cc": "CC", "mm": "MM", "hlo": "HLO", "inst": "instruction", "gpsimd": "GpSimd", "neuroncore": "NeuronCore",
@@ -143,7 +154,8 @@ def _diff(a: float, b: float) -> float:
 
 @register("neuron_explorer_comparison", columns=COMPARISON_SPEC)
 def neuron_explorer_comparison(trace) -> pd.DataFrame:
-    """Neuron Explorer's Summary beside :func:`analysis.summary`, one row per metric. Columns: label, unit,
+    """Neuron Explorer's Summary beside :func:`analysis.summary` (and the :data:`ITEM_METRICS` of
+    :func:`analysis.summary_items`), one row per metric. Columns: label, unit,
     ours (float), neuron_explorer (float), difference (ours − neuron_explorer), note, metric (ours),
     explorer_field.
 
@@ -157,7 +169,8 @@ def neuron_explorer_comparison(trace) -> pd.DataFrame:
     if theirs is None:
         return pd.DataFrame({c: pd.Series(dtype=float if c in ("ours", "neuron_explorer", "difference") else str)
                              for c in cols})
-    s = summary(trace)
+    items = summary_items(trace).rename(columns={"note": "description"})
+    s = pd.concat([summary(trace), items[items["metric"].isin(ITEM_METRICS)]], ignore_index=True)
     ours = dict(zip(s["metric"], s["value"].astype(float)))
     why_ours = dict(zip(s["metric"], s["description"]))
     engines = any(re.fullmatch(r".+_active_percent", m) and m != "device_active_percent" for m in ours)

@@ -20,9 +20,17 @@ from .ranks import rank_balance_figure, rank_timeline_figure
 from .recommend import recommendations_figure
 from .roofline import roofline_figure
 from .source_lines import source_lines_figure
-from .summary import steps_figure, summary_figure
+from .summary import (
+    dma_bytes_figure,
+    engine_utilisation_figure,
+    flops_breakdown_figure,
+    steps_figure,
+    summary_figure,
+    time_split_figure,
+)
 
-__all__ = ["summary_figure", "steps_figure", "hot_ops_figure", "module_treemap_figure", "roofline_figure",
+__all__ = ["summary_figure", "steps_figure", "time_split_figure", "engine_utilisation_figure",
+           "flops_breakdown_figure", "dma_bytes_figure", "hot_ops_figure", "module_treemap_figure", "roofline_figure",
            "collectives_figure",
            "skew_heatmap", "dma_throughput_figure", "dma_queues_figure", "dma_sizes_figure", "diff_figure",
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "temporal_breakdown_note",

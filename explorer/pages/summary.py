@@ -1,7 +1,10 @@
-"""Summary page: KPI cards (analysis.summary, labelled in words and units), the Summary of up to 3 regions
-side by side (steps, collectives, modules: explorer.regions), the notes of the trace, for a group of ranks
-the ranks on one time axis and their load balance, steps, the temporal breakdown, ranked recommendations
-with links that open the timeline at the cited time range."""
+"""Summary page, answer first: step time (and per optimizer step), MFU and its ceiling, where the time goes
+(analysis.time_split as one bar) and the top recommendation; then the sections that apply to the trace:
+compute engines (one utilisation chart, the TensorE FLOPs split of analysis.flops_breakdown), memory (HBM,
+SBUF/PSUM, spills: analysis.summary_items), DMA (analysis.dma_bytes_by source and data type), collectives,
+host and idle. Then notes, the ranks of a run, the steps (folded when there are few), the recommendations
+with links to the timeline, up to 3 regions side by side, Neuron Explorer's own numbers for its profiles.
+Every figure is a card in words and units; an unknown one says "unknown" and why."""
 from __future__ import annotations
 
 import math
@@ -20,8 +23,20 @@ from ..regions import by_key, regions
 from ..state import SEL_TABLES, ViewState
 from .common import Ctx, data_table, graph, guarded, note, search_of, section, trace_or_error, window_href
 
-KEY_METRICS = ("step_time_mean_ns", "total_time", "mfu_estimated_percent", "hfu_estimated_percent",
-               "mbu_estimated_percent", "device_active_percent")
+#: Summary metrics shown in each section (in order); a metric the trace does not have is left out, one it has
+#: as NaN reads "unknown" with the reason (the analysis's description)
+ANSWER = ("step_time_mean_ns", "optimizer_step_time_mean_ns", "mfu_estimated_percent")
+COMPUTE = ("hfu_estimated_percent", "model_flops", "transpose_flops", "mm_arithmetic_intensity",
+           "peak_flops_bandwidth_ratio", "active_cores")
+MEMORY = ("mbu_estimated_percent", "hbm_read_bytes", "hbm_write_bytes", "hbm_bandwidth_bytes_per_s")
+DMA = ("dma_transfer_total_bytes", "dma_transfer_count", "dma_transfer_average_bytes", "small_dma_transfer_percent",
+       "dma_active_time_percent")
+COLLECTIVES = ("cc_op_count", "cc_op_active_time_percent", "comm_comp_overlap_percent")
+HOST_IDLE = ("total_time", "step_count", "step_time_max_ns", "device_active_percent", "idle_percent",
+             "idle_host_wait_percent", "idle_kernel_wait_percent", "idle_other_percent")
+#: engine rows of the Tensor engine: two rows of one TensorE, as in Neuron Explorer
+TENSOR_NOTE = ("Tensor and TensorMatrix are the same TensorE on two rows, as in Neuron Explorer: the Tensor row "
+               "holds the weight loads (LoadStationary), TensorMatrix the matmuls (MultiplyMoving).")
 
 
 def _labels(df: pd.DataFrame) -> list[str]:
@@ -29,19 +44,41 @@ def _labels(df: pd.DataFrame) -> list[str]:
     return [metric_label(m, x) for m, x in zip(df["metric"], lab)]
 
 
-def kpi_cards(df: pd.DataFrame) -> html.Div:
-    rows = df.copy()
-    rows["_label"] = _labels(rows)
-    rows["_key"] = [0 if m in KEY_METRICS else 1 for m in rows["metric"]]
-    rows = rows.sort_values("_key", kind="stable")
-    cards = []
-    for m, lab, v, u, d in zip(rows["metric"], rows["_label"], rows["value"], rows["unit"], rows["description"]):
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        cards.append(html.Div([html.Div(lab, className="kpi-label"),
-                               html.Div(format_value(v, str(u)), className="kpi-value")],
-                              title=f"{d} ({m})", className="kpi-card", **{"data-metric": str(m)}))
-    return html.Div(cards, id="kpi-cards", style={"display": "flex", "flexWrap": "wrap", "gap": "8px"})
+def _known(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def card(metric: str, label: str, value, unit: str, description: str) -> html.Div:
+    """One figure: its label and value in words and units; an unknown value says so and why."""
+    known = _known(value)
+    body = [html.Div(label, className="kpi-label"),
+            html.Div(format_value(value, unit) if known else "unknown", className="kpi-value")]
+    if not known:
+        body.append(html.Div(_why(description), className="kpi-why", style={"fontSize": 11, "color": "#777"}))
+    return html.Div(body, title=f"{description} ({metric})", className="kpi-card" + ("" if known else " unknown"),
+                    **{"data-metric": metric, "data-value": repr(float(value)) if known else "nan"})
+
+
+def _why(description: str) -> str:
+    d = str(description)
+    i = d.lower().find("nan")
+    return d[i + 3:].lstrip(": ;(").rstrip(")") if i >= 0 else d
+
+
+def cards(df: pd.DataFrame, metrics, id: str | None = None) -> html.Div:
+    """Cards of the ``metrics`` rows of a summary-like frame (metric, value, unit, description[, label]),
+    in the order given; metrics the frame does not have are left out."""
+    rows = df.assign(_label=_labels(df)).set_index("metric")
+    out = [card(m, rows.at[m, "_label"], rows.at[m, "value"], str(rows.at[m, "unit"]),
+                str(rows.at[m, "description"] if "description" in rows.columns else rows.at[m, "note"]))
+           for m in metrics if m in rows.index]
+    kw = {"id": id} if id else {}
+    return html.Div(out, className="kpi-cards", style={"display": "flex", "flexWrap": "wrap", "gap": "8px"}, **kw)
+
+
+def _value(df: pd.DataFrame, metric: str) -> float:
+    v = df.loc[df["metric"] == metric, "value"]
+    return float(v.iloc[0]) if len(v) and _known(v.iloc[0]) else math.nan
 
 
 def region_table(ctx: Ctx, state: ViewState, chosen: list[dict]) -> html.Table:
@@ -65,23 +102,113 @@ def layout(ctx: Ctx, state: ViewState):
 def _layout(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
     origin = int(trace.time_range[0])
-    parts = [html.H2(f"Summary: {trace.name} (rank {trace.rank})")]
-    parts.append(section("Key figures", _region_picker(ctx, state),
-                         html.Div(guarded(_figures, ctx, state), id="sum-figures")))
-    if analysis.EXPLORER_SUMMARY_KEY in trace.header.metadata:
-        parts.append(section("Neuron Explorer's numbers beside ours", guarded(_explorer_numbers, ctx, state)))
+    group = ctx.store.open(state.trace)
+    n_ranks = len(getattr(group, "traces", ()))
+    name = next((e.label for e in ctx.store.entries() if e.key == state.trace), trace.name)
+    if n_ranks > 1:
+        title = f"Summary of the run {name}" + ("" if f"{n_ranks} ranks" in name else f" ({n_ranks} ranks)")
+    else:
+        title = f"Summary: {trace.name}"
+    parts = [html.H2(title), html.Div(guarded(_body, ctx, state, origin, n_ranks), id="sum-body")]
     notes = notes_for(ctx, state)
     if notes:
         parts.append(section("Notes", note_list(notes, state, with_delete=False)))
-    group = ctx.store.open(state.trace)
-    if len(getattr(group, "traces", ())) > 1:
-        parts.append(section(f"Ranks ({len(group.traces)} traces of this group)", guarded(_ranks, ctx, state)))
-    parts.append(section("Steps", guarded(_steps, ctx, state, origin)))
+    if n_ranks > 1:
+        parts.append(section(f"Ranks ({n_ranks} traces of this run)", guarded(_ranks, ctx, state)))
+    parts.append(guarded(_steps_section, ctx, state, origin))
     parts.append(section("Recommendations", guarded(_recommendations, ctx, state, origin)))
+    parts.append(section("Compare regions", _region_picker(ctx, state),
+                         html.Div(guarded(_figures, ctx, state), id="sum-figures")))
+    if analysis.EXPLORER_SUMMARY_KEY in trace.header.metadata:
+        parts.append(section("Neuron Explorer's numbers beside ours", guarded(_explorer_numbers, ctx, state)))
     entries = ctx.store.entries()
     if len(entries) > 1:
         parts.append(section("Traces served here", trace_list(entries, state)))
     return html.Div(parts, id="summary-page")
+
+
+def _frames(ctx: Ctx, state: ViewState) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(analysis.summary, analysis.summary_items as summary rows) of the trace."""
+    sm = frames.summary(ctx, state)
+    items = frames.figure(ctx, state, "summary_items", analysis.summary_items)
+    return sm, items.rename(columns={"note": "description"})
+
+
+def _body(ctx: Ctx, state: ViewState, origin: int, n_ranks: int) -> html.Div:
+    """The answer first, then the sections that apply to this trace (compute engines, memory, DMA,
+    collectives, host and idle)."""
+    sm, items = _frames(ctx, state)
+    both = pd.concat([sm, items], ignore_index=True)
+    out = [section("The answer", _answer(ctx, state, both, origin, n_ranks))]
+    engines = sm[sm["metric"].str.endswith("_active_percent") & (sm["metric"] != "device_active_percent")]
+    if engines["value"].notna().any():
+        out.append(section("Compute engines", _compute(ctx, state, both, engines)))
+    sbuf_psum = [m for m in ("sbuf_usage_mean_percent", "sbuf_usage_max_percent", "psum_usage_mean_percent",
+                             "psum_usage_max_percent") if _known(_value(items, m))]
+    has_dma = _value(sm, "dma_transfer_count") > 0
+    spill = ["spill_save_bytes", "spill_reload_bytes", "spill_reload_share_percent"] if has_dma else []
+    if _known(_value(sm, "hbm_total_bytes")) or sbuf_psum:
+        out.append(section("Memory", cards(both, MEMORY + tuple(sbuf_psum) + tuple(spill), id="memory-cards")))
+    if has_dma:
+        out.append(section("DMA", _dma(ctx, state, sm)))
+    if _value(sm, "cc_op_count") > 0 or n_ranks > 1:
+        out.append(section("Collectives", cards(sm, COLLECTIVES, id="collective-cards")))
+    idle = tuple(m for m in HOST_IDLE if m != "step_count" or _value(sm, m) > 0)  # "0 steps": see Steps
+    out.append(section("Host and idle", cards(sm, idle, id="idle-cards")))
+    return html.Div(out)
+
+
+def _answer(ctx: Ctx, state: ViewState, both: pd.DataFrame, origin: int, n_ranks: int) -> html.Div:
+    """Step time (and per optimizer step), MFU and its ceiling, where the time goes, the top recommendation."""
+    out = []
+    if n_ranks > 1:
+        out.append(note(f"Figures of rank {state.rank or 0}, one of the run's {n_ranks} ranks; the Ranks section "
+                        "compares them all."))
+    out.append(cards(both, ANSWER + ("mfu_max_achievable_estimated_percent",), id="answer-cards"))
+    ts = frames.figure(ctx, state, "time_split", analysis.time_split)
+    out.append(html.Div("Where the time goes (each nanosecond charged to the first of compute, collectives, "
+                        "DMA, other device work active then, else idle):", style={"fontSize": 13, "marginTop": 6}))
+    out.append(html.Div(graph(figures.time_split_figure(ts), id="time-split-fig"),
+                        **{"data-split": ",".join(f"{p}={v:.6g}" for p, v in zip(ts["part"], ts["percent"]))}))
+    rec = frames.recommendations(ctx, state)
+    if len(rec):
+        r = rec.iloc[0]
+        saved = r.get("est_time_saved_ns")
+        txt = f" · est. saving {format_value(float(saved), 'ns')}" if _known(saved) else ""
+        out.append(html.Div([html.B("Top recommendation: "), html.Span(f"[{r['severity']}] {r['title']}"),
+                             html.Div(f"Action: {r['action']}{txt}", style={"fontSize": 13, "color": "#264"})],
+                            id="top-recommendation", style={"marginTop": 6}))
+    else:
+        out.append(note("no recommendation fired for this trace"))
+    return html.Div(out)
+
+
+def _compute(ctx: Ctx, state: ViewState, both: pd.DataFrame, engines: pd.DataFrame) -> html.Div:
+    """Per-engine utilisation as one chart, the TensorE FLOPs split, the compute figures."""
+    out = [graph(figures.engine_utilisation_figure(engines), id="engine-fig")]
+    if {"Tensor_active_percent", "TensorMatrix_active_percent"} <= set(engines["metric"]):
+        out.append(note(TENSOR_NOTE))
+    fb = frames.figure(ctx, state, "flops_breakdown", analysis.flops_breakdown)
+    out.append(html.Div("Matrix-engine capacity (peak × active cores × analysed time), split as Neuron Explorer splits "
+                        "TensorE FLOPs:",
+                        style={"fontSize": 13}))
+    out.append(graph(figures.flops_breakdown_figure(fb), id="flops-fig"))
+    out.append(data_table(fb, id="flops-table", page_size=4, analysis="flops_breakdown", wrap=("note",),
+                          widths={"note": 520}))
+    # throttling is a Trainium TensorE mechanism: its cards show where the trace has the counter
+    thr = tuple(m for m in ("throttling_percent", "throttle_active_time_percent") if _known(_value(both, m)))
+    out.append(cards(both, COMPUTE + thr, id="compute-cards"))
+    return html.Div(out)
+
+
+def _dma(ctx: Ctx, state: ViewState, sm: pd.DataFrame) -> html.Div:
+    """DMA figures, and the bytes by source and by data type side by side."""
+    figs = []
+    for by in ("source", "data_type"):
+        df = frames.figure(ctx, state, f"dma_bytes_by:{by}", lambda t, b=by: analysis.dma_bytes_by(t, by=b))
+        figs.append(html.Div(graph(figures.dma_bytes_figure(df, by=by), id=f"dma-{by}-fig"),
+                             style={"flex": "1 1 480px"}))
+    return html.Div([cards(sm, DMA, id="dma-cards"), html.Div(figs, style={"display": "flex", "flexWrap": "wrap"})])
 
 
 def _region_picker(ctx: Ctx, state: ViewState):
@@ -101,7 +228,7 @@ def _figures(ctx: Ctx, state: ViewState):
     chosen = by_key(ctx, state, state.regions)
     if chosen:
         return region_table(ctx, state, chosen)
-    return kpi_cards(frames.summary(ctx, state))
+    return note("the figures above are of the whole trace; choose up to 3 regions to see theirs side by side")
 
 
 def _explorer_numbers(ctx: Ctx, state: ViewState):
@@ -119,6 +246,17 @@ def _explorer_numbers(ctx: Ctx, state: ViewState):
                                 widths={"label": 270, "difference": 150, "explorer_field": 250})])
 
 
+def _steps_section(ctx: Ctx, state: ViewState, origin: int):
+    """Steps: open when there are more than 3, else folded (a chart of 2 bars says little)."""
+    n = len(frames.steps(ctx, state))
+    body = _steps(ctx, state, origin)
+    if n > 3:
+        return section(f"Steps ({n})", body)
+    return html.Details([html.Summary(html.H3(f"Steps ({n}) and the temporal breakdown",
+                                              style={"display": "inline", "margin": "18px 0 6px"})), body],
+                        id="steps-fold", className="section")
+
+
 def _steps(ctx: Ctx, state: ViewState, origin: int):
     st = frames.steps(ctx, state)
     out = []
@@ -129,12 +267,12 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
         out.append(note(f"Step boundary: {analysis.STEP_BOUNDARY}."))
         out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin,
                               analysis="steps"))
-        out.append(graph(figures.steps_figure(st), id="steps-fig", height=300))
+        out.append(graph(figures.steps_figure(st), id="steps-fig"))
     else:
         out.append(note("no profiler steps in this trace (a capture without prof.step() calls): the whole trace "
                         "is one region"))
     out.append(guarded(lambda: graph(frames.figure(ctx, state, "temporal", figures.temporal_breakdown_figure),
-                                     id="step-breakdown-fig", height=320)))
+                                     id="step-breakdown-fig", height=260)))
     out.append(guarded(lambda: note(frames.figure(ctx, state, "temporal-note", figures.temporal_breakdown_note))))
     return html.Div(out)
 

@@ -76,9 +76,17 @@ def test_metrics_only_one_side_has_say_why(imported):
     assert sorted(shown["explorer_field"][shown["neuron_explorer"].notna()]) == sorted(theirs)
     for f, v in theirs.items():
         assert shown.loc[shown["explorer_field"] == f, "neuron_explorer"].iloc[0] == v
-    # and every metric of analysis.summary once (plus GpSimd busy, 0 here: summary lists busy engines only)
+    # and every metric of analysis.summary once (plus GpSimd busy, 0 here: summary lists busy engines only),
+    # plus the summary_items Explorer's Summary also has
+    from analysis.analyses.explorer_summary import ITEM_METRICS
+
     ours = analysis.summary(imported)
-    assert sorted(df["metric"][df["metric"] != ""]) == sorted([*ours["metric"], "GpSimd_active_percent"])
+    assert sorted(df["metric"][df["metric"] != ""]) == sorted([*ours["metric"], "GpSimd_active_percent",
+                                                                *ITEM_METRICS])
+    items = analysis.summary_items(imported).set_index("metric")["value"]
+    mx = _row(df, "Max achievable MFU")
+    assert mx["ours"] == items["mfu_max_achievable_estimated_percent"] and mx["neuron_explorer"] == theirs[
+        "mfu_max_achievable_estimated_percent"]
     assert not df["label"].str.contains("_").any()            # words, not identifiers
 
 

@@ -10,9 +10,11 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle, wait_painted
 
+import analysis
 from explorer.app import create_app
 from explorer.state import PAGES
 
@@ -276,4 +278,40 @@ def test_neuron_explorer_profiles_show_both_summaries(explorer_imports, chromium
             _shot(page, f"summary_{key.split('.')[0]}", "summary_neuron_explorer.png" if key.startswith("ne_parquet")
                   else None)
         page.close()
+    assert errors == []
+
+
+@pytest.mark.slow
+def test_summary_answer_first_in_browser(samples):
+    """The Summary of a captured sample and of the 2-rank DDP run, in Chromium: no console error, the answer
+    section first, each card's text the analysis's value in its unit (read back from the DOM), the run's
+    title naming the run, the steps folded when there are few."""
+    from analysis.units import format_value
+
+    url, ctx, app = samples
+    store = app._explorer_ctx.store
+    groups = [e.key for e in store.entries() if e.is_group]
+    page = ctx.new_page()
+    errors = collect_errors(page)
+    for key in ("gpt_train_step.nprof", groups[0]):
+        _open(page, f"{url}/summary?trace={key}", "#summary-page")
+        tr = store.trace(key)
+        expect = {}
+        for df in (analysis.summary(tr), analysis.summary_items(tr)):
+            expect.update({m: format_value(v, u) if np.isfinite(v) else "unknown"
+                           for m, v, u in zip(df["metric"], df["value"], df["unit"])})
+        shown = page.evaluate("() => Array.from(document.querySelectorAll('.kpi-card')).map(c => "
+                              "[c.dataset.metric, c.querySelector('.kpi-value').innerText])")
+        assert len(shown) >= 20
+        for m, text in shown:
+            assert text == expect[m], (key, m, text, expect[m])
+        h3 = page.evaluate("() => Array.from(document.querySelectorAll('#summary-page h3')).map(h => h.innerText)")
+        assert h3[0].startswith("The answer") and "Compute engines" in h3 and "DMA" in h3
+        assert ("Collectives" in h3) == key.startswith("group:")
+        title = page.locator("#summary-page h2").first.inner_text()
+        assert ("rank 0" not in title and "2 ranks" in title) if key.startswith("group:") else key[:-6] in title
+        assert page.locator("#steps-fold").count() == 1 and not page.locator("#steps-fold").get_attribute("open")
+        _shot(page, f"summary_answer_{key.split(':')[-1].split('.')[0]}",
+              "summary.png" if key == "gpt_train_step.nprof" else "summary_ddp.png")
+    page.close()
     assert errors == []

@@ -68,18 +68,78 @@ def test_bad_file_shows_error_in_page(ctx):
     assert "error-box" in s and "not served" in s
 
 
-def test_summary_cards_come_from_analysis(ctx):
-    import analysis
+def _cards(component) -> dict[str, tuple[str, str, str]]:
+    """{metric: (label, shown text, data-value)} of every card in a layout."""
+    out = {}
 
+    def walk(c):
+        props = c.to_plotly_json()["props"] if hasattr(c, "to_plotly_json") else {}
+        if "kpi-card" in str(props.get("className", "")).split():
+            out[props["data-metric"]] = (c.children[0].children, c.children[1].children, props["data-value"])
+        kids = getattr(c, "children", None)
+        for k in kids if isinstance(kids, (list, tuple)) else ([kids] if kids is not None else []):
+            walk(k)
+
+    walk(component)
+    return out
+
+
+@pytest.mark.parametrize("key", ["single.nprof", GROUP])
+def test_summary_numbers_are_the_analyses_values(ctx, key):
+    """Every card shows the value analysis.summary / analysis.summary_items give for the trace, formatted in
+    its unit; an unknown one reads "unknown"; the answer comes first."""
+    from analysis.units import format_value
+
+    tr = ctx.store.trace(key)
+    expect = {**{m: (v, u) for m, v, u in zip(*[analysis.summary(tr)[c] for c in ("metric", "value", "unit")])},
+              **{m: (v, u) for m, v, u in zip(*[analysis.summary_items(tr)[c] for c in ("metric", "value", "unit")])}}
+    page = summary.layout(ctx, ViewState(trace=key))
+    cards = _cards(page)
+    assert len(cards) >= 25
+    for m, (_, shown, raw) in cards.items():
+        v, u = expect[m]
+        if np.isfinite(v):
+            assert float(raw) == float(v) and shown == format_value(v, u), (m, shown, v)
+        else:
+            assert shown == "unknown" and raw == "nan", m
+    answer = _cards(_find(page, "answer-cards"))
+    assert list(answer)[:2] == ["step_time_mean_ns", "mfu_estimated_percent"]
+    assert answer["mfu_estimated_percent"][0] == "MFU (estimated)"  # words, not identifiers
+    split = analysis.time_split(tr)
+    fig = _find(page, "time-split-fig").figure
+    drawn = {t.name.rsplit(" ", 1)[0]: t.x[0] for t in fig.data}
+    shown = {k: v for k, v in zip(split["part"], split["percent"]) if v > 0}
+    assert sorted(drawn.values()) == pytest.approx(sorted(shown.values()))
+    top = analysis.recommendations(tr).iloc[0]["title"]
+    assert top in _dump(_find(page, "top-recommendation"))
+
+
+def test_summary_sections_show_only_when_they_apply(ctx, gpu_dir):
+    """A single-rank trace without collectives has no Collectives section, a GPU trace no DMA section nor
+    throttling card; a run's title names the run, not rank 0; few steps are folded."""
+    single = _dump(summary.layout(ctx, ViewState(trace="single.nprof")))
+    assert analysis.summary_dict(ctx.store.trace("single.nprof"))["cc_op_count"] > 0
+    assert "collective-cards" in single and "dma-cards" in single and "engine-fig" in single
+    run = summary.layout(ctx, ViewState(trace=GROUP))
+    title = run.children[0].children
+    assert title.startswith("Summary of the run") and "2 ranks" in title and "rank 0" not in title
+    gctx = Ctx(TraceStore(gpu_dir))
+    key = gctx.store.default_key()
+    gpu = summary.layout(gctx, ViewState(trace=key))
+    s = _dump(gpu)
+    assert analysis.summary_dict(gctx.store.trace(key))["cc_op_count"] == 0
+    assert "collective-cards" not in s and "dma-cards" not in s and "dma-source-fig" not in s
+    assert "throttling_percent" not in _cards(gpu) and "sbuf_usage_mean_percent" not in _cards(gpu)
+    assert len(analysis.steps(gctx.store.trace(key))) <= 3 and "steps-fold" in s
+
+
+def test_summary_flops_table_is_the_analysis(ctx):
     tr = ctx.store.trace("single.nprof")
-    expect = analysis.summary(tr)
-    cards = _find(summary.layout(ctx, ViewState(trace="single.nprof")), "kpi-cards")
-    names = [c.to_plotly_json()["props"]["data-metric"] for c in cards.children]
-    finite = expect[np.isfinite(expect["value"].astype(float))]["metric"].tolist()
-    assert sorted(names) == sorted(finite)
-    labels = {c.to_plotly_json()["props"]["data-metric"]: c.children[0].children for c in cards.children}
-    assert labels["mfu_estimated_percent"] == "MFU (estimated)"  # words, not identifiers
-    assert labels["step_time_mean_ns"] == "Step time (mean)"
+    grid = _find(summary.layout(ctx, ViewState(trace="single.nprof")), "flops-table")
+    fb = analysis.flops_breakdown(tr)
+    assert [r["component"] for r in grid.rowData] == fb["component"].tolist()
+    for r, f in zip(grid.rowData, fb["flops"]):
+        assert (r["flops"] is None and not np.isfinite(f)) or r["flops"] == pytest.approx(f)
 
 
 def test_timeline_layout_lod_and_zoom(ctx):
@@ -326,7 +386,7 @@ def test_summary_shows_neuron_explorers_numbers_beside_ours(explorer_imports, ke
     assert heads["ours"]["headerName"] == "Ours" and heads["neuron_explorer"]["headerName"] == "Neuron Explorer"
     assert heads["ours"]["valueFormatter"]["function"] == "fmtUnit(params.value, params.data.unit)"
     assert heads["metric"].get("hide") and heads["unit"].get("hide") and not heads["note"].get("hide")
-    assert _find(page, "kpi-cards") is not None                       # our cards stay above it
+    assert _find(page, "answer-cards") is not None  # our answer stays above it
 
 
 def test_no_explorer_table_without_explorer_summary(ctx):
