@@ -15,6 +15,10 @@ import numpy as np
 
 _LEN, _VARINT = 2, 0
 _CHUNK_FIRST_ROW, _CHUNK_ROWS = 1, 2
+#: A chunk's top level holds first_row, rows and one table message; the Python walkers look at no more fields
+#: than this (each at most once), so their work is bounded whatever the decompressed bytes hold; anything else
+#: goes to the protobuf parser (C)
+_MAX_TOP_FIELDS = 4
 
 
 @dataclass
@@ -69,11 +73,15 @@ def leading_head(buf: bytes) -> tuple[int, int]:
     type, the prefix ends before the columns begin)."""
     first_row = rows = 0
     pos, end = 0, len(buf)
+    seen: set[int] = set()
     while pos < end:
         key, pos = _varint(buf, pos, end)
         number, wtype = key >> 3, key & 7
         if wtype == _LEN and number not in (_CHUNK_FIRST_ROW, _CHUNK_ROWS) and number > 0:
             return first_row, rows
+        if number in seen:
+            raise ValueError(f"chunk repeats field {number} before its columns")
+        seen.add(number)
         if wtype != _VARINT or number not in (_CHUNK_FIRST_ROW, _CHUNK_ROWS):
             raise ValueError(f"chunk starts with field {number} of wire type {wtype}, not its row range and columns")
         value, pos = _varint(buf, pos, end)
@@ -89,10 +97,14 @@ def chunk_head(buf: bytes) -> tuple[int, int] | None:
     are malformed (the protobuf parser then gives the error)."""
     first_row = rows = 0
     pos, end = 0, len(buf)
+    seen: set[int] = set()
     try:
         while pos < end:
             key, pos = _varint(buf, pos, end)
             number, wtype = key >> 3, key & 7
+            if number == 0 or number in seen or len(seen) >= _MAX_TOP_FIELDS:
+                return None  # field 0 is invalid, repeats are not what writers produce: the C parser decides
+            seen.add(number)
             if wtype == _VARINT:
                 value, pos = _varint(buf, pos, end)
                 if number == _CHUNK_FIRST_ROW:
@@ -118,9 +130,13 @@ def scan_chunk(buf: bytes, column_fields: frozenset[int]) -> ChunkView | None:
         first_row = rows = 0
         table: tuple[int, int, int] | None = None
         pos, end = 0, len(buf)
+        seen: set[int] = set()
         while pos < end:
             key, pos = _varint(buf, pos, end)
             number, wtype = key >> 3, key & 7
+            if number in seen:  # a repeated field (e.g. runs of ``08 00``): the C parser, never a Python walk
+                return None
+            seen.add(number)
             if wtype == _VARINT and number in (_CHUNK_FIRST_ROW, _CHUNK_ROWS):
                 value, pos = _varint(buf, pos, end)
                 if number == _CHUNK_FIRST_ROW:
