@@ -45,6 +45,8 @@ def _table_name(table_id: int) -> str:
 
 def parse_chunk(raw: bytes, table_id: int) -> pb.Chunk:
     """The protobuf message of a chunk whose frame says table ``table_id``."""
+    if raw[:1] and raw[0] < 8:  # a key of field number 0 (e.g. a run of zeros): invalid, found without the parser
+        raise ChunkError("chunk cannot be decoded: it starts with field number 0 (invalid protobuf)")
     msg = pb.Chunk()
     try:
         msg.ParseFromString(raw)

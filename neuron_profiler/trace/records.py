@@ -302,6 +302,8 @@ class RecordFile:
 
     # -- chunks ----------------------------------------------------------------------------------
     def _mark_unreadable(self, c: ChunkRef, e: TraceFormatError) -> None:
+        # kept without its traceback and context: their frames hold the chunk's decompressed bytes
+        e.__traceback__, e.__context__, e.__cause__ = None, None, None
         with self._lock:  # called from decode worker threads
             bad = self._unreadable.setdefault(c.table_id, {})
             if c.offset not in bad:
