@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from neuron_profiler.trace import TraceFormatError
+from neuron_profiler.trace.files import check_not_input
 
 EXIT_BAD_INPUT = 2
 
@@ -92,6 +93,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from neuron_profiler.trace import read_trace
 
     out = Path(args.output)
+    check_not_input(out, [args.trace])
     if args.to == "parquet" and Path(args.trace).is_dir():  # a run: one dataset partitioned by rank
         return _convert_run(Path(args.trace), out)
     with read_trace(args.trace, strict=False) as tf:
@@ -154,6 +156,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from neuron_profiler.importers import import_source
     from neuron_profiler.importers.output import OutputWriteError
 
+    if args.output:
+        check_not_input(args.output, [args.source])
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -182,6 +186,7 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     src = Path(args.source)
     out = Path(args.output) if args.output else Path.cwd() / (_stem(src.name) + f".{args.target}.nprof")
+    check_not_input(out, [src])
     b = project_trace(src, args.target, num_cores=args.num_cores)
     path = b.write(out)
     sim = b.header.simulation

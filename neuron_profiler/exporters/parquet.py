@@ -116,7 +116,7 @@ def _export_trace(tf: TraceFile, out: Path) -> list[Path]:
         path = out / table / f"rank={rank}" / f"part-{window:05d}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         schema = _schema(table, meta)
-        with atomic_output(path) as tmp:
+        with atomic_output(path, [tf.path]) as tmp:
             with pq.ParquetWriter(tmp, schema) as w:
                 for df in tf.iter_table(table, batch_rows=BATCH_ROWS):
                     w.write_table(_batch(table, df, schema))

@@ -53,7 +53,7 @@ def export_perfetto(src: str | os.PathLike | TraceFile, out: str | os.PathLike) 
     ``out`` (the file appears only when complete)."""
     pf = _perfetto()
     out = Path(out)
-    with opened(src) as tf, atomic_output(out) as tmp, open(tmp, "wb") as f, gc_paused():
+    with opened(src) as tf, atomic_output(out, [tf.path]) as tmp, open(tmp, "wb") as f, gc_paused():
         _Export(tf, f, pf).run()
     return out
 

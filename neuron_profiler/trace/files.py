@@ -13,7 +13,7 @@ import mmap
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError
@@ -85,6 +85,32 @@ def output_target(path: str | os.PathLike) -> Path:
     return p
 
 
+class OutputIsInputError(ValueError):
+    """An output path that is one of the command's inputs, or resolves to one through symbolic or hard links:
+    writing it would replace the user's source file."""
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether paths ``a`` and ``b`` name the same file or directory: equal once symbolic links and ``..`` are
+    resolved, or the same inode (hard links, bind mounts). A path that does not exist is the same as nothing."""
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # missing, unreadable, or an embedded NUL byte
+        return False
+
+
+def check_not_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
+    """Raise ``OutputIsInputError`` when ``output`` is one of ``inputs`` (see ``same_file``): every command that
+    writes calls this before reading, so an output named like its input never replaces it."""
+    for src in inputs:
+        if src is not None and same_file(output, src):
+            same = "" if os.fspath(output) == os.fspath(src) else f" (it resolves to the input {src})"
+            raise OutputIsInputError(f"refusing to write {output}: it is the input{same}, which would be replaced; "
+                                     f"the output must differ from the input")
+
+
 def partial_name(target: Path) -> Path:
     """A fresh temporary name beside ``target`` for the file being written."""
     return target.with_name(f"{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
@@ -109,9 +135,10 @@ def discard(tmp: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> Iterator[Path]:
     """Yield a temporary path to write; on success it is renamed over ``path`` (or a symlink's target), on any
-    exception it is removed."""
+    exception it is removed. ``OutputIsInputError`` (nothing written) when ``path`` is one of ``inputs``."""
+    check_not_input(path, inputs)
     target = output_target(path)
     tmp, fd = create_partial(target)
     os.close(fd)
