@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from neuron_profiler.cli import EXIT_BAD_INPUT
+from neuron_profiler.cli import EXIT_BAD_INPUT, one_line, too_large
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +36,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Entry point of ``neuron-analyze``; returns the exit status. Python warnings raised while loading and
+    analysing (what an importer skipped, a numeric edge case) are printed once each as one line on stderr,
+    ``neuron-analyze: warning: ...``, without Python's source location."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return _run(build_parser().parse_args(argv))
+        finally:
+            _print_warnings(caught)
+
+
+def _print_warnings(caught: list) -> None:
+    counts: dict[str, int] = {}
+    for w in caught:
+        msg = " ".join(str(w.message).split())
+        counts[msg] = counts.get(msg, 0) + 1
+    for msg, n in counts.items():
+        print(f"neuron-analyze: warning: {msg}" + (f" ({n} times)" if n > 1 else ""), file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
     import analysis
     from neuron_profiler.trace import TraceFormatError
 
@@ -64,11 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:  # engine dask without Dask installed
         print(f"neuron-analyze: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
-        print(f"neuron-analyze: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except (TraceFormatError, OSError, ValueError) as e:  # the reader's and importers' error family, I/O errors
+        print(f"neuron-analyze: error: {one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (MemoryError, RecursionError) as e:  # an input too large for this machine (e.g. a 4 GB JSON file)
+        print(f"neuron-analyze: error: {too_large(path, e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
 
 

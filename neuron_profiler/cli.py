@@ -167,9 +167,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     except (OutputWriteError, TraceFormatError, ValueError) as e:  # one line, whatever the message holds
         print(f"neuron-trace: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (MemoryError, RecursionError) as e:  # pragma: no cover - the importer turns these into format errors
-        print(f"neuron-trace: error: {args.source}: too large or too deeply nested to import ({type(e).__name__})",
-              file=sys.stderr)
+    except (MemoryError, RecursionError) as e:  # the importer turns most of these into format errors
+        print(f"neuron-trace: error: {too_large(args.source, e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as e:
         if isinstance(e, (FileNotFoundError, IsADirectoryError, PermissionError)):
@@ -261,14 +260,26 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except (TraceFormatError, OSError, ValueError) as e:  # OSError: unreadable input, full disk, read-only output
-        print(f"neuron-trace: error: {_one_line(e)}", file=sys.stderr)
+        print(f"neuron-trace: error: {one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (MemoryError, RecursionError) as e:  # an input too large (or too deeply nested) for this machine
+        print(f"neuron-trace: error: {too_large(getattr(args, 'trace', None) or getattr(args, 'source', '?'), e)}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("neuron-trace: interrupted (no partial output was left)", file=sys.stderr)
         return 130
 
 
-def _one_line(e: BaseException) -> str:
+def too_large(path: object, e: BaseException) -> str:
+    """The one line for an input that ran out of memory (or of stack) while being read: what to do about it."""
+    what = "too deeply nested" if isinstance(e, RecursionError) else "too large to read into this machine's memory"
+    return (f"{path}: {what} ({type(e).__name__}); check that it is a trace, or read it on a machine with more "
+            f"memory")
+
+
+def one_line(e: BaseException) -> str:
+    """The message of ``e`` on one line (an OSError as `file: reason`)."""
     if isinstance(e, OSError) and e.strerror and not isinstance(e, TraceFormatError):
         return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     return " ".join(str(e).split())
