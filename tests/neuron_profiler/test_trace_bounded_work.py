@@ -104,3 +104,57 @@ def test_the_walkers_still_read_what_writers_write(tmp_path: Path) -> None:
         assert wire.leading_head(raw[:32]) == (msg.first_row, msg.rows)
         seen += 1
     assert seen >= 8
+
+
+def test_a_footer_of_a_million_empty_entries_is_not_parsed(tmp_path: Path) -> None:
+    """A footer replaced by a compressed run of empty index entries (``0a 00`` x 16M, 32 MB: found by the fuzzer)
+    was parsed into 16M messages (1.2 GB, 8 s). Now a footer decompressing to more than 16x the bytes before it +
+    2 MiB is unreadable: the file is scanned and reads completely."""
+    import subprocess
+    import sys
+
+    base = write_synthetic_trace(tmp_path / "base.nprof", 300, chunk_rows=256, steps=1, n_dma=20)
+    data = bytearray(base.read_bytes())
+    pos, length, rtype, _, _ = next(f for f in _frames(bytes(data)) if f[2] == framing.FOOTER)
+    data[pos:] = framing.encode_frame(rtype, framing.compress(b"\x0a\x00" * (16 * _MB), framing.CODEC_LZ4),
+                                      framing.CODEC_LZ4) + framing.TRAILER.pack(pos, framing.END_MAGIC)
+    bad = tmp_path / "footer_run.nprof"
+    bad.write_bytes(bytes(data))
+    code = ("import resource, sys; from neuron_profiler.trace import read_trace\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "tf = read_trace(sys.argv[1], strict=False); n = len(tf.table('instructions'))\n"
+            "print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10, tf.loss_report())")
+    out = subprocess.run([sys.executable, "-c", code, str(bad)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split(" ", 2)
+    rows, grew_mb, report = int(out[0]), int(out[1]), out[2]
+    assert rows == 300 and grew_mb < 100, out
+    assert report.startswith("the footer is unreadable (footer cannot be decompressed: lz4 block"), report
+
+
+_TRUNCATE_UNDER_A_READER = """
+import os, sys
+from neuron_profiler.trace import TraceFormatError, read_trace
+path = sys.argv[1]
+tf = read_trace(path)                      # header and index read; tables lazy
+size = os.path.getsize(path)
+with open(path, "r+b") as f:               # another process rewrites the file in place
+    f.truncate(size // 3)
+try:
+    tf.table("instructions")
+    print("read")
+except TraceFormatError as e:
+    print(type(e).__name__, e)
+"""
+
+
+def test_a_file_truncated_under_a_reader_is_an_error_not_sigbus(tmp_path: Path) -> None:
+    """Was: the reader mapped the file; truncating it in place while tables were still lazy killed the reader with
+    SIGBUS (exit 135) on the next table read. Now reads are positional: a documented ``TruncatedTraceError``."""
+    import subprocess
+    import sys
+
+    path = write_synthetic_trace(tmp_path / "t.nprof", 20_000, chunk_rows=1024, steps=1, n_dma=20)
+    r = subprocess.run([sys.executable, "-c", _TRUNCATE_UNDER_A_READER, str(path)], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.startswith("TruncatedTraceError") and "the file changed while it was read" in r.stdout, r.stdout
