@@ -262,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TraceFormatError, OSError, ValueError) as e:  # OSError: unreadable input, full disk, read-only output
         print(f"neuron-trace: error: {one_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ImportError as e:  # an optional extra is missing (pyarrow for parquet, perfetto): the message says which
+        print(f"neuron-trace: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (MemoryError, RecursionError) as e:  # an input too large (or too deeply nested) for this machine
         print(f"neuron-trace: error: {too_large(getattr(args, 'trace', None) or getattr(args, 'source', '?'), e)}",
               file=sys.stderr)

@@ -111,3 +111,54 @@ def test_repeated_warnings_are_counted(monkeypatch: pytest.MonkeyPatch, capsys: 
     assert capsys.readouterr().err.splitlines() == [
         "neuron-analyze: error: stop here",
         "neuron-analyze: warning: invalid value encountered in divide (3 times)"]
+
+
+@pytest.mark.parametrize("to, module", [("parquet", "pyarrow"), ("perfetto", "perfetto")])
+def test_a_missing_optional_extra_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture, to: str, module: str) -> None:
+    """Was: a RuntimeError traceback. Now one line naming the extra to install, exit 2, nothing written."""
+    from neuron_profiler.cli import main
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+
+    src = write_synthetic_trace(tmp_path / "t.nprof", 200, steps=1)
+    for name in list(sys.modules):
+        if name == module or name.startswith(module + "."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # `import pyarrow` raises ImportError
+    assert main(["convert", str(src), "--to", to, "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"neuron-profiler[{to}]" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.nprof"]
+
+
+def _capped_convert(src: Path, out: Path, limit: int) -> subprocess.CompletedProcess:
+    import signal
+
+    def cap() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "neuron_profiler.cli", "convert", str(src), "--to", "parquet",
+                           "-o", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300, preexec_fn=cap)
+
+
+def test_a_full_disk_leaves_no_partial_parquet_dataset(tmp_path: Path) -> None:
+    """Was: the tables written before the disk filled stayed (``out/host_ops/rank=0/part-00000.parquet`` ...): a
+    partial dataset that reads as the whole trace. Now everything this run wrote is removed, folders it created
+    included; what was in the output folder before stays."""
+    pytest.importorskip("pyarrow")
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+
+    src = write_synthetic_trace(tmp_path / "src.nprof", 60_000)
+    new = tmp_path / "new" / "pq"
+    r = _capped_convert(src, new, 64 << 10)  # the instructions table hits the cap, tables before it fit
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "new").exists()
+    mine = tmp_path / "mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "keep.txt").write_text("the user's")
+    r = _capped_convert(src, mine, 64 << 10)
+    assert r.returncode == 2
+    assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == ["notes", "notes/keep.txt"]
+    r = _capped_convert(src, mine, 1 << 30)  # without the cap the same export completes
+    assert r.returncode == 0 and len(list(mine.rglob("*.parquet"))) == 7
