@@ -12,7 +12,7 @@ from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLE_IDS, TABLE_NAMES, TABLES, columns_of
 from neuron_profiler.trace.encode import column_dtype, read_columns
 from neuron_profiler.trace.index import MAX_ROW_ID
-from neuron_profiler.trace.wire import scan_chunk
+from neuron_profiler.trace.wire import RepeatedFieldError, scan_chunk
 from schemas import pb
 
 #: A chunk with no stored column may declare at most this many (all-default) rows.
@@ -67,7 +67,10 @@ def decode_chunk(raw: bytes, table: str, cols: list[str], n_strings: int, *,
     columns are decoded into it. String ids must be below ``n_strings``."""
     spec = columns_of(table)
     table_id = TABLE_IDS[table]
-    view = scan_chunk(raw, _COLUMN_FIELDS[table])
+    try:
+        view = scan_chunk(raw, _COLUMN_FIELDS[table])
+    except RepeatedFieldError as e:
+        raise ChunkError(str(e)) from None
     if view is not None:
         if view.table_field != table_id:
             raise ChunkError(f"chunk frame says table {table!r}, payload holds {_table_name(view.table_field)!r}")

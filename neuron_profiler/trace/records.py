@@ -38,7 +38,7 @@ from neuron_profiler.trace.index import (
     read_frame,
     table_name,
 )
-from neuron_profiler.trace.wire import chunk_head, leading_head
+from neuron_profiler.trace.wire import RepeatedFieldError, chunk_head, leading_head
 from schemas import pb
 
 #: Footer metadata key under which a copy of a partial trace keeps its source's loss report.
@@ -359,7 +359,10 @@ class RecordFile:
 
     def _check_head(self, c: ChunkRef, raw: bytes) -> tuple[int, int]:
         """(first_row, rows) of chunk ``c`` from its bytes, checked against the index and the size limits."""
-        head = chunk_head(raw)
+        try:
+            head = chunk_head(raw)
+        except RepeatedFieldError as e:
+            raise self._err(CorruptTraceError, c.offset, str(e)) from None
         if head is None:
             msg = self._parse_chunk(c, raw)
             head = (msg.first_row, msg.rows)
