@@ -39,7 +39,16 @@ def build_page(ctx: Ctx, state: ViewState):
         state = state.with_(trace=ctx.store.default_key())
     if not state.trace:
         return error_box("no trace found under the served path")
-    return html.Div([guarded(banner, ctx, state), PAGE_MODULES[state.page].layout(ctx, state)])
+    notice = [url_problems(state.problems)] if state.problems else []
+    return html.Div([*notice, guarded(banner, ctx, state), PAGE_MODULES[state.page].layout(ctx, state)])
+
+
+def url_problems(problems: tuple[str, ...]) -> html.Div:
+    """What was wrong in the address (each value ignored: the page shows its default instead)."""
+    return html.Div([html.B("The address has invalid values, ignored: "), html.Span("; ".join(problems))],
+                    className="nx-url-problems", id="url-problems",
+                    style={"background": "#fff4e5", "border": "1px solid #f0c36d", "padding": "8px 10px",
+                           "margin": "8px 0", "color": "#663c00"})
 
 
 def _nav(state: ViewState) -> list:
