@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from neuron_profiler.cli import EXIT_BAD_INPUT, one_line, too_large
+from neuron_profiler.cli import EXIT_BAD_INPUT
+from neuron_profiler.climessages import one_line, too_large
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from neuron_profiler.climessages import one_line, too_large
 from neuron_profiler.trace import TraceFormatError
 from neuron_profiler.trace.files import check_not_input
 
@@ -272,20 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("neuron-trace: interrupted (no partial output was left)", file=sys.stderr)
         return 130
-
-
-def too_large(path: object, e: BaseException) -> str:
-    """The one line for an input that ran out of memory (or of stack) while being read: what to do about it."""
-    what = "too deeply nested" if isinstance(e, RecursionError) else "too large to read into this machine's memory"
-    return (f"{path}: {what} ({type(e).__name__}); check that it is a trace, or read it on a machine with more "
-            f"memory")
-
-
-def one_line(e: BaseException) -> str:
-    """The message of ``e`` on one line (an OSError as `file: reason`)."""
-    if isinstance(e, OSError) and e.strerror and not isinstance(e, TraceFormatError):
-        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
-    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":
