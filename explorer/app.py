@@ -19,6 +19,7 @@ from dash.exceptions import PreventUpdate
 
 from .api import register_api
 from .banner import banner
+from .hostcheck import protect
 from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
 from .state import PAGE_TITLES, PAGES, ViewState
@@ -58,9 +59,12 @@ def _nav(state: ViewState) -> list:
 
 
 def create_app(path: str | Path | None = None, *, store: TraceStore | None = None, cache_size: int = 4,
-               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0) -> dash.Dash:
+               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0,
+               allow_hosts: tuple[str, ...] = ()) -> dash.Dash:
     """Build the app serving the traces under ``path`` (a trace file or a directory). A page waits up to
-    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait)."""
+    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait).
+    Requests must name 127.0.0.1, localhost or [::1] (any port) or one of ``allow_hosts`` (``NAME[:PORT]``, ``*``:
+    any), else 403: ``explorer.hostcheck``, which ``neuron-explorer`` narrows to the port it serves."""
     if store is None:
         if path is None:
             raise ValueError("create_app needs a path or a store")
@@ -128,6 +132,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         if reg is not None:
             reg(app, ctx)
     register_api(app.server, store, timeline.picked_of)
+    protect(app.server, "127.0.0.1", None, allow_hosts)
     return app
 
 

@@ -37,8 +37,8 @@ def _split(hostport: str) -> tuple[str, int | None]:
 class AllowedHosts:
     """The host names (and ports) a request may name; see the module docstring."""
 
-    def __init__(self, bind_host: str, port: int, extra: Iterable[str] = ()) -> None:
-        self.port = int(port)
+    def __init__(self, bind_host: str, port: int | None, extra: Iterable[str] = ()) -> None:
+        self.port = None if port is None else int(port)  # None: any port (create_app, before one is chosen)
         self.any = False
         self.exact: set[tuple[str, int | None]] = set()  # (host, port); port None: any port
         names = list(_LOOPBACK)
@@ -82,8 +82,10 @@ class AllowedHosts:
         return (host, port) in self.exact or (host, None) in self.exact
 
     def describe(self) -> str:
-        return ", ".join(sorted(f"[{h}]:{p}" if ":" in h else f"{h}:{p if p is not None else '*'}"
-                                for h, p in self.exact))
+        def one(h: str, p: int | None) -> str:
+            return (f"[{h}]" if ":" in h else h) + f":{p if p is not None else '*'}"
+
+        return ", ".join(sorted(one(h, p) for h, p in self.exact))
 
 
 class HostCheck:
@@ -110,8 +112,10 @@ class HostCheck:
         return [body]
 
 
-def protect(server, bind_host: str, port: int, extra: Iterable[str] = ()) -> AllowedHosts:
-    """Wrap the Flask ``server``'s WSGI app in :class:`HostCheck` (every route, whichever server runs it)."""
+def protect(server, bind_host: str, port: int | None, extra: Iterable[str] = ()) -> AllowedHosts:
+    """Wrap the Flask ``server``'s WSGI app in :class:`HostCheck` (every route, whichever server runs it); called
+    again, it replaces the allowed hosts (``create_app`` allows the loopback names on any port, ``neuron-explorer``
+    narrows that to the port it serves)."""
     allowed = AllowedHosts(bind_host, port, extra)
     if not isinstance(server.wsgi_app, HostCheck):
         server.wsgi_app = HostCheck(server.wsgi_app, allowed)

@@ -137,3 +137,13 @@ def test_a_missing_dependency_is_one_line(served_dir, monkeypatch, capsys) -> No
     assert cli.main([str(served_dir / "single.nprof")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "dash_mantine_components" in err and "Traceback" not in err
+
+
+def test_create_app_is_protected_before_any_port_is_chosen(served_dir) -> None:
+    """``create_app(path).run()`` from Python is protected too: loopback names on any port, ``allow_hosts``."""
+    c = create_app(served_dir).server.test_client()
+    assert c.get("/_dash-layout").status_code == 200  # the test client's Host: localhost
+    assert c.get("/_dash-layout", headers={"Host": "127.0.0.1:9"}).status_code == 200
+    assert c.get("/_dash-layout", headers={"Host": "evil.example:8050"}).status_code == 403
+    c = create_app(served_dir, allow_hosts=("box.corp",)).server.test_client()
+    assert c.get("/_dash-layout", headers={"Host": "box.corp:1234"}).status_code == 200
