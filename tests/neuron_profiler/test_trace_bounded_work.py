@@ -170,3 +170,36 @@ def test_a_repeated_top_level_field_is_corruption_found_in_the_first_bytes(tmp_p
     with pytest.raises(CorruptTraceError, match="(holds|repeats) field 1"):
         with read_trace(path) as tf:
             tf.tables()
+
+
+def test_a_strings_chunk_of_zeros_is_refused_before_it_inflates(tmp_path: Path) -> None:
+    """The strings chunk's first bytes are decoded alone (an LZ4 block: only the sequences that produce them), so
+    a 300 KB file holding a 75 MB run of zeros is refused without allocating it (was: 255 MB peak RSS for
+    ``neuron-trace info``, 625 MB for a 1 MB file)."""
+    import subprocess
+    import sys
+
+    path = _with_payload(tmp_path, "strings", b"\0" * (75 * _MB))
+    code = ("import resource, sys; from neuron_profiler.trace import read_trace\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "tf = read_trace(sys.argv[1], strict=False); tf.loss_report(verify=True); tf.tables()\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10, tf.loss_report())")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split(" ", 1)
+    assert int(out[0]) < 40, out  # MB
+    assert "1 of 2 strings chunks unreadable" in out[1]
+
+
+def test_lz4_prefix_matches_the_full_decode() -> None:
+    """Oracle: python-lz4's whole-block decode, on random, repetitive and mixed data, for every prefix length."""
+    import random
+
+    rng = random.Random(5)
+    blobs = [b"\0" * 100_000, b"\x08\x00" * 5000, rng.randbytes(3000), b"abc" * 700 + rng.randbytes(50) + b"z" * 999,
+             bytes(range(256)) * 30, b"x"]
+    for blob in blobs:
+        block = framing.compress(blob, framing.CODEC_LZ4)
+        for n in (0, 1, 2, 4, 15, 16, 19, 32, 300, 4096, len(blob), len(blob) + 7):
+            assert framing.decompress_prefix(block, framing.CODEC_LZ4, n) == blob[:n], (len(blob), n)
+    with pytest.raises(ValueError):
+        framing.decompress_prefix(b"\xff\xff\xff\x7f" + b"\x1f\x00\x05\x00", framing.CODEC_LZ4, 32)
