@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import analysis  # already loaded: this module is part of the package
+from neuron_profiler.climessages import one_line, too_large
 from neuron_profiler.exitcodes import EXIT_BAD_INPUT
 from neuron_profiler.trace import TraceFormatError
 
@@ -40,7 +41,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Entry point of ``neuron-analyze``; returns the exit status. Python warnings raised while loading and
+    analysing (what an importer skipped, a numeric edge case) are printed once each as one line on stderr,
+    ``neuron-analyze: warning: ...``, without Python's source location."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return _run(build_parser().parse_args(argv))
+        finally:
+            _print_warnings(caught)
+
+
+def _print_warnings(caught: list) -> None:
+    counts: dict[str, int] = {}
+    for w in caught:
+        msg = " ".join(str(w.message).split())
+        counts[msg] = counts.get(msg, 0) + 1
+    for msg, n in counts.items():
+        print(f"neuron-analyze: warning: {msg}" + (f" ({n} times)" if n > 1 else ""), file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     engine = args.engine or ("dask" if args.scheduler or args.workers is not None else "pandas")
     try:
@@ -63,11 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:  # engine dask without Dask installed
         print(f"neuron-analyze: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
-        print(f"neuron-analyze: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except (TraceFormatError, OSError, ValueError) as e:  # the reader's and importers' error family, I/O errors
+        print(f"neuron-analyze: error: {one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (MemoryError, RecursionError) as e:  # an input too large for this machine (e.g. a 4 GB JSON file)
+        print(f"neuron-analyze: error: {too_large(path, e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
 
 

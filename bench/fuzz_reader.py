@@ -5,7 +5,10 @@ Seeds are small valid traces (each codec, several chunks per table, a partial fi
 truncations, deleted, duplicated and spliced ranges), some aware of the layout so they get past the checksums to
 the decoders: a frame field changed with its check byte recomputed, a chunk payload changed (decompressed,
 mutated, recompressed, re-framed with a valid CRC), a chunk's first_row/rows set to boundary values, footer index
-entries duplicated/removed/changed, header fields changed, whole frames removed, duplicated or swapped.
+entries duplicated/removed/changed, header fields changed, whole frames removed, duplicated or swapped. Since issue
+26 also: compressed runs (zeros, a repeated field; up to 32 MiB decompressed) as the payload of every record kind,
+lone surrogates and other invalid UTF-8 in every string position (strings table, header and footer fields and map
+keys), varints beyond int64 in every varint position.
 
 Each input goes through the public API, strict and lenient: ``read_trace``, ``row_counts``, ``time_range``,
 ``codecs``, ``tables()``, ``iter_table``, ``loss_report(verify=True)``, ``validate_trace``. Documented outcomes:
@@ -154,7 +157,7 @@ def _payload(rng, data, seeds) -> None:
     except ValueError:
         return
     for _ in range(rng.randint(1, 4)):
-        rng.choice([_flip, _bits, _truncate, _delete, _duplicate, _varint])(rng, plain, seeds)
+        rng.choice([_flip, _bits, _truncate, _delete, _duplicate, _varint, _surrogates, _bignum])(rng, plain, seeds)
     new_codec = codec if rng.random() < 0.7 else rng.choice(list(framing.CODECS.values()))
     try:
         payload = framing.compress(bytes(plain), new_codec)
@@ -254,8 +257,68 @@ def _frames_move(rng, data, seeds) -> None:
         data[a:a + 12 + la] = fb
 
 
+#: Decompressed sizes of the compressed runs ``_runs`` writes: up to 32 MiB (within the 10x + 128 MB bound of the
+#: small seeds only because the reader never holds more than a chunk's declared bound).
+_RUN_SIZES = [1 << 10, 1 << 16, 1 << 20, 8 << 20, 32 << 20]
+#: Runs that compress to almost nothing: zeros (field 0), a repeated varint field (first_row / rows), a repeated
+#: empty length-delimited field.
+_RUN_PATTERNS = [b"\0", b"\x08\x00", b"\x10\x01", b"\x0a\x00", b"\x08\xff\xff\xff\xff\x0f"]
+
+
+def _runs(rng, data, seeds) -> None:
+    """Replace the payload of one record of any kind (the header, a chunk of any table, strings included, the footer)
+    by a compressed run (zeros or a repeated field, up to 32 MiB decompressed), validly framed: the decoders see
+    it. Found the reader hang of issue 26 (a strings chunk of zeros walked 2 bytes per Python iteration)."""
+    fr = frames(bytes(data))
+    if not fr:
+        return
+    pos, length, rtype, codec, table = rng.choice(fr)
+    pattern = rng.choice(_RUN_PATTERNS)
+    size = rng.choice(_RUN_SIZES)
+    plain = pattern * (size // len(pattern))
+    if rng.random() < 0.5:  # a valid head, then the run: past the row-range checks
+        plain = bytes([0x08, 0x00, 0x10, rng.choice([1, 100, 127])]) + plain
+    new_codec = rng.choice([framing.CODEC_LZ4, framing.CODEC_LZ4, framing.CODEC_ZSTD, framing.CODEC_ZLIB])
+    data[pos:pos + framing.FRAME.size + length] = reframe(rtype, framing.compress(plain, new_codec), new_codec, table)
+
+
+#: Encodings of lone surrogates and other invalid UTF-8, each the same length as what it replaces where possible.
+_BAD_UTF8 = [b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xed\xb2\x80", b"\xc0\xaf", b"\xff", b"\xf4\x90\x80\x80"]
+
+
+def _surrogates(rng, plain: bytearray, seeds) -> None:
+    """Overwrite printable bytes of a decompressed payload (a string of the strings table, a header or footer string
+    field or map key) in place with a lone surrogate's bytes (or other invalid UTF-8): lengths stay valid, so
+    the protobuf parser meets the bad string."""
+    starts = [i for i in range(len(plain) - 4) if 0x20 <= plain[i] < 0x7F and 0x20 <= plain[i + 1] < 0x7F]
+    if not starts:
+        return
+    for _ in range(rng.randint(1, 3)):
+        i = rng.choice(starts)
+        bad = rng.choice(_BAD_UTF8)
+        plain[i:i + len(bad)] = bad
+
+
+#: Varints of values no int64 holds, and an overlong one (11 bytes).
+_BIG_VARINTS = [bytes([0xFF] * 9 + [0x01]), bytes([0x80] * 9 + [0x01]), bytes([0xFF] * 10 + [0x01]),
+                bytes([0xFF] * 8 + [0x7F])]
+
+
+def _bignum(rng, plain: bytearray, seeds) -> None:
+    """Replace the value of a varint field (a key byte with wire type 0, anywhere in the payload: chunk head, header
+    ranks / versions / times, footer counts and index) by a number beyond int64 (2^63, 2^64 - 1, overlong)."""
+    keys = [i for i in range(len(plain) - 1) if plain[i] & 7 == 0 and 0 < plain[i] >> 3 < 16]
+    if not keys:
+        return
+    i = rng.choice(keys)
+    end = i + 1
+    while end < len(plain) and plain[end] & 0x80:
+        end += 1
+    plain[i + 1:end + 1] = rng.choice(_BIG_VARINTS)
+
+
 MUTATIONS = [(_flip, 3), (_bits, 2), (_truncate, 2), (_delete, 1), (_duplicate, 1), (_splice, 1), (_frame_field, 3),
-             (_payload, 4), (_footer, 3), (_header, 1), (_frames_move, 2)]
+             (_payload, 4), (_footer, 3), (_header, 1), (_frames_move, 2), (_runs, 2)]
 _FUNCS = [f for f, w in MUTATIONS for _ in range(w)]
 
 
@@ -420,10 +483,38 @@ def fuzz(n_inputs: int, *, workers: int = 2, seed: int = 1, timeout: float = 20.
         pool.run(range(n_inputs), on_result)
     finally:
         pool.close()
+    _recheck_hangs(findings, counts, seeds, seed, timeout, mem_limit_mb)
     return {"inputs": sum(counts.values()), "seconds": time.monotonic() - t0, "outcomes": dict(counts),
             "findings": dict(findings), "peak_max_bytes": peak_max[0], "peak_max_input_bytes": peak_max[1],
             "peak_max_input": peak_max[2], "max_excess_over_10x_bytes": excess_max[0], "seeds": len(seeds),
             "largest_seed_bytes": max(map(len, seeds))}
+
+
+def _recheck_hangs(findings: dict, counts: collections.Counter, seeds: list[bytes], seed: int, timeout: float,
+                   mem_limit_mb: int) -> None:
+    """Run each input that timed out again, alone in a fresh worker with the same timeout: on a machine shared with
+    other jobs (the fuzzer runs at low priority) an input of 0.05 s can miss a 10 s timeout. One that finishes
+    this time is counted as "slow once, finished alone", not as a hang; one that times out again stays a hang."""
+    hung = findings.pop("HANG", [])
+    again: list[int] = []
+
+    def on_result(i: int, outcome: str, tb: str, peak: int, size: int) -> None:
+        if outcome == "HANG":
+            again.append(i)
+
+    if hung:
+        pool = Pool(1, seeds, seed, timeout, mem_limit_mb << 20)
+        try:
+            pool.run(hung, on_result)
+        finally:
+            pool.close()
+    if again:
+        findings["HANG"] = again
+    if len(hung) > len(again):
+        counts["HANG"] -= len(hung) - len(again)
+        counts["slow once (load), finished alone"] += len(hung) - len(again)
+        if not counts["HANG"]:
+            del counts["HANG"]
 
 
 def _atheris(argv: list[str]) -> None:

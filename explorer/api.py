@@ -3,12 +3,14 @@
 ``GET /api/timeline/view?trace=KEY[&rank=R]&t0=NS&t1=NS&w=PX[&g=0.3.4][&color=op][&q=TEXT][&pick=N]``
 answers one view (``explorer.tiles.view_payload``): the level-of-detail shapes of the shown row groups
 ``g`` (positions in the index's group list; absent = all) in [t0, t1) ns from the trace start, at one
-shape per pixel of ``w``. Every parameter is parsed as a plain bounded int or string; the trace key goes
-through the store (only served traces); errors answer a short JSON message, never a traceback.
+shape per pixel of ``w``. Every parameter is parsed as a plain bounded int or string: an invalid one (``t0=inf``,
+``rank=1e400``, ``pick=-1``) answers 400 naming it; the trace key goes through the store (only served traces,
+else 404); other errors answer a short JSON message (500), never a traceback.
 """
 from __future__ import annotations
 
 import logging
+import math
 
 import orjson
 from flask import Response, request
@@ -16,7 +18,7 @@ from flask import Response, request
 from .banner import DOCS
 from .pages.common import short_error
 from .rows import COLOR_MODES
-from .state import _int, _str
+from .state import INT_LIMIT, _int, _str, parse_int
 from .store import TraceAccessError, TraceStore
 from .tiles import view_payload
 from .viewport import query_view
@@ -41,21 +43,54 @@ def _groups(raw: str | None, n: int) -> list[int] | None:
     return out
 
 
+class BadRequest(ValueError):
+    """A query parameter that is not a valid value (answered 400 with the reason)."""
+
+
+def _width(v: str | None) -> int:
+    """The view's width in pixels: a finite number (the canvas may send a fraction), clamped to [100, 4000]."""
+    if v is None or not v.strip():
+        return 1200
+    try:
+        f = float(v) if len(v) <= 24 else math.nan
+    except ValueError:
+        f = math.nan
+    if not math.isfinite(f):
+        raise BadRequest(f"w={v[:40]!r} is not a width in pixels")
+    return int(min(max(f, 100), MAX_WIDTH_PX))
+
+
+def _params(args) -> tuple[int | None, int | None, int | None, int | None, int]:
+    """(rank, t0, t1, pick, width) of a request; ``BadRequest`` naming the first invalid one."""
+    try:
+        rank = parse_int(args.get("rank"), "rank", 0, (1 << 31) - 1)
+        t0, t1 = parse_int(args.get("t0"), "t0"), parse_int(args.get("t1"), "t1")
+        pick = parse_int(args.get("pick"), "pick", 0, INT_LIMIT)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if t0 is not None and t1 is not None and t1 <= t0:
+        raise BadRequest(f"t1={t1} is not after t0={t0}")
+    return rank, t0, t1, pick, _width(args.get("w"))
+
+
 def timeline_view(store: TraceStore, args, picked_of) -> dict:
-    """The payload for one request's ``args`` (a mapping of query strings); raises the store's errors."""
+    """The payload for one request's ``args`` (a mapping of query strings); raises ``BadRequest`` for an invalid
+    value and the store's errors."""
     key = _str(args.get("trace"))
     if key is None:
         raise TraceAccessError("no trace selected")
-    index = store.timeline(key, _int(args.get("rank")))
-    t0, t1 = _int(args.get("t0")), _int(args.get("t1"))
-    width = min(max(_int(args.get("w")) or 1200, 100), MAX_WIDTH_PX)
+    rank, t0, t1, pick, width = _params(args)
+    index = store.timeline(key, rank)
     color = args.get("color") if args.get("color") in COLOR_MODES else "op"
     q = (args.get("q") or "")[:200]
     groups = index.groups
     g = _groups(args.get("g"), len(groups))
     shown = None if g is None else [groups[i] for i in g]
-    pick = _int(args.get("pick"))
-    view = query_view(index, t0, t1, width, shown, q, picked=picked_of(index, pick))
+    try:
+        picked = picked_of(index, pick)
+    except ValueError as exc:  # e.g. no roofline point of that number in this trace
+        raise BadRequest(f"pick={pick}: {exc}") from None
+    view = query_view(index, t0, t1, width, shown, q, picked=picked)
     return view_payload(index, view, color)
 
 
@@ -78,6 +113,8 @@ def register_api(server, store: TraceStore, picked_of) -> None:
     def _timeline_view():
         try:
             return _json(timeline_view(store, request.args, picked_of))
+        except BadRequest as exc:
+            return _json({"error": str(exc)}, 400)
         except TraceAccessError as exc:
             return _json({"error": str(exc)}, 404)
         except Exception as exc:  # noqa: BLE001 - short message to the browser, traceback to the log

@@ -19,6 +19,7 @@ from dash.exceptions import PreventUpdate
 
 from .api import register_api
 from .banner import banner
+from .hostcheck import protect
 from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
 from .state import PAGE_TITLES, PAGES, ViewState
@@ -39,7 +40,16 @@ def build_page(ctx: Ctx, state: ViewState):
         state = state.with_(trace=ctx.store.default_key())
     if not state.trace:
         return error_box("no trace found under the served path")
-    return html.Div([guarded(banner, ctx, state), PAGE_MODULES[state.page].layout(ctx, state)])
+    notice = [url_problems(state.problems)] if state.problems else []
+    return html.Div([*notice, guarded(banner, ctx, state), PAGE_MODULES[state.page].layout(ctx, state)])
+
+
+def url_problems(problems: tuple[str, ...]) -> html.Div:
+    """What was wrong in the address (each value ignored: the page shows its default instead)."""
+    return html.Div([html.B("The address has invalid values, ignored: "), html.Span("; ".join(problems))],
+                    className="nx-url-problems", id="url-problems",
+                    style={"background": "#fff4e5", "border": "1px solid #f0c36d", "padding": "8px 10px",
+                           "margin": "8px 0", "color": "#663c00"})
 
 
 def _nav(state: ViewState) -> list:
@@ -49,9 +59,12 @@ def _nav(state: ViewState) -> list:
 
 
 def create_app(path: str | Path | None = None, *, store: TraceStore | None = None, cache_size: int = 4,
-               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0) -> dash.Dash:
+               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0,
+               allow_hosts: tuple[str, ...] = ()) -> dash.Dash:
     """Build the app serving the traces under ``path`` (a trace file or a directory). A page waits up to
-    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait)."""
+    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait).
+    Requests must name 127.0.0.1, localhost or [::1] (any port) or one of ``allow_hosts`` (``NAME[:PORT]``, ``*``:
+    any), else 403: ``explorer.hostcheck``, which ``neuron-explorer`` narrows to the port it serves."""
     if store is None:
         if path is None:
             raise ValueError("create_app needs a path or a store")
@@ -119,6 +132,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         if reg is not None:
             reg(app, ctx)
     register_api(app.server, store, timeline.picked_of)
+    protect(app.server, "127.0.0.1", None, allow_hosts)
     return app
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +21,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="Dash debug mode on Flask's development server (reloader, dev tools); off by default")
     p.add_argument("--threads", type=int, default=8, help="worker threads of the WSGI server (default 8)")
     p.add_argument("--cache", type=int, default=4, help="open traces kept in memory (default 4)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                   help="also answer requests naming this host (e.g. behind a proxy); repeatable; '*' turns the "
+                        "Host check off. By default only 127.0.0.1, localhost and [::1] on --port are answered "
+                        "(other Host headers get 403: a web page cannot reach the explorer by DNS rebinding)")
     return p.parse_args(argv)
 
 
@@ -42,8 +47,13 @@ def resolve_path(arg: str | None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     path = resolve_path(args.path)
-    from .app import create_app
-    from .store import TraceError, TraceStore
+    try:
+        from .app import create_app
+        from .store import TraceError, TraceStore
+    except ImportError as exc:  # a dependency of the web app is missing: one line, what to install
+        print(f"neuron-explorer: error: the explorer needs {exc.name or exc} (pip install 'neuron-profiler' "
+              f"installs it with its dependencies; {exc})", file=sys.stderr)
+        return 2
 
     store = TraceStore(path, cache_size=args.cache, progress=True)
     singles = [e.key for e in store.entries() if not e.is_group]
@@ -64,18 +74,27 @@ def main(argv: list[str] | None = None) -> int:
         from .frames import warm
 
         warm(app._explorer_ctx, store.preferred)
+    from .hostcheck import protect
+
+    protect(app.server, args.host, args.port, args.allow_host)  # every route, under either server
     print(f"neuron-explorer serving {path} ({len(store.entries())} traces) at http://{args.host}:{args.port}/",
           flush=True)
-    if args.debug:
-        app.run(host=args.host, port=args.port, debug=True)
-    else:
-        serve(app, args.host, args.port, threads=args.threads)
+    try:
+        if args.debug:
+            app.run(host=args.host, port=args.port, debug=True)
+        else:
+            serve(app, args.host, args.port, threads=args.threads)
+    except OSError as exc:  # the port is taken, the address is not this machine's, no permission for port < 1024
+        why = "the port is in use (another neuron-explorer?): pick another --port" if exc.errno == errno.EADDRINUSE \
+            else (exc.strerror or str(exc))
+        print(f"neuron-explorer: error: cannot serve on {args.host}:{args.port}: {why}", file=sys.stderr)
+        return 2
     return 0
 
 
 def serve(app, host: str, port: int, threads: int = 8) -> None:
     """Serve with waitress (a production WSGI server: no development-server warning, a bounded thread pool,
-    request-size and channel limits)."""
+    request-size and channel limits). The Host check is ``explorer.hostcheck.protect`` (``main`` applies it)."""
     import logging
 
     import waitress

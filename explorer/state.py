@@ -9,7 +9,9 @@ defaults (the URL is user input: nothing in it is evaluated; the trace key is ch
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import math
+import re
+from dataclasses import asdict, dataclass, field, replace
 from urllib.parse import parse_qs, urlencode
 
 PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "collectives", "compare", "query")
@@ -47,6 +49,8 @@ class ViewState:
     regions: tuple[str, ...] | None = None  # Summary regions shown side by side (explorer.regions keys)
     keys: tuple[str, ...] | None = None  # Compare alignment keys (analysis.diff keys)
     sql: str = ""  # the Query page's SQL
+    #: what ``decode`` found wrong in the URL and ignored (shown above the page); never encoded
+    problems: tuple[str, ...] = field(default=(), compare=False)
 
     def with_(self, **kw) -> ViewState:
         return replace(self, **kw)
@@ -56,11 +60,45 @@ class ViewState:
         return encode(self.with_(**kw) if kw else self)
 
 
-def _int(v: str | None) -> int | None:
-    if v is None or len(v) > 24:
+#: Integers in URLs (ns times, row ids, ranks, picks) stay within this (int64 arithmetic on them cannot overflow).
+INT_LIMIT = 1 << 62
+_INT_RE = re.compile(r"[+-]?[0-9]{1,19}")
+_FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def parse_int(v: str | None, name: str, lo: int = -INT_LIMIT, hi: int = INT_LIMIT) -> int | None:
+    """``v`` as an integer in [lo, hi], None when absent or blank; ``ValueError`` saying what is wrong otherwise
+    (``inf``, ``1e400``, ``nan``, text, a number out of range). A decimal integer, or a finite number written
+    as a float (``1e3``, ``2.5``: its integer part), checked against the range before it is used: ``1e20`` is no
+    int64, ``int(float('inf'))`` raises OverflowError."""
+    if v is None or not v.strip():
         return None
+    text = v.strip()
+    if _INT_RE.fullmatch(text):
+        i = int(text)
+    else:
+        try:
+            f = float(text) if len(text) <= 32 and _FLOAT_RE.fullmatch(text) else math.nan
+        except ValueError:
+            f = math.nan
+        if not math.isfinite(f):
+            raise ValueError(f"{name}={_show(v)} is not a finite number")
+        if not lo <= f <= hi:
+            raise ValueError(f"{name}={_show(v)} is out of range ({lo:,} to {hi:,})")
+        i = int(f)
+    if not lo <= i <= hi:
+        raise ValueError(f"{name}={_show(v)} is out of range ({lo:,} to {hi:,})")
+    return i
+
+
+def _show(v: str) -> str:
+    return repr(v if len(v) <= 40 else v[:40] + "...")
+
+
+def _int(v: str | None) -> int | None:
+    """``parse_int`` with anything invalid as None."""
     try:
-        return int(float(v)) if v.strip() else None
+        return parse_int(v, "value")
     except ValueError:
         return None
 
@@ -75,6 +113,7 @@ def encode(state: ViewState) -> str:
     """``/page?query`` (defaults omitted)."""
     d = asdict(state)
     page = d.pop("page")
+    d.pop("problems")
     q: dict[str, str | list[str]] = {}
     default = asdict(ViewState())
     for k, v in d.items():
@@ -96,15 +135,27 @@ def decode(pathname: str | None, search: str | None) -> ViewState:
         page = "summary"
     raw = parse_qs((search or "").lstrip("?")[: 16 * _MAX_LEN], keep_blank_values=False)
     get = lambda k: raw.get(k, [None])[0]  # noqa: E731
+    problems: list[str] = []
+
+    def num(key: str, lo: int = -INT_LIMIT, hi: int = INT_LIMIT, v: str | None = None) -> int | None:
+        try:
+            return parse_int(get(key) if v is None else v, key, lo, hi)
+        except ValueError as exc:
+            problems.append(str(exc))
+            return None
+
     sel = None
-    s = _str(get("sel"))
-    if s and ":" in s:
+    s = get("sel")
+    if s:
         tab, _, row = s.partition(":")
-        r = _int(row)
-        if tab in SEL_TABLES and r is not None and r >= 0:
+        r = num("sel", 0, INT_LIMIT, row) if tab in SEL_TABLES else None
+        if tab not in SEL_TABLES:
+            problems.append(f"sel={_show(s)} is not TABLE:ROW with TABLE one of {', '.join(SEL_TABLES)}")
+        elif r is not None:
             sel = (tab, r)
-    t0, t1 = _int(get("t0")), _int(get("t1"))
+    t0, t1 = num("t0"), num("t1")
     if t0 is not None and t1 is not None and t1 <= t0:
+        problems.append(f"t1={t1} is not after t0={t0}: the whole trace is shown")
         t0 = t1 = None
     color = get("color") if get("color") in COLOR_MODES else "op"
     q = (get("q") or "")[:200]
@@ -113,15 +164,14 @@ def decode(pathname: str | None, search: str | None) -> ViewState:
     if r:
         ints = [_int(x) for x in r.split(".")[:_MAX_ITEMS]]
         rows = tuple(dict.fromkeys(i for i in ints if i is not None and i >= 0)) or None
-    pick = _int(get("pick"))
-    return ViewState(page=page, trace=_str(get("trace")), rank=_int(get("rank")), t0=t0, t1=t1, sel=sel, q=q,
-                     color=color, other=_str(get("other")), rows=rows,
-                     pick=pick if pick is not None and pick >= 0 else None,
+    pick = num("pick", 0, INT_LIMIT)
+    return ViewState(page=page, trace=_str(get("trace")), rank=num("rank", 0, (1 << 31) - 1), t0=t0, t1=t1,
+                     sel=sel, q=q, color=color, other=_str(get("other")), rows=rows, pick=pick,
                      roof_color=get("roof_color") if get("roof_color") in ROOF_COLORS else "bound",
                      engines=_strs(raw.get("engines")), bounds=_strs(raw.get("bounds")),
                      notes=_strs(raw.get("note")), regions=_strs((raw.get("region") or [])[:3]),
                      keys=tuple(k for k in _strs(raw.get("keys")) or () if k in DIFF_KEYS) or None,
-                     sql=(get("sql") or "")[:_MAX_SQL])
+                     sql=(get("sql") or "")[:_MAX_SQL], problems=tuple(problems))
 
 
 def _strs(vals: list[str] | None) -> tuple[str, ...] | None:

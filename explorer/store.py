@@ -15,6 +15,7 @@ from pathlib import Path
 
 import analysis
 from neuron_profiler.importers import is_trace_source
+from neuron_profiler.importers.source import names_trace_content
 
 from .rows import TimelineIndex, build_index
 
@@ -100,7 +101,8 @@ def run_groups(base: Path, keys: list[str]) -> list[tuple[str, list[str]]]:
 def _is_trace_file(p: Path) -> bool:
     # what a path holds is decided by the importers (by content: Kineto / Explorer JSON, .nprof, Explorer
     # Parquet profile directories), the one place that also opens it (analysis.load -> importers.open_source)
-    return is_trace_source(p)
+    # a JSON object of another shape (a synthetic run's truth.json) is not listed: opened, it only errors
+    return is_trace_source(p) and names_trace_content(p)
 
 
 def _stem(name: str) -> str:

@@ -11,9 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+from neuron_profiler.climessages import one_line, too_large
 from neuron_profiler.exitcodes import EXIT_BAD_INPUT
 from neuron_profiler.hardware import Target
 from neuron_profiler.trace import TraceFormatError
+from neuron_profiler.trace.files import check_not_input
 
 
 def _fmt_ns(ns: float) -> str:
@@ -116,6 +118,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from neuron_profiler.trace import read_trace
 
     out = Path(args.output)
+    check_not_input(out, [args.trace])
     if args.to == "parquet" and Path(args.trace).is_dir():  # a run: one dataset partitioned by rank
         return _convert_run(Path(args.trace), out)
     with read_trace(args.trace, strict=False) as tf:
@@ -178,6 +181,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from neuron_profiler.importers import import_source
     from neuron_profiler.importers.output import OutputWriteError
 
+    if args.output:
+        check_not_input(args.output, [args.source])
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -187,9 +192,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     except (OutputWriteError, TraceFormatError, ValueError) as e:  # one line, whatever the message holds
         print(f"neuron-trace: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (MemoryError, RecursionError) as e:  # pragma: no cover - the importer turns these into format errors
-        print(f"neuron-trace: error: {args.source}: too large or too deeply nested to import ({type(e).__name__})",
-              file=sys.stderr)
+    except (MemoryError, RecursionError) as e:  # the importer turns most of these into format errors
+        print(f"neuron-trace: error: {too_large(args.source, e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as e:
         if isinstance(e, (FileNotFoundError, IsADirectoryError, PermissionError)):
@@ -206,6 +210,7 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     src = Path(args.source)
     out = Path(args.output) if args.output else Path.cwd() / (_stem(src.name) + f".{args.target}.nprof")
+    check_not_input(out, [src])
     b = project_trace(src, args.target, num_cores=args.num_cores)
     path = b.write(out)
     sim = b.header.simulation
@@ -286,17 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except (TraceFormatError, OSError, ValueError) as e:  # OSError: unreadable input, full disk, read-only output
-        print(f"neuron-trace: error: {_one_line(e)}", file=sys.stderr)
+        print(f"neuron-trace: error: {one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ImportError as e:  # an optional extra is missing (pyarrow for parquet, perfetto): the message says which
+        print(f"neuron-trace: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (MemoryError, RecursionError) as e:  # an input too large (or too deeply nested) for this machine
+        print(f"neuron-trace: error: {too_large(getattr(args, 'trace', None) or getattr(args, 'source', '?'), e)}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("neuron-trace: interrupted (no partial output was left)", file=sys.stderr)
         return 130
-
-
-def _one_line(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror and not isinstance(e, TraceFormatError):
-        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
-    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def export_chrome(src: str | os.PathLike | TraceFile, out: str | os.PathLike) ->
     """Write trace ``src`` (a path or an open ``TraceFile``) as Chrome trace JSON to ``out`` (gzip when it ends
     in .gz); the file appears only when complete."""
     out = Path(out)
-    with opened(src) as tf, atomic_output(out) as tmp, gc_paused():
+    with opened(src) as tf, atomic_output(out, [tf.path]) as tmp, gc_paused():
         with (gzip.open(tmp, "wb", compresslevel=GZIP_LEVEL) if out.suffix == ".gz" else open(tmp, "wb")) as f:
             _write(f, tf)
     return out

@@ -23,6 +23,11 @@ BATCH_ROWS = 1 << 18
 PROCESS_KINDS = ("process", "device")
 
 
+class MissingExtraError(ImportError, RuntimeError):
+    """An optional dependency (a ``pip install 'neuron-profiler[EXTRA]'`` extra) is not installed; the message
+    says which. An ImportError (the CLIs answer it in one line) and, as before, a RuntimeError."""
+
+
 @contextlib.contextmanager
 def opened(src: str | os.PathLike | TraceFile) -> Iterator[TraceFile]:
     """``src`` itself when it is an open ``TraceFile``, else the file opened (and closed on exit)."""

@@ -13,6 +13,7 @@ DuckDB: ``read_parquet('out/instructions/*/*.parquet', hive_partitioning = true)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.exporters.common import BATCH_ROWS, opened
+from neuron_profiler.exporters.common import BATCH_ROWS, MissingExtraError, opened
 from neuron_profiler.trace import TABLES, TraceFile, TraceFormatError
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.files import atomic_output
@@ -35,7 +36,7 @@ def _pyarrow():
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise RuntimeError("Parquet export needs pyarrow: pip install 'neuron-profiler[parquet]'") from None
+        raise MissingExtraError("Parquet export needs pyarrow: pip install 'neuron-profiler[parquet]'") from None
     return pa, pq
 
 
@@ -61,19 +62,41 @@ def export_parquet(src: str | os.PathLike | TraceFile | Iterable[str | os.PathLi
     by rank; returns the files written. Two traces with the same rank and window raise ``TraceFormatError``."""
     _pyarrow()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []  # the folders this call created: removed again (when left empty) if it fails
     written: list[Path] = []
-    seen: dict[tuple[int, int], tuple[str, str]] = {}
-    for f in trace_files(src):
-        with opened(f) as tf:
-            key = (int(tf.header.rank), int(tf.header.window_index))
-            if key in seen:
-                raise TraceFormatError(f"{tf.path}: rank {key[0]} window {key[1]} is already exported from "
-                                       f"{seen[key][0]} (run {seen[key][1]!r}, this one {tf.header.run_id!r}); a "
-                                       f"dataset holds one run: export each run to its own directory")
-            seen[key] = (str(tf.path), tf.header.run_id)
-            written += _export_trace(tf, out)
+    try:
+        _mkdirs(out, made)
+        seen: dict[tuple[int, int], tuple[str, str]] = {}
+        for f in trace_files(src):
+            with opened(f) as tf:
+                key = (int(tf.header.rank), int(tf.header.window_index))
+                if key in seen:
+                    raise TraceFormatError(f"{tf.path}: rank {key[0]} window {key[1]} is already exported from "
+                                           f"{seen[key][0]} (run {seen[key][1]!r}, this one {tf.header.run_id!r}); "
+                                           f"a dataset holds one run: export each run to its own directory")
+                seen[key] = (str(tf.path), tf.header.run_id)
+                _export_trace(tf, out, made, written)
+    except BaseException:  # a full disk, Ctrl-C, a bad trace: nothing of this run stays (a partial dataset
+        for p in written:  # would pass for the whole run)
+            with contextlib.suppress(OSError):
+                p.unlink()
+        for d in sorted(made, key=lambda d: len(d.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only when empty: never what was there before
+        raise
     return written
+
+
+def _mkdirs(path: Path, made: list[Path]) -> None:
+    """``path.mkdir(parents=True, exist_ok=True)``, recording in ``made`` the folders it creates."""
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(exist_ok=True)
+        made.append(d)
 
 
 def _metadata(tf: TraceFile) -> dict[bytes, bytes]:
@@ -107,19 +130,17 @@ def _batch(table: str, df: pd.DataFrame, schema):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _export_trace(tf: TraceFile, out: Path) -> list[Path]:
+def _export_trace(tf: TraceFile, out: Path, made: list[Path], written: list[Path]) -> None:
     _, pq = _pyarrow()
     meta = _metadata(tf)
     rank, window = int(tf.header.rank), int(tf.header.window_index)
-    written = []
     for table in TABLES:
         path = out / table / f"rank={rank}" / f"part-{window:05d}.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _mkdirs(path.parent, made)
         schema = _schema(table, meta)
-        with atomic_output(path) as tmp:
+        with atomic_output(path, [tf.path]) as tmp:
             with pq.ParquetWriter(tmp, schema) as w:
                 for df in tf.iter_table(table, batch_rows=BATCH_ROWS):
                     w.write_table(_batch(table, df, schema))
                 w.add_key_value_metadata({"neuron_profiler.loss": tf.loss_report() or ""})  # known once read
         written.append(path)
-    return written

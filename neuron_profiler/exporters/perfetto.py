@@ -25,7 +25,7 @@ from typing import IO
 
 import numpy as np
 
-from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, TrackLayout, opened
+from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, MissingExtraError, TrackLayout, opened
 from neuron_profiler.exporters.protowire import Batch
 from neuron_profiler.gcpause import gc_paused
 from neuron_profiler.trace import TIME_COLUMNS, TraceFile, simulated_by
@@ -43,7 +43,7 @@ def _perfetto():
     try:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2
     except ImportError:
-        raise RuntimeError("Perfetto export needs the perfetto package: pip install 'neuron-profiler[perfetto]'") \
+        raise MissingExtraError("Perfetto export needs the perfetto package: pip install 'neuron-profiler[perfetto]'") \
             from None
     return perfetto_trace_pb2
 
@@ -53,7 +53,7 @@ def export_perfetto(src: str | os.PathLike | TraceFile, out: str | os.PathLike) 
     ``out`` (the file appears only when complete)."""
     pf = _perfetto()
     out = Path(out)
-    with opened(src) as tf, atomic_output(out) as tmp, open(tmp, "wb") as f, gc_paused():
+    with opened(src) as tf, atomic_output(out, [tf.path]) as tmp, open(tmp, "wb") as f, gc_paused():
         _Export(tf, f, pf).run()
     return out
 

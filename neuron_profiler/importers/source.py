@@ -155,6 +155,23 @@ def is_trace_source(path: str | os.PathLike) -> bool:
         return False
 
 
+def names_trace_content(path: str | os.PathLike) -> bool:
+    """For listings of a folder: whether a JSON file's first bytes show trace content (``traceEvents`` or
+    events, an event list, a Neuron Explorer export). A JSON object of another shape (e.g. the ``truth.json`` a
+    synthetic run writes beside its traces) is importable only in the sense that the Kineto reader says what it
+    lacks: not listed as a trace. ``.nprof`` files and directories: ``is_trace_source``."""
+    from neuron_profiler.importers.neuron_explorer.detect import looks_like_export
+
+    p = Path(path)
+    if p.is_dir() or p.name.lower().endswith(".nprof"):
+        return is_trace_source(p)
+    try:
+        s = _prefix(p).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return s[:1] == b"[" or (s[:1] == b"{" and (b'"traceEvents"' in s or b'"ph"' in s or looks_like_export(s)))
+
+
 def list_sources(root: str | os.PathLike) -> list[Path]:
     """The traces of a directory, sorted: every ``.nprof`` inside (recursively) when there is any (a folder of
     converted traces), else every importable source (Explorer profile directories, Kineto and Explorer JSON

@@ -12,6 +12,7 @@ import pandas as pd
 from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import NormalizedBatch, normalize
+from neuron_profiler.trace.files import check_not_input
 from neuron_profiler.trace.reader import LOSS_KEY, TraceFile, read_trace
 from neuron_profiler.trace.strings import categorical_from_values
 from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
@@ -187,8 +188,7 @@ def rewrite_trace(src: str | os.PathLike | TraceFile, dst: str | os.PathLike, *,
     in its footer metadata (``reader.LOSS_KEY``), so it reports the loss too instead of passing for complete."""
     tf = src if isinstance(src, TraceFile) else read_trace(src)
     try:
-        if tf.path.resolve() == Path(dst).resolve():
-            raise ValueError(f"{dst}: the output must differ from the input")
+        check_not_input(dst, [tf.path])
         with TraceWriter(dst, tf.header, chunk_rows=chunk_rows, compression=compression) as w:
             for table in TABLES:
                 expected = 0  # next row id: rows missing from a partial source are filled in

@@ -12,7 +12,7 @@ from neuron_profiler.trace import framing
 from neuron_profiler.trace.columns import TABLE_IDS, TABLE_NAMES, TABLES, columns_of
 from neuron_profiler.trace.encode import column_dtype, read_columns
 from neuron_profiler.trace.index import MAX_ROW_ID
-from neuron_profiler.trace.wire import scan_chunk
+from neuron_profiler.trace.wire import RepeatedFieldError, scan_chunk
 from schemas import pb
 
 #: A chunk with no stored column may declare at most this many (all-default) rows.
@@ -45,6 +45,8 @@ def _table_name(table_id: int) -> str:
 
 def parse_chunk(raw: bytes, table_id: int) -> pb.Chunk:
     """The protobuf message of a chunk whose frame says table ``table_id``."""
+    if raw[:1] and raw[0] < 8:  # a key of field number 0 (e.g. a run of zeros): invalid, found without the parser
+        raise ChunkError("chunk cannot be decoded: it starts with field number 0 (invalid protobuf)")
     msg = pb.Chunk()
     try:
         msg.ParseFromString(raw)
@@ -65,7 +67,10 @@ def decode_chunk(raw: bytes, table: str, cols: list[str], n_strings: int, *,
     columns are decoded into it. String ids must be below ``n_strings``."""
     spec = columns_of(table)
     table_id = TABLE_IDS[table]
-    view = scan_chunk(raw, _COLUMN_FIELDS[table])
+    try:
+        view = scan_chunk(raw, _COLUMN_FIELDS[table])
+    except RepeatedFieldError as e:
+        raise ChunkError(str(e)) from None
     if view is not None:
         if view.table_field != table_id:
             raise ChunkError(f"chunk frame says table {table!r}, payload holds {_table_name(view.table_field)!r}")

@@ -9,14 +9,13 @@ as it was. A process killed outright leaves the temporary file (a trace there re
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from neuron_profiler.trace.errors import NotATraceError, TraceFormatError
+from neuron_profiler.trace.errors import NotATraceError, TraceFormatError, TruncatedTraceError
 
 _KINDS = {stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
           stat.S_IFSOCK: "socket", stat.S_IFDIR: "directory"}
@@ -26,9 +25,45 @@ def _kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "special file")
 
 
-def map_regular_file(path: Path) -> tuple[bytes | mmap.mmap, int]:
-    """(read-only map of ``path``, its size). The file is opened without blocking and must be a regular file:
-    a FIFO, device, socket or directory raises ``NotATraceError`` at once instead of hanging or reading forever."""
+class PositionalFile:
+    """A regular file open for positional reads (``pread``): bytes are copied out, never mapped, so a file truncated
+    or rewritten while a reader holds it gives a short read, raised as a ``TraceFormatError`` that says the file
+    changed, instead of the SIGBUS that touching a memory map past the new end of the file delivers (which kills
+    the process). Thread-safe (``pread`` has no shared file position)."""
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self.path = path
+        self.size = size
+        self._fd: int | None = fd
+
+    def read(self, pos: int, n: int) -> bytes:
+        """Exactly the ``n`` bytes at ``pos`` (within the size the file had when opened)."""
+        n = max(0, min(n, self.size - pos))
+        fd = self._fd
+        if fd is None:
+            raise TraceFormatError(f"{self.path}: the trace file is closed")
+        if n == 0:
+            return b""
+        try:
+            data = os.pread(fd, n, pos)
+        except OSError as e:
+            raise TraceFormatError(f"{self.path}: cannot read {n} bytes at byte {pos}: {e.strerror or e}") from None
+        if len(data) < n:  # the file shrank under this reader (truncated, or rewritten in place)
+            now = os.fstat(fd).st_size
+            raise TruncatedTraceError(f"{self.path}: the file changed while it was read: it was {self.size:,} bytes "
+                                      f"when opened and is now {now:,} (truncated or rewritten in place by another "
+                                      f"process); open it again")
+        return data
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def open_regular_file(path: Path) -> PositionalFile:
+    """``path`` open for positional reads. The file is opened without blocking and must be a regular file: a FIFO,
+    device, socket or directory raises ``NotATraceError`` at once instead of hanging or reading forever."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError:
@@ -40,12 +75,12 @@ def map_regular_file(path: Path) -> tuple[bytes | mmap.mmap, int]:
         if not stat.S_ISREG(st.st_mode):
             raise NotATraceError(f"{path}: is a {_kind(st.st_mode)}, not a trace file (traces are read from "
                                  f"regular files only)")
-        size = st.st_size
-        return (mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""), size
-    except OSError as e:
-        raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from None
-    finally:
+        return PositionalFile(path, fd, st.st_size)
+    except BaseException as e:
         os.close(fd)
+        if isinstance(e, OSError):
+            raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise
 
 
 def check_input_file(path: str | os.PathLike) -> Path:
@@ -85,6 +120,32 @@ def output_target(path: str | os.PathLike) -> Path:
     return p
 
 
+class OutputIsInputError(ValueError):
+    """An output path that is one of the command's inputs, or resolves to one through symbolic or hard links:
+    writing it would replace the user's source file."""
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether paths ``a`` and ``b`` name the same file or directory: equal once symbolic links and ``..`` are
+    resolved, or the same inode (hard links, bind mounts). A path that does not exist is the same as nothing."""
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # missing, unreadable, or an embedded NUL byte
+        return False
+
+
+def check_not_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
+    """Raise ``OutputIsInputError`` when ``output`` is one of ``inputs`` (see ``same_file``): every command that
+    writes calls this before reading, so an output named like its input never replaces it."""
+    for src in inputs:
+        if src is not None and same_file(output, src):
+            same = "" if os.fspath(output) == os.fspath(src) else f" (it resolves to the input {src})"
+            raise OutputIsInputError(f"refusing to write {output}: it is the input{same}, which would be replaced; "
+                                     f"the output must differ from the input")
+
+
 def partial_name(target: Path) -> Path:
     """A fresh temporary name beside ``target`` for the file being written."""
     return target.with_name(f"{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
@@ -109,9 +170,10 @@ def discard(tmp: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> Iterator[Path]:
     """Yield a temporary path to write; on success it is renamed over ``path`` (or a symlink's target), on any
-    exception it is removed."""
+    exception it is removed. ``OutputIsInputError`` (nothing written) when ``path`` is one of ``inputs``."""
+    check_not_input(path, inputs)
     target = output_target(path)
     tmp, fd = create_partial(target)
     os.close(fd)

@@ -179,10 +179,56 @@ def decompress(data: bytes, codec: int, limit: int = MAX_DECOMPRESSED_BYTES) -> 
     raise ValueError(f"unknown codec {codec} (known: {sorted(CODECS.values())})")
 
 
+def _lz4_prefix(data: bytes, n: int) -> bytes:
+    """The first ``n`` bytes (fewer when the block is shorter) an LZ4 block (without its size prefix) decodes to,
+    decoding only the sequences that produce them: each sequence yields at least one byte, so the work is bounded
+    by ``n``, whatever the block expands to. ValueError on a malformed block."""
+    out = bytearray()
+    pos, end = 0, len(data)
+
+    def length(base: int) -> int:
+        nonlocal pos
+        if base < 15:
+            return base
+        seg = data[pos:pos + (1 << 20)]
+        run = len(seg) - len(seg.lstrip(b"\xff"))  # the 255-bytes, counted in C
+        pos += run
+        if pos >= end:
+            raise ValueError("lz4 block is invalid: it ends inside a length")
+        extra = data[pos]
+        pos += 1
+        return base + 255 * run + extra
+
+    while len(out) < n:
+        if pos >= end:
+            break
+        token = data[pos]
+        pos += 1
+        lit = length(token >> 4)
+        out += data[pos:pos + min(lit, n)]
+        pos += lit
+        if pos >= end or len(out) >= n:
+            break
+        if pos + 2 > end:
+            raise ValueError("lz4 block is invalid: it ends inside a match offset")
+        offset = data[pos] | data[pos + 1] << 8
+        pos += 2
+        if offset == 0 or offset > len(out):
+            raise ValueError("lz4 block is invalid: a match points before its start")
+        match = length(token & 15) + 4
+        start = len(out) - offset
+        while match > 0 and len(out) < n:  # overlapping copies repeat the last `offset` bytes
+            piece = bytes(out[start:start + min(match, offset, n - len(out))])
+            out += piece
+            start += len(piece)
+            match -= len(piece)
+    return bytes(out[:n])
+
+
 def decompress_prefix(data: bytes, codec: int, n: int, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """At least the first ``n`` decompressed bytes of ``data`` (all of them when shorter) without inflating the rest
-    where the codec allows (none, zlib, zstd; an LZ4 block is inflated whole, within ``limit``). ValueError on a bad
-    stream."""
+    (an LZ4 block: only the sequences that produce them, after the block's declared size is checked against
+    ``limit``). ValueError on a bad stream."""
     if codec == CODEC_NONE:
         return bytes(data[:n])
     if codec == CODEC_ZLIB:
@@ -198,4 +244,12 @@ def decompress_prefix(data: bytes, codec: int, n: int, limit: int = MAX_DECOMPRE
                 return r.read(n)
         except zstd.ZstdError as e:
             raise ValueError(f"zstd stream is invalid: {e}") from None
+    if codec == CODEC_LZ4:
+        if len(data) < 4:
+            raise ValueError("lz4 block is shorter than its 4-byte size prefix")
+        size = int.from_bytes(bytes(data[:4]), "little")
+        if size > min(int(limit), MAX_DECOMPRESSED_BYTES) or size > 255 * len(data) + 64:
+            raise ValueError(f"lz4 block of {len(data)} bytes declares {size} decompressed bytes, more than "
+                             f"LZ4 can produce or the {limit}-byte limit")
+        return _lz4_prefix(bytes(data[4:]), min(n, size))
     return decompress(data, codec, limit)

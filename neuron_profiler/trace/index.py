@@ -112,6 +112,9 @@ def chunks_from_footer(ft: pb.Footer, frame_at: Callable[[int], Frame | None], d
     ``ignore_unknown_tables``: the file has a newer minor version, whose new tables this reader skips."""
     chunks: list[ChunkRef] = []
     prev_end = data_start
+    most = max(footer_off - data_start, 0) // framing.FRAME.size  # every chunk takes at least its frame
+    if len(ft.chunks) > most:  # (a footer of a million empty entries is ~2 MB: never sorted nor walked)
+        return [], f"it lists {len(ft.chunks):,} chunks, more than the {footer_off - data_start:,} bytes before it hold"
     for e in sorted(ft.chunks, key=lambda e: e.offset):
         if e.table_id not in TABLE_NAMES:
             if ignore_unknown_tables:

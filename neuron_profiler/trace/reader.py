@@ -272,6 +272,7 @@ class TraceFile(RecordFile):
             if c.table_id != sid:
                 continue
             try:
+                self._read_head(c)  # from its first bytes, before it inflates: a run of zeros is refused here
                 raw = self._chunk_raw(c, min(budget.remaining, self._chunk_limit(c)))
                 first, rows = self._check_head(c, raw)
                 c.first_row, c.rows = first, rows

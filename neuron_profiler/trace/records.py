@@ -1,14 +1,14 @@
-"""A trace file as records: the mapped bytes, the header, the chunk index and what is known to be wrong with them.
+"""A trace file as records: the file's bytes, the header, the chunk index and what is known to be wrong with them.
 
-``RecordFile`` opens a file (regular files only, mapped read-only), checks every frame it reads (check byte,
-length, payload CRC; the decompressed size bounded by what the chunk's rows can hold), trusts a footer index
+``RecordFile`` opens a file (regular files only, read with positional reads and never mapped, so a file truncated
+under a reader is a ``TruncatedTraceError``, not a SIGBUS), checks every frame it reads (check byte, length,
+payload CRC; the decompressed size bounded by what the chunk's rows can hold), trusts a footer index
 only when it is consistent (else it scans the frames), and keeps track of what is missing (truncation, an
 unusable footer, unreadable chunks, row ranges no chunk holds) for ``loss_report()``. ``TraceFile`` (the
 reader) builds tables on it. Every problem is a ``TraceFormatError`` naming the file and byte offset.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 import zlib
@@ -26,7 +26,7 @@ from neuron_profiler.trace.errors import (
     TruncatedTraceError,
     UnsupportedVersionError,
 )
-from neuron_profiler.trace.files import map_regular_file
+from neuron_profiler.trace.files import open_regular_file
 from neuron_profiler.trace.index import (
     MAX_ROW_ID,
     ChunkRef,
@@ -38,11 +38,17 @@ from neuron_profiler.trace.index import (
     read_frame,
     table_name,
 )
-from neuron_profiler.trace.wire import chunk_head, leading_head
+from neuron_profiler.trace.wire import RepeatedFieldError, chunk_head, leading_head
 from schemas import pb
 
 #: Footer metadata key under which a copy of a partial trace keeps its source's loss report.
 LOSS_KEY = "source_loss_report"
+#: A footer decompresses to at most this many times the bytes before it, plus ``_FOOTER_ALLOWANCE``: its index
+#: holds one entry (< 80 bytes) per chunk of the file (>= 12 bytes each), its metadata is small beside the data
+#: (0.2-17 % of it in the sample traces). More is corruption; parsed, a compressed run of empty index entries
+#: would take ~75 bytes of memory per 2 bytes (a 32 MB run: 1.2 GB).
+_FOOTER_RATIO = 16
+_FOOTER_ALLOWANCE = 2 << 20
 #: Decompressed bytes that always hold a chunk's first_row and rows (two keyed varints and the next key).
 _HEAD_BYTES = 32
 
@@ -62,7 +68,8 @@ class RecordFile:
         self._heads_checked: set[int] = set()
         self._claimed_rows: dict[str, int] = {}  # row counts of a footer that could not be used
         self._require_crc = False
-        self._buf, self.size = map_regular_file(self.path)
+        self._file = open_regular_file(self.path)  # positional reads: a file truncated under it is an error
+        self.size = self._file.size
         self.max_decoded_bytes = decode_limit(self.size) if max_decoded_bytes is None else int(max_decoded_bytes)
         try:
             self._check_magic()
@@ -133,9 +140,9 @@ class RecordFile:
                 self._mark_unreadable(c, e)
 
     def close(self) -> None:
-        buf = getattr(self, "_buf", None)  # absent when __init__ failed before mapping the file
-        if isinstance(buf, mmap.mmap):
-            buf.close()
+        f = getattr(self, "_file", None)  # absent when __init__ failed before opening the file
+        if f is not None:
+            f.close()
 
     def __enter__(self):
         return self
@@ -155,7 +162,7 @@ class RecordFile:
         self.warnings.append(text)
 
     def _check_magic(self) -> None:
-        head = bytes(self._buf[: len(framing.MAGIC)])
+        head = self._file.read(0, len(framing.MAGIC))
         if head == framing.MAGIC:
             return
         hint = ""
@@ -168,7 +175,9 @@ class RecordFile:
 
     def _frame_at(self, pos: int) -> Frame | None:
         """The frame at ``pos`` (length, rtype, codec, table_id, check, crc), None when the file ends inside it."""
-        return read_frame(self._buf, self.size, pos)
+        if pos < 0 or pos + framing.FRAME.size > self.size:
+            return None
+        return read_frame(self._file.read(pos, framing.FRAME.size), framing.FRAME.size, 0)
 
     def _record(self, pos: int, fr: Frame, limit: int, what: str, prefix: int | None = None) -> bytes:
         """The checked (frame fields, length, CRC) and decompressed payload of the record at ``pos`` (with
@@ -180,7 +189,7 @@ class RecordFile:
         if start + fr.length > self.size:
             raise self._err(TruncatedTraceError, pos, f"record declares {fr.length} bytes but only "
                             f"{self.size - start} remain (file truncated)")
-        data = self._buf[start:start + fr.length]
+        data = self._file.read(start, fr.length)
         if zlib.crc32(data) != fr.crc:
             raise self._err(CorruptTraceError, pos, f"checksum mismatch ({what} record is corrupt)")
         try:
@@ -200,7 +209,8 @@ class RecordFile:
                             f"found record type {fr.rtype}")
         h = pb.Header()
         try:
-            h.ParseFromString(self._record(pos, fr, self.max_decoded_bytes, "header"))
+            limit = min(self.max_decoded_bytes, _FOOTER_RATIO * self.size + _FOOTER_ALLOWANCE)  # as for the footer
+            h.ParseFromString(self._record(pos, fr, limit, "header"))
         except DecodeError as e:
             raise self._err(CorruptTraceError, pos, f"header cannot be decoded: {e}") from None
         if h.format_major > FORMAT_MAJOR:
@@ -223,8 +233,9 @@ class RecordFile:
         return chunks if chunks is not None else self._index_by_scan(pos)
 
     def _parse_footer(self, off: int, fr: Frame) -> pb.Footer | None:
+        limit = min(self.max_decoded_bytes, _FOOTER_RATIO * off + _FOOTER_ALLOWANCE)
         try:
-            return pb.Footer.FromString(self._record(off, fr, self.max_decoded_bytes, "footer"))
+            return pb.Footer.FromString(self._record(off, fr, limit, "footer"))
         except TraceFormatError as e:
             self._issue(f"the footer is unreadable ({e.detail}); the file was scanned")  # type: ignore[attr-defined]
         except DecodeError as e:
@@ -235,7 +246,7 @@ class RecordFile:
         trailer_at = self.size - framing.TRAILER.size
         if trailer_at < data_start:
             return None
-        off, magic = framing.TRAILER.unpack_from(self._buf, trailer_at)
+        off, magic = framing.TRAILER.unpack(self._file.read(trailer_at, framing.TRAILER.size))
         if magic != framing.END_MAGIC:
             return None  # no trailer: the scan says what it finds
         fr = self._frame_at(off) if data_start <= off < trailer_at else None
@@ -302,6 +313,8 @@ class RecordFile:
 
     # -- chunks ----------------------------------------------------------------------------------
     def _mark_unreadable(self, c: ChunkRef, e: TraceFormatError) -> None:
+        # kept without its traceback and context: their frames hold the chunk's decompressed bytes
+        e.__traceback__, e.__context__, e.__cause__ = None, None, None
         with self._lock:  # called from decode worker threads
             bad = self._unreadable.setdefault(c.table_id, {})
             if c.offset not in bad:
@@ -346,7 +359,10 @@ class RecordFile:
 
     def _check_head(self, c: ChunkRef, raw: bytes) -> tuple[int, int]:
         """(first_row, rows) of chunk ``c`` from its bytes, checked against the index and the size limits."""
-        head = chunk_head(raw)
+        try:
+            head = chunk_head(raw)
+        except RepeatedFieldError as e:
+            raise self._err(CorruptTraceError, c.offset, str(e)) from None
         if head is None:
             msg = self._parse_chunk(c, raw)
             head = (msg.first_row, msg.rows)
