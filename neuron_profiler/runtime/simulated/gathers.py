@@ -90,7 +90,9 @@ def gather_geometry(w: OpWork, base: str) -> Gather:
 
 
 def gpsimd_plan(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
-    """Gathers (embedding, index_select), scatters, sorts: GpSimd computes addresses, indirect DMA moves rows."""
+    """Gathers (embedding, index_select), scatters, sorts: GpSimd computes addresses, indirect DMA moves rows.
+    A scatter loads its values with its indices and read-modify-writes its destination rows (an indirect gather
+    from HBM, a Vector add, an indirect scatter back), so every HBM byte it reads is a DMA transfer from HBM."""
     out_elem = _elem(w)
     scatter = any(k in base for k in ("scatter", "index_put", "index_add", "index_copy", "backward", "put"))
     sort = any(k in base for k in ("sort", "topk", "kthvalue", "median", "unique", "argsort"))
@@ -106,13 +108,22 @@ def gpsimd_plan(w: OpWork, base: str, p: CoreParams) -> KernelPlan:
     if not sort and 0 < g.table_bytes <= p.sbuf_bytes * p.sbuf_usable_fraction / p.partitions / 2:
         return _local_gather(w, base, g, scatter, out_bytes, p)
     desc = descriptor_for(g.row, g.elem)
-    st = [_load(g.idx_bytes, descriptor_for(math.ceil(g.lookups / p.partitions), 4), f"{base}.indices", p)]
+    idx_desc = descriptor_for(math.ceil(g.lookups / p.partitions), 4)
+    if scatter:  # the values scattered stream in with the indices
+        st = [_loads([("qSyncIO0", g.idx_bytes, idx_desc, f"{base}.indices"),
+                      ("qSyncIO1", moved, desc, f"{base}.in0")], p)]
+    else:
+        st = [_load(g.idx_bytes, idx_desc, f"{base}.indices", p)]
     st.append(Stage("GpSimd", "Sort" if sort else "Scatter" if scatter else "Gather", E.gpsimd_ns(1, g_cycles, p),
                     sbuf_read=g.idx_bytes, instructions=1))
-    if scatter:
-        st.append(Stage(DMA, "scatter", 2 * transfer_ns(moved, desc, p), nbytes=moved, queue="qGpSimdDynamic",
-                        descriptor=desc, variable=f"{base}.out", source="SBUF", dest="HBM", hbm_read=moved,
-                        hbm_write=moved, sbuf_release=True))
+    if scatter:  # read-modify-write of the destination rows: indirect gather, Vector add, indirect scatter
+        st.append(Stage(DMA, "gather", transfer_ns(moved, desc, p), nbytes=moved, queue="qGpSimdDynamic",
+                        descriptor=desc, variable=f"{base}.out", source="HBM", dest="SBUF", hbm_read=moved))
+        st.append(Stage("Vector", "TensorTensor", E.vector_ns(1, free * g.row, 2, "float32", p),
+                        flops=float(g.lookups) * g.row, instructions=1))
+        st.append(Stage(DMA, "scatter", transfer_ns(moved, desc, p), nbytes=moved, queue="qGpSimdDynamic",
+                        descriptor=desc, variable=f"{base}.out", source="SBUF", dest="HBM", hbm_write=moved,
+                        sbuf_release=True))
     else:
         st.append(Stage(DMA, "gather", transfer_ns(moved, desc, p), nbytes=moved, queue="qGpSimdDynamic",
                         descriptor=desc, variable=f"{base}.in0", source="HBM", dest="SBUF", hbm_read=moved))

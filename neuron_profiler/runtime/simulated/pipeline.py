@@ -23,6 +23,7 @@ segments and the Tensor engine's first MultiplyMoving (for dI/dt throttling at r
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -391,6 +392,31 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
         ramp_work_ns=ramp, tensor_busy_ns=busy)
 
 
+def _whole(nbytes: float) -> int:
+    """Whole bytes of a transfer (fractional shares of a tensor round up, as the emitted columns do)."""
+    return int(math.ceil(nbytes - 1e-6)) if nbytes > 0 else 0
+
+
+def _int_split(total: int, shares: list[float]) -> list[int]:
+    """``total`` whole bytes split over pieces of these shares (summing to 1), summing exactly to ``total``."""
+    cum, out, prev = 0.0, [], 0
+    for sh in shares:
+        cum += sh
+        nxt = total if cum >= 1.0 - 1e-9 else min(total, int(math.ceil(total * cum - 1e-6)))
+        out.append(nxt - prev)
+        prev = nxt
+    return out
+
+
+def _hbm_total(moved: Stage, hbm: float) -> int:
+    """The whole HBM bytes a DMA stage's trigger carries: the sum of its transfers' whole bytes when the stage
+    moves exactly that traffic (so the trigger and its DMA rows agree to the byte), else ``hbm`` rounded up."""
+    parts = moved.dma_parts()
+    if hbm > 0 and abs(hbm - sum(b for _, b, _, _ in parts)) <= 1e-6 * max(hbm, 1.0):
+        return sum(_whole(b) for _, b, _, _ in parts)
+    return _whole(hbm)
+
+
 def _stage_records(plan: KernelPlan, nodes: list[_Node], sync_pieces: dict[int, list[tuple[float, float, float]]],
                    p: CoreParams) -> tuple[
         list[dict], list[dict], dict[int, tuple[int, int]], list[tuple[str, float, float, int]]]:
@@ -405,9 +431,11 @@ def _stage_records(plan: KernelPlan, nodes: list[_Node], sync_pieces: dict[int, 
         tiles = plan.groups[n.g].tiles
         if n.res == DMA:
             first_row[nid] = (1, len(dma))
-            for piece in _pieces(n.start, n.end, st.ns, tiles):
-                for q, nbytes, desc, var in st.dma_parts():
-                    dma.append({"queue": q, "start": piece[0], "end": piece[1], "bytes": nbytes * piece[2],
+            pieces = _pieces(n.start, n.end, st.ns, tiles)
+            split = [_int_split(_whole(nbytes), [pc[2] for pc in pieces]) for _, nbytes, _, _ in st.dma_parts()]
+            for j, piece in enumerate(pieces):
+                for (q, _, desc, var), sizes in zip(st.dma_parts(), split):
+                    dma.append({"queue": q, "start": piece[0], "end": piece[1], "bytes": sizes[j],
                                 "source": st.source, "dest": st.dest, "variable": var, "descriptor": desc,
                                 "node": st.node})
             continue
@@ -415,11 +443,12 @@ def _stage_records(plan: KernelPlan, nodes: list[_Node], sync_pieces: dict[int, 
         if n.is_trigger:  # the trigger carries its transfer's HBM traffic (as Explorer attributes DMA to it)
             moved = nodes[n.trigger].stage
             pieces = sync_pieces.get(nid) or [(n.start, n.end, 1.0)]
-            for a, b, share in pieces:
+            reads = _int_split(_hbm_total(moved, moved.hbm_read), [pc[2] for pc in pieces])
+            writes = _int_split(_hbm_total(moved, moved.hbm_write), [pc[2] for pc in pieces])
+            for (a, b, share), rd, wr in zip(pieces, reads, writes):
                 ins.append({"engine": "Sync", "opcode": "DmaTrigger", "start": a, "end": b,
                             "args": _args(Stage("Sync", "DmaTrigger", 0.0, instructions=tiles), "", share),
-                            "hbm_read": moved.hbm_read * share, "hbm_write": moved.hbm_write * share,
-                            "node": moved.node})
+                            "hbm_read": rd, "hbm_write": wr, "node": moved.node})
             continue
         pieces = _pieces(n.start, n.end, st.ns, tiles)
         for j, (a, b, share) in enumerate(pieces):
