@@ -3,6 +3,7 @@ or ``python dist_train_program.py spawn PORT`` (torch.multiprocessing.spawn). Me
 ``neuron-profile capture``, which profiles each process from interpreter start-up, before the process group exists."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -23,6 +24,10 @@ def train() -> None:
         model(x).square().mean().backward()
         opt.step()
         opt.zero_grad()
+    # free DDP's reducer (and its gloo work) before the group goes: torch's gloo shutdown can otherwise
+    # deadlock on a worker thread's Python object (seen under torchrun, with and without the profiler)
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
 
 
