@@ -11,9 +11,8 @@ imported libraries on both sides):
 - ours, first import: ``neuron_profiler.importers.kineto.import_kineto(src, out)`` into a fresh temp dir;
 - ours, reopen: ``read_trace(out)`` + every table loaded as a DataFrame;
 - HTA: ``TraceAnalysis(trace_dir=<dir holding a symlink to src>)`` run by the HTA venv's python;
-- context: read + gunzip + one parse of the whole file with the parser our importer uses (orjson when
-  installed, else ``json``), and read + gunzip + the slice-by-slice parse our importer does
-  (``kineto_split``, events dropped unread): the floors of a full-parse import.
+- context: read + gunzip + one untyped parse of the whole file (orjson), and read + gunzip + the typed parse
+  our importer does (``decode.decode_document``, events dropped unread): the floors of a full-parse import.
 Each is run ``--repeats`` times (default 3): median time, max peak RSS (2 shared cores: expect noise).
 
 Ratios = HTA load time / ours (wall time, and CPU time: user + system of the process, its threads and
@@ -105,14 +104,14 @@ def _warm_imports() -> None:
 def worker_ours_import(src: str, out: str) -> dict:
     from neuron_profiler.importers.kineto import import_kineto
 
-    orjson = _ours("split").orjson
+    parser = _parser()
     _warm_imports()
     base = _rss_now_mb()
     c0, t0 = _cpu_s(), time.perf_counter()
     import_kineto(src, out, progress=False)
     dt, dc = time.perf_counter() - t0, _cpu_s() - c0
     return {"time_s": dt, "cpu_s": dc, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
-            "out_bytes": os.path.getsize(out), "parser": "json" if orjson is None else "orjson"}
+            "out_bytes": os.path.getsize(out), "parser": parser}
 
 
 def worker_ours_reopen(out: str) -> dict:
@@ -166,32 +165,44 @@ def worker_json_floor(src: str) -> dict:
             "events": len(doc.get("traceEvents", [])), "parser": parser}
 
 
-def worker_slice_floor(src: str) -> dict:
-    """The parse floor of our importer's approach: read + gunzip + parse slice by slice
-    (``kineto_split``), each slice's events dropped at once (no extraction)."""
-    read_bytes = _ours("read").read_bytes
-    split = _ours("split")
-    iter_slices, orjson, split_document = split.iter_slices, split.orjson, split.split_document
+def _parser() -> str:
+    """The parser of the measured checkout's importer: msgspec (typed decoding, ``decode``), or for an older
+    checkout orjson slices (``split``)."""
+    try:
+        _ours("decode")
+        return "msgspec"
+    except ImportError:
+        return "json" if _ours("split").orjson is None else "orjson"
 
+
+def worker_decode_floor(src: str) -> dict:
+    """The parse floor of our importer: read + gunzip + its parse (``decode.decode_document``: typed events;
+    an older checkout: orjson slice by slice, ``split``), the events dropped at once (no extraction)."""
+    read_bytes = _ours("read").read_bytes
+    parser = _parser()
     base = _rss_now_mb()
     t0 = time.perf_counter()
     raw = read_bytes(src)
-    doc, ranges = split_document(raw)
-    n = sum(len(events) for events in iter_slices(raw, ranges))
+    if parser == "msgspec":
+        n = len(_ours("decode").decode_document(raw, src)[1])
+    else:
+        split = _ours("split")
+        doc, ranges = split.split_document(raw)
+        n = sum(len(events) for events in split.iter_slices(raw, ranges))
     dt = time.perf_counter() - t0
     return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base, "events": n,
-            "parser": "json" if orjson is None else "orjson"}
+            "parser": parser}
 
 
 WORKERS = {"ours-import": worker_ours_import, "ours-reopen": worker_ours_reopen, "hta": worker_hta,
-           "json-floor": worker_json_floor, "slice-floor": worker_slice_floor}
+           "json-floor": worker_json_floor, "decode-floor": worker_decode_floor}
 
 
 # ---------------------------------------------------------------- driver
 def run_worker(python: str, mode: str, *args: str) -> dict:
     """Run one measurement in a fresh interpreter; returns its JSON result or {"error": ...}."""
     env = dict(os.environ, KINETO_LOG_LEVEL="6")
-    if mode.startswith("ours") or mode == "slice-floor":  # our package; the HTA venv gets nothing of ours
+    if mode.startswith("ours") or mode == "decode-floor":  # our package; the HTA venv gets nothing of ours
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(OURS_REPO), env.get("PYTHONPATH", "")) if p)
         env["BENCH_OURS_REPO"] = str(OURS_REPO)
     cmd = [python, str(Path(__file__).resolve()), "--worker", mode, *args]
@@ -226,7 +237,7 @@ def _median_of(runs: list[dict]) -> dict:
 def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dict:
     """Interleave the measurements (ours, HTA, ours, HTA...) so load drift on a shared box hits both alike."""
     res: dict = {"trace": name, "src": str(src), "src_bytes": src.stat().st_size}
-    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "slice_floor": [],
+    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "decode_floor": [],
                                    "hta": []}
     with tempfile.TemporaryDirectory(prefix="bench_import_") as d:
         for i in range(repeats):  # every import is a first import: fresh process, fresh output path
@@ -235,7 +246,7 @@ def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dic
             if "error" not in runs["ours_import"][-1]:
                 runs["ours_reopen"].append(run_worker(sys.executable, "ours-reopen", out))
             runs["json_floor"].append(run_worker(sys.executable, "json-floor", str(src)))
-            runs["slice_floor"].append(run_worker(sys.executable, "slice-floor", str(src)))
+            runs["decode_floor"].append(run_worker(sys.executable, "decode-floor", str(src)))
             if hta_python:
                 runs["hta"].append(run_worker(hta_python, "hta", str(src)))
     for key, lst in runs.items():
@@ -270,11 +281,11 @@ def summary_line(r: dict) -> str:
     if verdict:
         line += " [" + "; ".join(verdict) + "]"
     floor = r.get("json_floor", {}).get("time_s")
-    sliced = r.get("slice_floor", {}).get("time_s")
+    sliced = r.get("decode_floor", {}).get("time_s")
     if floor and sliced and t_hta:
         jf = r["json_floor"]
         line += (f"\n  (read+gunzip+{jf.get('parser', '?')}.loads of the whole file: {floor:.2f} s, peak "
-                 f"{jf['peak_rss_mb']:.0f} MB; read+gunzip+parse in slices as our importer does: {sliced:.2f} s -> "
+                 f"{jf['peak_rss_mb']:.0f} MB; read+gunzip+parse as our importer does: {sliced:.2f} s -> "
                  f"at most {t_hta / sliced:.1f}x for a full-parse import; our importer parsed with "
                  f"{imp.get('parser', '?')})")
     errors = [f"  {k}: {v['error']}" for k, v in (("ours import", imp), ("ours reopen", reo), ("HTA", hta))

@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from neuron_profiler.importers.kineto.decode import Event
+
 LIMIT_US = float(2**43)
 _PLAIN = re.compile(rb"^(-?)([0-9]+)(?:\.([0-9]+))?$")
-_GET_TS = operator.methodcaller("get", "ts")
+_GET_TS = operator.attrgetter("ts")
 
 
 def needs_exact(events: list[Any]) -> bool:
@@ -29,7 +31,7 @@ def needs_exact(events: list[Any]) -> bool:
     try:
         ts = list(map(_GET_TS, events))
     except (AttributeError, TypeError):  # an event that is not an object
-        ts = [e.get("ts") if type(e) is dict else None for e in events]
+        ts = [e.ts if type(e) is Event else None for e in events]
     if float not in set(map(type, ts)):  # integer microseconds are exact (the common no-base case)
         return False
     try:
@@ -74,7 +76,7 @@ def apply_exact(events: list[Any], text: bytes, start: int = 0, end: int | None 
     try:
         ts = list(map(_GET_TS, events))
     except (AttributeError, TypeError):
-        ts = [e.get("ts") if type(e) is dict else None for e in events]
+        ts = [e.ts if type(e) is Event else None for e in events]
     num = np.fromiter(map(_NUMERIC.__contains__, map(type, ts)), dtype=bool, count=len(ts))
     pos = np.flatnonzero(num)
     if not len(pos):
@@ -93,7 +95,7 @@ def apply_exact(events: list[Any], text: bytes, start: int = 0, end: int | None 
         return _apply_one_by_one(events, pos.tolist(), found)
     ns = _texts_to_ns(arr, found)
     for i, v in zip(pos.tolist(), ns.tolist()):
-        events[i]["ts"] = v
+        events[i].ts = v
     return True
 
 
@@ -124,7 +126,7 @@ def _apply_one_by_one(events: list[Any], pos: list[int], found: list[bytes]) -> 
     j, n = 0, len(found)
     new: list[tuple[int, int]] = []
     for i in pos:
-        t = events[i]["ts"]
+        t = events[i].ts
         while j < n:
             m = found[j]
             j += 1
@@ -141,5 +143,5 @@ def _apply_one_by_one(events: list[Any], pos: list[int], found: list[bytes]) -> 
         else:
             return False
     for i, ns in new:
-        events[i]["ts"] = ns
+        events[i].ts = ns
     return True

@@ -24,8 +24,10 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from neuron_profiler.importers.kineto.decode import Event
 from neuron_profiler.trace.errors import NotATraceError
 
 KEY = "neuronProfiler"
@@ -58,10 +60,11 @@ class Collector:
         self.other = 0
 
     def add(self, events: Iterable[Any]) -> None:
-        for e in events:
-            if type(e) is not dict:
+        for ev in events:
+            if type(ev) is not Event:
                 self.other += 1
                 continue
+            e = msgspec.to_builtins(ev)  # the keys the event has (``nprof.*`` beside a counter's args)
             a = e.get("args")
             a = a if type(a) is dict else {}
             meta = a if "nprof.table" in a else e  # counter samples carry the nprof.* keys beside args
