@@ -23,7 +23,7 @@ from neuron_profiler.importers.kineto.build import build_trace
 from neuron_profiler.importers.kineto.decode import EventList, decode_document, replace_lone_surrogates
 from neuron_profiler.importers.kineto.links import enclosing_operator
 from neuron_profiler.importers.kineto.read import load_document
-from neuron_profiler.trace import TABLES, NotATraceError
+from neuron_profiler.trace import TABLES, NotATraceError, TraceFormatError
 
 GOOD = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.0}
 
@@ -267,6 +267,34 @@ def test_one_event_with_many_args_keys_keeps_them_all(tmp_path):
     p.write_text(json.dumps({"traceEvents": [dict(GOOD, args=args)]}))
     text = load_kineto_builder(p).table("host_ops")["args"].astype(str).tolist()[0]
     assert json.loads(text) == args
+
+
+def test_a_4gb_sparse_file_is_refused_before_it_is_read(tmp_path):
+    """Issue 26: a 4 GB sparse file starting with ``{"traceEvents":[`` was read whole (4.3 GB RSS)."""
+    import resource
+
+    p = tmp_path / "sparse.json"
+    with open(p, "wb") as f:
+        f.write(b'{"traceEvents":[')
+        f.truncate(4 << 30)  # sparse: no disk used
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = _run_cli("import", str(p), "-o", str(tmp_path / "s.nprof"))
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "4,294,967,296 bytes" in r.stderr and "memory" in r.stderr
+    assert peak_mb < 256 or before / 1024 >= 256  # (an earlier child may have been larger)
+
+
+def test_a_gzip_text_beyond_the_memory_budget_stops_while_it_inflates(tmp_path, monkeypatch):
+    from neuron_profiler.importers.kineto import read
+
+    p = tmp_path / "z.json.gz"
+    p.write_bytes(gzip.compress(b'{"traceEvents":[' + b" " * (8 << 20) + b"]}"))
+    monkeypatch.setattr(read, "available_memory", lambda: 6 * (1 << 20))  # a 1 MB text budget at 6x
+    with pytest.raises(TraceFormatError, match="inflates to more than 1,048,576 bytes.*memory"):
+        read.read_bytes(p)
+    monkeypatch.setattr(read, "available_memory", lambda: None)  # unknown: no check
+    assert len(read.read_bytes(p)) == (8 << 20) + 18
 
 
 # ------------------------------------------------------------------------------------ links
