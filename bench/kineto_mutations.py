@@ -115,7 +115,7 @@ class Mutator:
         if k == 14:
             return r.choice(_BIG_NUMERIC)
         if k == 15:
-            return self.many_keys(r.choice((r.randrange(2, 1000), 100_000, 300_000)))
+            return self.many_keys(r.randrange(2, 1000) if r.random() < 0.8 else r.choice((100_000, 300_000)))
         if k == 9:
             return r.randrange(-10, 10)
         if k == 10:
