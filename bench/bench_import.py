@@ -2,6 +2,7 @@
 
     python3 bench/bench_import.py [--hta-python /opt/hta-venv/bin/python] [--traces df_index_resolver nccl_data]
                                   [--repeats 3] [--json results.json]
+    python3 bench/bench_import.py --linear [keys depth events] [--repeats 3]   # linear time, see ``linear``
 
 For each trace, every measurement runs in its own fresh subprocess (same conditions for both tools); the
 time is measured inside the subprocess around the call only (module imports excluded on both sides), and the
@@ -198,6 +199,61 @@ WORKERS = {"ours-import": worker_ours_import, "ours-reopen": worker_ours_reopen,
            "json-floor": worker_json_floor, "decode-floor": worker_decode_floor}
 
 
+# ---------------------------------------------------------------- linear time in keys, depth and events
+def _synthetic(kind: str, n: int) -> bytes:
+    """A Kineto text growing in one dimension: one event with ``n`` args keys (``keys``), 2,000 events whose
+    args nest ``n`` deep (``depth``), or ``n`` events: cpu_op / kernel pairs linked by flows (``events``)."""
+    head = b'{"traceEvents":['
+    if kind == "keys":
+        args = b",".join(b'"k%d":%d' % (i, i) for i in range(n))
+        return head + b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":1,"dur":1,"args":{' + args + b"}}]}"
+    if kind == "depth":
+        ev = (b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":%d,"dur":1,"args":{"deep":'
+              + b"[" * n + b"1" + b"]" * n + b"}}")
+        return head + b",".join(ev % i for i in range(2000)) + b"]}"
+    ev = (b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":3,"args":{"External id":%d}},'
+          b'{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":%d,"dur":1,'
+          b'"args":{"correlation":%d,"device":0,"stream":7}},'
+          b'{"ph":"s","cat":"ac2g","id":%d,"pid":1,"tid":1,"ts":%d},{"ph":"f","cat":"ac2g","id":%d,"pid":0,"tid":7,'
+          b'"ts":%d,"bp":"e"}')
+    return head + b",".join(ev % (10 * i, i, 10 * i + 5, i, i, 10 * i, i, 10 * i + 5) for i in range(n // 4)) + b"]}"
+
+
+LINEAR_CASES = {"keys": (37_500, 75_000, 150_000, 300_000), "depth": (100, 200, 400, 800),
+                "events": (50_000, 100_000, 200_000, 400_000)}
+
+
+def linear(kinds: list[str], repeats: int) -> list[dict]:
+    """CPU time of ``load_kineto_builder`` on ``_synthetic`` texts doubling in one dimension, in this process
+    (best of ``repeats``): each ratio to the previous size is ~2 when the import is linear in it."""
+    import gc
+    import warnings
+
+    from neuron_profiler.importers.kineto import load_kineto_builder
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_linear_") as d:
+        for kind in kinds:
+            prev = None
+            for n in LINEAR_CASES[kind]:
+                p = Path(d) / f"{kind}_{n}.json"
+                p.write_bytes(_synthetic(kind, n))
+                best = float("inf")
+                for _ in range(repeats):
+                    gc.collect()
+                    c0 = time.process_time()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        load_kineto_builder(p)
+                    best = min(best, time.process_time() - c0)
+                ratio = best / prev if prev else None
+                rows.append({"case": kind, "n": n, "bytes": p.stat().st_size, "cpu_s": best, "ratio": ratio})
+                print(f"{kind:>6} n={n:>7,} ({p.stat().st_size / 1e6:6.2f} MB): {best * 1e3:8.1f} ms CPU"
+                      + (f", x{ratio:.2f} for x2 n" if ratio else ""), flush=True)
+                prev = best
+    return rows
+
+
 # ---------------------------------------------------------------- driver
 def run_worker(python: str, mode: str, *args: str) -> dict:
     """Run one measurement in a fresh interpreter; returns its JSON result or {"error": ...}."""
@@ -303,7 +359,15 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write all measurements to this JSON file")
     ap.add_argument("--ours-repo", type=Path, default=REPO,
                     help="measure the importer of another checkout (e.g. an older commit, for before/after)")
+    ap.add_argument("--linear", nargs="*", choices=sorted(LINEAR_CASES),
+                    help="instead: the linear-time cases (args keys per event, nesting depth, events), each size "
+                         "doubling; prints the CPU time ratios (~2 when linear)")
     a = ap.parse_args()
+    if a.linear is not None:
+        res = linear(a.linear or list(LINEAR_CASES), max(1, a.repeats))
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1) + "\n")
+        return 0 if all(r["ratio"] is None or r["ratio"] < 3.0 for r in res) else 1
     global OURS_REPO
     OURS_REPO = a.ours_repo.resolve()
 

@@ -10,7 +10,7 @@ does not depend on how the events were chunked.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress, count, repeat
+from itertools import compress, count, islice, repeat
 from operator import attrgetter, is_, is_not
 from typing import Any
 
@@ -35,8 +35,16 @@ from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 
 def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     """Values that should be strings (None -> "", others str()), equal strings shared through ``memo``."""
-    if not set(map(type, values)) <= {str}:
-        values = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
+    n = len(memo)
+    try:  # one pass; the memo's new keys (the last ones, in insertion order) tell whether all were strings
+        out = list(map(memo.setdefault, values, values))
+        if all(type(k) is str for k in islice(reversed(memo), len(memo) - n)):
+            return out
+    except TypeError:  # an unhashable value
+        pass
+    for k in [k for k in islice(reversed(memo), len(memo) - n) if type(k) is not str]:
+        del memo[k]
+    values = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
     return list(map(memo.setdefault, values, values))
 
 
