@@ -83,3 +83,33 @@ def test_id_keys_are_equal_exactly_when_the_ids_are(values: list) -> None:
         for j in range(len(values)):
             same = norm[i] == norm[j] and type(norm[i]) is type(norm[j])
             assert (keys[i] == keys[j]) == same, (values[i], values[j])
+
+
+_ARG_KEYS = st.sampled_from(["External id", "correlation", "Sequence number", "flops", "bytes", "device", "stream",
+                             "Input Dims", "Input type", "Collective name", "Ev Idx", "Record function id", "grid",
+                             "name", "\u00e9t\u00e9"])
+_ARG_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=False),
+                        st.text(max_size=4), st.sampled_from(["12", " 7 ", "x", "9" * 30, "-3"]),
+                        st.lists(st.integers(-5, 5), max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.dictionaries(_ARG_KEYS, _ARG_VALUES, max_size=6), st.sampled_from([0, 1, 2, 3])),
+                     min_size=1, max_size=14))
+def test_args_columns_match_a_row_by_row_oracle(rows: list) -> None:
+    """``args_columns`` (events grouped by key tuple, groups of mixed row classes split, shared texts) against
+    the row-by-row definition: each row's args text is the encoder's text of its args without the keys its
+    class drops ("" when none is left, none for a "Trace" row), its int columns ``int_column`` of the value."""
+    from neuron_profiler.importers.kineto import args as ka
+    from neuron_profiler.importers.kineto.events import int_column
+
+    args, cls = [a for a, _c in rows], np.array([c for _a, c in rows], dtype=np.int8)
+    got = ka.args_columns(args, cls)
+    for i, (a, c) in enumerate(rows):
+        drop = ka._DROP.get(c)
+        kept = {k: v for k, v in a.items() if drop is not None and k not in drop}
+        assert got["args"][i] == (msgspec.json.encode(kept).decode() if kept else ""), (a, c)
+        for col, (key, default) in ka.INT_ARGS.items():
+            want = int_column([a[key]], default)[0] if key in a else default
+            assert got[col][i] == want, (col, a)
+    assert got["coll"].tolist() == [i for i, (a, _c) in enumerate(rows) if "Collective name" in a]

@@ -193,12 +193,16 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
         if "Collective name" in present:
             coll.append(rows)
         g_cls = cls[rows]
-        for c in np.unique(g_cls).tolist():
-            drop = _DROP.get(c)
+        lo, hi = int(g_cls.min()), int(g_cls.max())
+        for klass in ([lo] if lo == hi else np.unique(g_cls).tolist()):  # a group is usually of one class
+            drop = _DROP.get(klass)
             if drop is None:
                 continue
-            sel = g_cls == c
-            texts = _args_text(ga if sel.all() else [a for a, s in zip(ga, sel.tolist()) if s], keys, drop)
+            if lo == hi:
+                texts, sel = _args_text(ga, keys, drop), slice(None)
+            else:
+                mask = g_cls == klass
+                texts, sel = _args_text([a for a, s in zip(ga, mask.tolist()) if s], keys, drop), mask
             if texts is not None:
                 out["args"][rows[sel]] = objects(texts)
     out["coll"] = np.sort(np.concatenate(coll)) if coll else np.zeros(0, np.int64)
