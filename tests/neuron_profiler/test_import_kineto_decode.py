@@ -325,3 +325,20 @@ def test_enclosing_operator_matches_a_stack_sweep():
         start, dur, is_op = rng.integers(0, 40, n), rng.integers(0, 20, n), rng.random(n) < 0.5
         np.testing.assert_array_equal(enclosing_operator(is_op, hp, ht, start, dur),
                                       _enclosing_by_stack(is_op, hp, ht, start, dur))
+
+
+def test_collective_counts_that_look_like_digits_are_no_counts(tmp_path):
+    """str.isdigit() holds for "²" and "--5".lstrip("-"), which int() refuses: a ValueError traceback before."""
+    from neuron_profiler.importers.kineto.collectives import _int
+
+    assert [_int(v) for v in ["12", " 7", "-3", "\u00b2", "1\u00b2", "--5", "-", "9" * 25]] == [12, 7, -3, -1, -1,
+                                                                                             -1, -1, -1]
+    ev = [dict(GOOD, name="record_param_comms", args={"External id": 3, "Collective name": "allreduce",
+                                                     "In msg nelems": "\u00b2", "Out msg nelems": "--5",
+                                                     "Group size": "\u00b2", "dtype": "Float"})]
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = load_kineto_builder(p)
+    assert b.rows("collectives") == 1 and b.table("collectives")["group_size"].tolist() == [-1]
