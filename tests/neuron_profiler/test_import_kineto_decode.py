@@ -23,7 +23,7 @@ from neuron_profiler.importers.kineto.build import build_trace
 from neuron_profiler.importers.kineto.decode import EventList, decode_document, replace_lone_surrogates
 from neuron_profiler.importers.kineto.links import enclosing_operator
 from neuron_profiler.importers.kineto.read import load_document
-from neuron_profiler.trace import TABLES, NotATraceError, TraceFormatError
+from neuron_profiler.trace import TABLES, NotATraceError, TraceFormatError, read_trace
 
 GOOD = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2.0}
 
@@ -342,3 +342,28 @@ def test_collective_counts_that_look_like_digits_are_no_counts(tmp_path):
         warnings.simplefilter("ignore")
         b = load_kineto_builder(p)
     assert b.rows("collectives") == 1 and b.table("collectives")["group_size"].tolist() == [-1]
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1" + "0" * 400])
+def test_our_own_export_with_non_finite_or_huge_column_values_imports(tmp_path, value):
+    """A re-imported Chrome export (``roundtrip``) whose int / float columns hold NaN, Infinity or an int
+    beyond float range: those columns take their defaults (a ValueError / OverflowError traceback before)."""
+    from neuron_profiler.importers.kineto import import_kineto
+
+    out = import_kineto(real_trace("kineto/docs_traces/after_fix_trace.json"), tmp_path / "a.nprof", progress=False)
+    r = _run_cli("convert", str(out), "--to", "chrome", "-o", str(tmp_path / "c.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "c.json").read_text())
+    marked = 0
+    for e in doc["traceEvents"]:
+        a = e.get("args")
+        if isinstance(a, dict) and "nprof.table" in a:
+            for k in [k for k in a if not k.startswith("nprof.")]:
+                a[k] = "__X__"
+                marked += 1
+    assert marked > 10
+    (tmp_path / "bad.json").write_text(json.dumps(doc).replace('"__X__"', value))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = load_kineto_builder(tmp_path / "bad.json")
+    assert b.rows("host_ops") == read_trace(out).row_counts["host_ops"]

@@ -20,6 +20,7 @@ counted in the footer metadata. Events without ``nprof.table`` (e.g. metadata ev
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -103,9 +104,12 @@ def _value(c: Any, v: Any) -> Any:
             return ""
         return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
     if c.kind == "float":
-        return float(v) if type(v) in (int, float) else None
-    if type(v) is bool or type(v) not in (int, float):
-        return None
+        try:
+            return float(v) if type(v) in (int, float) else None
+        except OverflowError:  # an int beyond float range
+            return None
+    if type(v) is bool or type(v) not in (int, float) or type(v) is float and not math.isfinite(v):
+        return None  # NaN / Infinity (the stdlib reads them) are no ints
     v = int(v)
     return v if -(2**63) <= v < 2**63 and (c.kind not in ("uint",) or v >= 0) else None
 
