@@ -17,6 +17,12 @@ _JSONDecodeError: tuple[type[BaseException], ...] = (json.JSONDecodeError, Unico
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
+_resource: ModuleType | None
+try:  # address-space limits (POSIX only)
+    import resource as _resource
+except ImportError:  # pragma: no cover - Windows
+    _resource = None
+
 
 #: most bytes a gzip file may decompress to, per compressed byte (plus ``_MAX_INFLATE_FLOOR``): a gzip bomb
 #: is refused before it is inflated (real Kineto JSON compresses 10-25x). Override with the env variable.
@@ -50,14 +56,14 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if soft != resource.RLIM_INFINITY:
+        if _resource is None:  # Windows
+            return avail
+        soft = _resource.getrlimit(_resource.RLIMIT_AS)[0]
+        if soft != _resource.RLIM_INFINITY:
             used = _vm_size()
             left = max(soft - used, 0) if used is not None else soft
             avail = left if avail is None else min(avail, left)
-    except (ImportError, OSError, ValueError):
+    except (OSError, ValueError):
         pass
     return avail
 
