@@ -1,11 +1,11 @@
-"""Per-chunk extraction of Kineto events into flat columns, so that the event dicts of one chunk can be
-freed before the next chunk is parsed (peak memory) and every per-event Python step runs once.
+"""Batch-by-batch extraction of Kineto events into flat columns, so that the events of one batch can be freed
+once extracted (peak memory) and every per-event Python step runs once.
 
-``EventColumns.add(events)`` takes any slice of ``traceEvents`` (in file order), ``add_text`` the JSON text of one
-(the compiled scan, when it takes the text); ``finish()`` returns the columns of all complete events plus what
-the other phases yield (flows, metadata, memory and counter samples). Each per-event value goes through the
-same conversion as a whole-trace pass would (the helpers of ``events`` work element by element), so the result
-does not depend on how the events were chunked.
+``EventColumns.add(events)`` takes any batch of decoded ``traceEvents`` (``decode.Event`` structs, in file
+order); ``finish()`` returns the columns of all complete events plus what the other phases yield (flows,
+metadata, memory and counter samples). Each per-event value goes through the same conversion as a whole-trace
+pass would (the helpers of ``events`` work element by element), so the result does not depend on how the
+events were batched.
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ NO_FRAME_ID = -(2**63)
 
 def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np.ndarray:
     """(row, Python id, Python parent id) int64 triples of the python_function rows among ``cat`` (``py``: that
-    category's shared string; rows numbered from ``first``), as the compiled scan writes them."""
+    category's shared string; rows numbered from ``first``)."""
     rows = [] if py is None else list(compress(count(), map(is_, cat, repeat(py))))
     out = np.empty((len(rows), 3), dtype=np.int64)
     if rows:
@@ -255,8 +255,8 @@ class EventColumns:
                   dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]],
                   cols: dict[str, Any] | None = None) -> None:
         """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
-        args dicts (``EMPTY_ARGS`` for missing args; the scan gives the dicts of collective rows only, with their
-        ``args_columns`` and python frame ids (``frame_ids``, rows from 0) in ``cols``)."""
+        args dicts (``EMPTY_ARGS`` for missing args; ``cols``: their ``args_columns`` and python frame ids
+        (``frame_ids``, rows from 0) when already made)."""
         first = self.n_x
         x = self._x
         x["cat"].extend(cat)

@@ -10,8 +10,7 @@ from typing import Any
 
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError, TruncatedTraceError
 
-# The whole-document parse (the fallback of ``split``, and the path that reports exact JSON errors)
-# uses the stdlib parser: on a whole 50 MB trace orjson peaks ~180 MB higher. Slices use orjson.
+# The stdlib parse: the fallback of ``decode`` for text msgspec refuses (NaN, Infinity), and the exact JSON errors.
 _json = json
 _JSONDecodeError: tuple[type[BaseException], ...] = (json.JSONDecodeError, UnicodeDecodeError)
 
