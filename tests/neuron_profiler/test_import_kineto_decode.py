@@ -367,3 +367,18 @@ def test_our_own_export_with_non_finite_or_huge_column_values_imports(tmp_path, 
         warnings.simplefilter("ignore")
         b = load_kineto_builder(tmp_path / "bad.json")
     assert b.rows("host_ops") == read_trace(out).row_counts["host_ops"]
+
+
+@pytest.mark.parametrize("pid", [[1, 2], {"a": 1}, 1.5, None, True])
+def test_a_counter_event_whose_pid_is_not_an_id_imports(tmp_path, pid):
+    """Found by bench/fuzz_kineto.py (input 82,526 of 100,000): a ph "C" event whose pid is a list gave
+    ``TypeError: unhashable type: 'list'`` in the track table; the pid is keyed by its repr, as for memory."""
+    ev = [GOOD, {"ph": "C", "name": "util", "pid": pid, "tid": 0, "ts": 11, "args": {"value": 3}}]
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = load_kineto_builder(p)
+    assert b.table("counters")["value"].tolist() == [3.0]
+    r = _run_cli("import", str(p), "-o", str(tmp_path / "c.nprof"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr

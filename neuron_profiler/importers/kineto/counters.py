@@ -126,10 +126,11 @@ def counter_samples(counters: list[Event], skipped: Counter,
             continue
         t = int(ts_to_ns([ts], ns)[0])
         name = "counter" if e.name is None else str(e.name)
+        pid = e.pid if type(e.pid) in (int, str) else repr(e.pid)  # as memory_samples: a list is no key
         for k, v in a.items():
             f = as_float(v)
             if f is not None:
-                out.append((e.pid, name if k == name or len(a) == 1 and k in ("value", name) else
+                out.append((pid, name if k == name or len(a) == 1 and k in ("value", name) else
                             f"{name}: {k}", t, f))
     return out
 
