@@ -2,6 +2,7 @@
 
     python3 bench/bench_import.py [--hta-python /opt/hta-venv/bin/python] [--traces df_index_resolver nccl_data]
                                   [--repeats 3] [--json results.json]
+    python3 bench/bench_import.py --linear [keys depth events] [--repeats 3]   # linear time, see ``linear``
 
 For each trace, every measurement runs in its own fresh subprocess (same conditions for both tools); the
 time is measured inside the subprocess around the call only (module imports excluded on both sides), and the
@@ -11,9 +12,8 @@ imported libraries on both sides):
 - ours, first import: ``neuron_profiler.importers.kineto.import_kineto(src, out)`` into a fresh temp dir;
 - ours, reopen: ``read_trace(out)`` + every table loaded as a DataFrame;
 - HTA: ``TraceAnalysis(trace_dir=<dir holding a symlink to src>)`` run by the HTA venv's python;
-- context: read + gunzip + one parse of the whole file with the parser our importer uses (orjson when
-  installed, else ``json``), and read + gunzip + the slice-by-slice parse our importer does
-  (``kineto_split``, events dropped unread): the floors of a full-parse import.
+- context: read + gunzip + one untyped parse of the whole file (orjson), and read + gunzip + the typed parse
+  our importer does (``decode.decode_document``, events dropped unread): the floors of a full-parse import.
 Each is run ``--repeats`` times (default 3): median time, max peak RSS (2 shared cores: expect noise).
 
 Ratios = HTA load time / ours (wall time, and CPU time: user + system of the process, its threads and
@@ -105,14 +105,14 @@ def _warm_imports() -> None:
 def worker_ours_import(src: str, out: str) -> dict:
     from neuron_profiler.importers.kineto import import_kineto
 
-    orjson = _ours("split").orjson
+    parser = _parser()
     _warm_imports()
     base = _rss_now_mb()
     c0, t0 = _cpu_s(), time.perf_counter()
     import_kineto(src, out, progress=False)
     dt, dc = time.perf_counter() - t0, _cpu_s() - c0
     return {"time_s": dt, "cpu_s": dc, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base,
-            "out_bytes": os.path.getsize(out), "parser": "json" if orjson is None else "orjson"}
+            "out_bytes": os.path.getsize(out), "parser": parser}
 
 
 def worker_ours_reopen(out: str) -> dict:
@@ -166,32 +166,99 @@ def worker_json_floor(src: str) -> dict:
             "events": len(doc.get("traceEvents", [])), "parser": parser}
 
 
-def worker_slice_floor(src: str) -> dict:
-    """The parse floor of our importer's approach: read + gunzip + parse slice by slice
-    (``kineto_split``), each slice's events dropped at once (no extraction)."""
-    read_bytes = _ours("read").read_bytes
-    split = _ours("split")
-    iter_slices, orjson, split_document = split.iter_slices, split.orjson, split.split_document
+def _parser() -> str:
+    """The parser of the measured checkout's importer: msgspec (typed decoding, ``decode``), or for an older
+    checkout orjson slices (``split``)."""
+    try:
+        _ours("decode")
+        return "msgspec"
+    except ImportError:
+        return "json" if _ours("split").orjson is None else "orjson"
 
+
+def worker_decode_floor(src: str) -> dict:
+    """The parse floor of our importer: read + gunzip + its parse (``decode.decode_document``: typed events;
+    an older checkout: orjson slice by slice, ``split``), the events dropped at once (no extraction)."""
+    read_bytes = _ours("read").read_bytes
+    parser = _parser()
     base = _rss_now_mb()
     t0 = time.perf_counter()
     raw = read_bytes(src)
-    doc, ranges = split_document(raw)
-    n = sum(len(events) for events in iter_slices(raw, ranges))
+    if parser == "msgspec":
+        n = len(_ours("decode").decode_document(raw, src)[1])
+    else:
+        split = _ours("split")
+        doc, ranges = split.split_document(raw)
+        n = sum(len(events) for events in split.iter_slices(raw, ranges))
     dt = time.perf_counter() - t0
     return {"time_s": dt, "peak_rss_mb": _peak_rss_mb(), "rss_after_imports_mb": base, "events": n,
-            "parser": "json" if orjson is None else "orjson"}
+            "parser": parser}
 
 
 WORKERS = {"ours-import": worker_ours_import, "ours-reopen": worker_ours_reopen, "hta": worker_hta,
-           "json-floor": worker_json_floor, "slice-floor": worker_slice_floor}
+           "json-floor": worker_json_floor, "decode-floor": worker_decode_floor}
+
+
+# ---------------------------------------------------------------- linear time in keys, depth and events
+def _synthetic(kind: str, n: int) -> bytes:
+    """A Kineto text growing in one dimension: one event with ``n`` args keys (``keys``), 2,000 events whose
+    args nest ``n`` deep (``depth``), or ``n`` events: cpu_op / kernel pairs linked by flows (``events``)."""
+    head = b'{"traceEvents":['
+    if kind == "keys":
+        args = b",".join(b'"k%d":%d' % (i, i) for i in range(n))
+        return head + b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":1,"dur":1,"args":{' + args + b"}}]}"
+    if kind == "depth":
+        ev = (b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":%d,"dur":1,"args":{"deep":'
+              + b"[" * n + b"1" + b"]" * n + b"}}")
+        return head + b",".join(ev % i for i in range(2000)) + b"]}"
+    ev = (b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":3,"args":{"External id":%d}},'
+          b'{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":%d,"dur":1,'
+          b'"args":{"correlation":%d,"device":0,"stream":7}},'
+          b'{"ph":"s","cat":"ac2g","id":%d,"pid":1,"tid":1,"ts":%d},{"ph":"f","cat":"ac2g","id":%d,"pid":0,"tid":7,'
+          b'"ts":%d,"bp":"e"}')
+    return head + b",".join(ev % (10 * i, i, 10 * i + 5, i, i, 10 * i, i, 10 * i + 5) for i in range(n // 4)) + b"]}"
+
+
+LINEAR_CASES = {"keys": (37_500, 75_000, 150_000, 300_000), "depth": (100, 200, 400, 800),
+                "events": (50_000, 100_000, 200_000, 400_000)}
+
+
+def linear(kinds: list[str], repeats: int) -> list[dict]:
+    """CPU time of ``load_kineto_builder`` on ``_synthetic`` texts doubling in one dimension, in this process
+    (best of ``repeats``): each ratio to the previous size is ~2 when the import is linear in it."""
+    import gc
+    import warnings
+
+    from neuron_profiler.importers.kineto import load_kineto_builder
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_linear_") as d:
+        for kind in kinds:
+            prev = None
+            for n in LINEAR_CASES[kind]:
+                p = Path(d) / f"{kind}_{n}.json"
+                p.write_bytes(_synthetic(kind, n))
+                best = float("inf")
+                for _ in range(repeats):
+                    gc.collect()
+                    c0 = time.process_time()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        load_kineto_builder(p)
+                    best = min(best, time.process_time() - c0)
+                ratio = best / prev if prev else None
+                rows.append({"case": kind, "n": n, "bytes": p.stat().st_size, "cpu_s": best, "ratio": ratio})
+                print(f"{kind:>6} n={n:>7,} ({p.stat().st_size / 1e6:6.2f} MB): {best * 1e3:8.1f} ms CPU"
+                      + (f", x{ratio:.2f} for x2 n" if ratio else ""), flush=True)
+                prev = best
+    return rows
 
 
 # ---------------------------------------------------------------- driver
 def run_worker(python: str, mode: str, *args: str) -> dict:
     """Run one measurement in a fresh interpreter; returns its JSON result or {"error": ...}."""
     env = dict(os.environ, KINETO_LOG_LEVEL="6")
-    if mode.startswith("ours") or mode == "slice-floor":  # our package; the HTA venv gets nothing of ours
+    if mode.startswith("ours") or mode == "decode-floor":  # our package; the HTA venv gets nothing of ours
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(OURS_REPO), env.get("PYTHONPATH", "")) if p)
         env["BENCH_OURS_REPO"] = str(OURS_REPO)
     cmd = [python, str(Path(__file__).resolve()), "--worker", mode, *args]
@@ -226,7 +293,7 @@ def _median_of(runs: list[dict]) -> dict:
 def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dict:
     """Interleave the measurements (ours, HTA, ours, HTA...) so load drift on a shared box hits both alike."""
     res: dict = {"trace": name, "src": str(src), "src_bytes": src.stat().st_size}
-    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "slice_floor": [],
+    runs: dict[str, list[dict]] = {"ours_import": [], "ours_reopen": [], "json_floor": [], "decode_floor": [],
                                    "hta": []}
     with tempfile.TemporaryDirectory(prefix="bench_import_") as d:
         for i in range(repeats):  # every import is a first import: fresh process, fresh output path
@@ -235,7 +302,7 @@ def bench_one(name: str, src: Path, hta_python: str | None, repeats: int) -> dic
             if "error" not in runs["ours_import"][-1]:
                 runs["ours_reopen"].append(run_worker(sys.executable, "ours-reopen", out))
             runs["json_floor"].append(run_worker(sys.executable, "json-floor", str(src)))
-            runs["slice_floor"].append(run_worker(sys.executable, "slice-floor", str(src)))
+            runs["decode_floor"].append(run_worker(sys.executable, "decode-floor", str(src)))
             if hta_python:
                 runs["hta"].append(run_worker(hta_python, "hta", str(src)))
     for key, lst in runs.items():
@@ -270,11 +337,11 @@ def summary_line(r: dict) -> str:
     if verdict:
         line += " [" + "; ".join(verdict) + "]"
     floor = r.get("json_floor", {}).get("time_s")
-    sliced = r.get("slice_floor", {}).get("time_s")
+    sliced = r.get("decode_floor", {}).get("time_s")
     if floor and sliced and t_hta:
         jf = r["json_floor"]
         line += (f"\n  (read+gunzip+{jf.get('parser', '?')}.loads of the whole file: {floor:.2f} s, peak "
-                 f"{jf['peak_rss_mb']:.0f} MB; read+gunzip+parse in slices as our importer does: {sliced:.2f} s -> "
+                 f"{jf['peak_rss_mb']:.0f} MB; read+gunzip+parse as our importer does: {sliced:.2f} s -> "
                  f"at most {t_hta / sliced:.1f}x for a full-parse import; our importer parsed with "
                  f"{imp.get('parser', '?')})")
     errors = [f"  {k}: {v['error']}" for k, v in (("ours import", imp), ("ours reopen", reo), ("HTA", hta))
@@ -292,7 +359,15 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write all measurements to this JSON file")
     ap.add_argument("--ours-repo", type=Path, default=REPO,
                     help="measure the importer of another checkout (e.g. an older commit, for before/after)")
+    ap.add_argument("--linear", nargs="*", choices=sorted(LINEAR_CASES),
+                    help="instead: the linear-time cases (args keys per event, nesting depth, events), each size "
+                         "doubling; prints the CPU time ratios (~2 when linear)")
     a = ap.parse_args()
+    if a.linear is not None:
+        res = linear(a.linear or list(LINEAR_CASES), max(1, a.repeats))
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1) + "\n")
+        return 0 if all(r["ratio"] is None or r["ratio"] < 3.0 for r in res) else 1
     global OURS_REPO
     OURS_REPO = a.ours_repo.resolve()
 

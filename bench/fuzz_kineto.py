@@ -25,7 +25,8 @@ with a traceback of where it was stuck, and a new worker forked). The worker cal
 - ``hang`` (timeout), ``crash`` (killed by a signal), ``memory`` (MemoryError / address-space limit).
 
 Peak memory per input is the worker's peak RSS (VmHWM, reset before each input with ``/proc/self/clear_refs``)
-minus its RSS before the input; the target is
+minus its RSS before the input (the whole worker's peak is reported too: ``max_worker_peak_rss_mb``, inputs
+over 256 MB, and inputs slower than 10 s, in the summary and in the progress lines); the target is
 ``<= --mem-factor`` x the input's JSON size + ``--mem-fixed-mb`` (for gzip inputs the decompressed size:
 the importer necessarily holds the text). Exit code 1 when any input is undocumented, hangs, crashes or
 exceeds the memory target. ``--save DIR`` keeps every failing input.
@@ -55,6 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from kineto_mutations import FdpRandom, Mutator, load_seeds  # bench/kineto_mutations.py, beside this script
+
+SLOW_S = 10.0  # an input taking longer counts in ``inputs_over_slow_s`` (a hang past ``--timeout``)
+ABS_PEAK_MB = 256.0  # a worker whose whole peak RSS passes this during an input counts in ``inputs_over_abs_peak_mb``
 
 
 def run_one(path: str, out: str) -> dict[str, Any]:
@@ -133,6 +137,7 @@ def _worker(rfd: int, wfd: int, timeout: float) -> None:
             start = _status_kb("VmRSS")
             res = run_one(job["path"], job["out"])
             res["peak_mb"] = max(_status_kb("VmHWM") - start, 0) / 1024
+            res["peak_abs_mb"] = _status_kb("VmHWM") / 1024  # the worker's whole peak RSS (imports included)
             resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         except BaseException as exc:  # noqa: BLE001
             res = {"outcome": "undocumented", "signature": "harness: " + _signature(exc)}
@@ -243,6 +248,7 @@ def fuzz(n: int, workers: int, seed: int, timeout: float, mem_factor: float, mem
     errors: collections.Counter = collections.Counter()
     peaks: list[tuple[float, int]] = []
     over: list[dict[str, Any]] = []
+    abs_peak, n_abs_over, n_slow = 0.0, 0, 0
     jobs: dict[int, dict[str, Any]] = {}
     done = started = 0
     t_start = time.time()
@@ -264,12 +270,17 @@ def fuzz(n: int, workers: int, seed: int, timeout: float, mem_factor: float, mem
             started += 1
         for job, res in pool.poll(0.05):
             info = jobs.pop(job["i"])
-            max_time = max(max_time, time.time() - info["t0"])
+            took = time.time() - info["t0"]
+            max_time = max(max_time, took)
+            n_slow += took > SLOW_S
             out = res["outcome"]
             counts[out] += 1
             if out == "error":
                 errors[res["message"].replace(str(info["path"]), "<input>")[len("neuron-trace: error: "):][:90]] += 1
             bad = out in ("undocumented", "hang", "crash", "memory")
+            if "peak_abs_mb" in res:
+                abs_peak = max(abs_peak, res["peak_abs_mb"])
+                n_abs_over += res["peak_abs_mb"] > ABS_PEAK_MB
             if "peak_mb" in res:
                 peaks.append((res["peak_mb"], info["size"]))
                 if res["peak_mb"] > mem_factor * info["size"] / 2**20 + mem_fixed_mb:
@@ -295,7 +306,10 @@ def fuzz(n: int, workers: int, seed: int, timeout: float, mem_factor: float, mem
             done += 1
             if progress and done % 1000 == 0:
                 el = time.time() - t_start
-                print(f"  {done:,}/{n:,} inputs, {el:.0f} s, {dict(counts)}", file=sys.stderr, flush=True)
+                print(f"  {done:,}/{n:,} inputs, {el:.0f} s, {dict(counts)}; slowest input {max_time:.1f} s "
+                      f"({n_slow} over {SLOW_S:g} s); peak RSS: max {abs_peak:.0f} MB whole worker ({n_abs_over} "
+                      f"inputs over {ABS_PEAK_MB:g} MB), max {max((p for p, _ in peaks), default=0):.0f} MB above "
+                      f"the worker's RSS before the input ({len(over)} over the target)", file=sys.stderr, flush=True)
     pool.close()
     worst = max(peaks, key=lambda ps: ps[0] - mem_factor * ps[1] / 2**20) if peaks else (0.0, 0)
     return {"inputs": n, "seed": seed, "seconds": round(time.time() - t_start, 1), "outcomes": dict(counts),
@@ -306,7 +320,9 @@ def fuzz(n: int, workers: int, seed: int, timeout: float, mem_factor: float, mem
                        "largest_input_bytes": max((sz for _, sz in peaks), default=0),
                        "over_target": over[:20], "n_over_target": len(over),
                        "median_peak_mb": round(sorted(p for p, _ in peaks)[len(peaks) // 2], 1) if peaks else 0},
-            "max_input_seconds": round(max_time, 2), "timeout_s": timeout}
+            "max_input_seconds": round(max_time, 2), "timeout_s": timeout,
+            "inputs_over_slow_s": n_slow, "slow_s": SLOW_S, "max_worker_peak_rss_mb": round(abs_peak, 1),
+            "inputs_over_abs_peak_mb": n_abs_over, "abs_peak_mb": ABS_PEAK_MB}
 
 
 def _gz_ok(text: bytes) -> bool:

@@ -53,12 +53,33 @@ _CATS = ("cpu_op", "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "ac2g",
          "Kernel", "Operator", "Runtime", "async", "privateuse1_runtime", "zzz")
 
 
-_NEST = re.compile(rb'"\\u0000NEST([ao])(\d+)\\u0000"')
+_NEST = re.compile(rb'"\\u0000NEST([aok])(\d+)\\u0000"')
+#: lone UTF-16 surrogates (and a valid pair beside one), as ``json.dumps`` escapes them
+_SURROGATES = ("\ud800", "\udfff", "a\udc00b", "\ud83d", "\ude00\ud83d", "\ud83d\ude00\udbff")
+#: numeric strings beyond int64 (and at its edges)
+_BIG_NUMERIC = ("9223372036854775808", "-9223372036854775809", "18446744073709551616", "9" * 25, "-" + "9" * 40,
+                "1" + "0" * 400, "9223372036854775807", "-9223372036854775808", " 99999999999999999999 ",
+                "+9223372036854775808", "0x7fffffffffffffffff", "1_000_000_000_000_000_000_000")
 
 
 def _expand(m: re.Match) -> bytes:
     d = int(m.group(2))
+    if m.group(1) == b"k":  # one object with d keys (the last keys repeated: duplicates)
+        return b"{" + b",".join(b'"k%d":%d' % (i % max(d - 3, 1), i) for i in range(d)) + b"}"
     return (b"[" * d + b"1" + b"]" * d) if m.group(1) == b"a" else (b'{"a":' * d + b"1" + b"}" * d)
+
+
+def _walk(v: Any, fs: Any, fn: Any) -> Any:
+    """``v`` with every string (keys included) passed through ``fs`` and every number through ``fn``."""
+    if isinstance(v, dict):
+        return {fs(k): _walk(x, fs, fn) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_walk(x, fs, fn) for x in v]
+    if isinstance(v, str):
+        return fs(v)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return fn(v)
+    return v
 
 
 class Mutator:
@@ -88,7 +109,13 @@ class Mutator:
         if k == 7:
             return {} if r.random() < 0.5 else {r.choice(_ARG_KEYS): self.value()}
         if k == 8:
-            return self.nested(r.randrange(2, 3000))
+            return self.nested(r.choice((r.randrange(2, 3000), r.randrange(250, 260), 100_000)))
+        if k == 13:
+            return r.choice(_SURROGATES)
+        if k == 14:
+            return r.choice(_BIG_NUMERIC)
+        if k == 15:
+            return self.many_keys(r.randrange(2, 1000) if r.random() < 0.8 else r.choice((100_000, 300_000)))
         if k == 9:
             return r.randrange(-10, 10)
         if k == 10:
@@ -105,13 +132,35 @@ class Mutator:
         kind = "a" if self.r.random() < 0.5 else "o"
         return f"\x00NEST{kind}{depth}\x00"
 
+    def many_keys(self, n: int) -> str:
+        """A marker that ``document`` replaces by one object of ``n`` keys (some repeated)."""
+        return f"\x00NESTk{n}\x00"
+
+    def everywhere(self, doc: Any) -> Any:
+        """One kind of value put in every string or every numeric position of ``doc`` (each position with
+        probability ``p``): lone surrogates appended to strings (keys included), or numbers replaced by
+        numeric strings beyond int64."""
+        r = self.r
+        p = r.choice((0.05, 0.3, 1.0))
+        if r.random() < 0.5:
+            sur = r.choice(_SURROGATES)
+            return _walk(doc, lambda s: s + sur if r.random() < p else s, lambda x: x)
+        big = r.choice(_BIG_NUMERIC)
+        return _walk(doc, lambda s: s, lambda x: big if r.random() < p else x)
+
     def mutate_event(self, e: Any) -> Any:
         r = self.r
         if not isinstance(e, dict) or r.random() < 0.05:
             return self.value()
         e = dict(e)
-        k = r.randrange(9)
-        if k <= 2:
+        k = r.randrange(10)
+        if k == 9:  # a lone surrogate in an event's key, or in an args key
+            key = r.choice(_KEYS) + r.choice(_SURROGATES)
+            if isinstance(e.get("args"), dict) and r.random() < 0.5:
+                e["args"] = {**e["args"], key: self.value()}
+            else:
+                e[key] = self.value()
+        elif k <= 2:
             e[r.choice(_KEYS)] = self.value()
         elif k == 3 and e:
             e.pop(r.choice(list(e)), None)
@@ -163,7 +212,10 @@ class Mutator:
         doc.setdefault("traceEvents", events)
         if isinstance(doc.get("traceEvents"), list) and doc["traceEvents"] is not events and r.random() < 0.5:
             doc["traceEvents"] = events
-        text = _NEST.sub(_expand, json.dumps(doc if r.random() > 0.05 else events).encode())
+        if r.random() < 0.1:  # every string / numeric position at once
+            doc = self.everywhere(doc)
+        body = doc if r.random() > 0.05 else doc.get("traceEvents", events)
+        text = _NEST.sub(_expand, json.dumps(body).encode())
         if r.random() < 0.1:
             text = self.text_mutation(text)
         if r.random() < 0.05:

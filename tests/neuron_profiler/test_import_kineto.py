@@ -312,9 +312,11 @@ def test_output_path_helpers():
 
 def test_fast_and_per_event_split_paths_agree():
     from neuron_profiler.importers.kineto import events as ke
-    from neuron_profiler.importers.kineto.read import load_document
+    from neuron_profiler.importers.kineto.decode import decode_document
+    from neuron_profiler.importers.kineto.read import read_bytes
 
-    events = load_document(real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"))["traceEvents"]
+    src = real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz")
+    events = decode_document(read_bytes(src), str(src))[1]
     fast, slow = ke.split_events(events), ke._split_slow(events)
     assert fast.n_x == slow.n_x > 0
     assert [list(c) for c in fast.x_cols] == [list(c) for c in slow.x_cols]

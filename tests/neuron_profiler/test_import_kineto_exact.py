@@ -15,6 +15,7 @@ import pytest
 from realdata import REAL_TRACE_PARAMS, real_trace
 
 from neuron_profiler.importers.kineto import load_kineto_builder
+from neuron_profiler.importers.kineto.decode import decode_document
 from neuron_profiler.importers.kineto.exact import apply_exact, text_to_ns
 
 _TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
@@ -81,7 +82,7 @@ def test_real_traces_are_exact_to_the_ns(rel, tmp_path):
     "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",  # memory samples, python stacks
     "HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz",
 ])
-def test_epoch_microsecond_time_base_is_exact_to_the_ns(rel, tmp_path):
+def test_epoch_microsecond_time_base_is_exact_to_the_ns(rel, tmp_path, monkeypatch):
     epoch = _to_epoch(_text(rel))
     xs, _fl, mem, base = _oracle(epoch)
     assert base == 0 and xs[0] > 1.5e18  # really epoch ns: float64 cannot hold these to the ns
@@ -91,18 +92,16 @@ def test_epoch_microsecond_time_base_is_exact_to_the_ns(rel, tmp_path):
     off = np.asarray(got_xs) - np.asarray(xs)
     assert int(np.count_nonzero(off)) == 0, f"{np.count_nonzero(off)} of {len(xs)} off by up to {abs(off).max()} ns"
     assert got_mem == mem and inexact == ""
-    # the same text through the whole-document parser (the fallback when slicing is impossible) is exact too
-    from neuron_profiler.importers.kineto import split
+    # the same text through the stdlib parser (the fallback for text msgspec refuses, e.g. NaN) is exact too
+    import msgspec
 
-    orig = split.split_document
-    split.split_document = lambda raw, slice_bytes=None: None
-    try:
-        import neuron_profiler.importers.kineto.api as api
-        api.split_document = split.split_document
-        assert _imported(p)[0] == xs
-    finally:
-        split.split_document = orig
-        api.split_document = orig
+    from neuron_profiler.importers.kineto import decode
+
+    def refuse(raw, where):
+        raise msgspec.DecodeError("refused")
+
+    monkeypatch.setattr(decode, "_decode", refuse)
+    assert _imported(p)[0] == xs
 
 
 def test_flow_halves_bind_in_the_epoch_time_base(tmp_path):
@@ -132,9 +131,9 @@ def test_a_ts_inside_args_does_not_misalign(tmp_path):
     text = (b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "args": {"ts": 7},'
             b' "ts": 1695835535123456.789, "dur": 1},'
             b' {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1695835535123457.001, "dur": 1}]')
-    parsed = json.loads(text)
+    parsed = decode_document(text, "t")[1]
     assert apply_exact(parsed, text)
-    assert [e["ts"] for e in parsed] == [1695835535123456789, 1695835535123457001]
+    assert [e.ts for e in parsed] == [1695835535123456789, 1695835535123457001]
     p = tmp_path / "t.json"
     p.write_bytes(b'{"traceEvents": ' + text + b"}")
     assert load_kineto_builder(p).table("host_ops")["start_ts"].tolist() == [1695835535123456789,

@@ -1,9 +1,13 @@
-"""The Kineto importer's fast paths against their oracles: the args text against orjson's encoding of the
-same dict, ``factorize`` against ``pd.factorize``, ``IdKeys`` against the equality of the ids it keys."""
+"""The Kineto importer's fast paths against their oracles: the args text against msgspec's encoding of the
+same dict (and the stdlib's parse of it back), ``factorize`` against ``pd.factorize``, ``IdKeys`` against the
+equality of the ids it keys."""
 from __future__ import annotations
 
+import json
+import math
+
+import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,16 +22,14 @@ _INTS = st.one_of(st.integers(min_value=-(2**64), max_value=2**64), st.none())
 
 @settings(max_examples=200, deadline=None)
 @given(keys=st.lists(_KEYS, min_size=2, max_size=4, unique=True), data=st.data())
-def test_args_text_of_int_or_null_dicts_is_what_orjson_writes(keys: list[str], data: st.DataObject) -> None:
+def test_args_text_of_int_or_null_dicts_is_what_the_encoder_writes(keys: list[str], data: st.DataObject) -> None:
+    """Int / null values (the %-template's fast path, ints beyond 64 bits included) give the encoder's text of
+    each dict, which the stdlib parses back to the dict."""
     rows = data.draw(st.lists(st.tuples(*[_INTS] * len(keys)), min_size=1, max_size=12))
     ga = [dict(zip(keys, r)) for r in rows]
-    want = []
-    for g in ga:
-        try:
-            want.append(orjson.dumps(g).decode())
-        except TypeError:  # an int beyond 64 bits: orjson refuses, the args text is "" (safe_dumps)
-            want.append("")
-    assert _args_text(ga, tuple(keys), HOST_DROP) == want
+    got = _args_text(ga, tuple(keys), HOST_DROP)
+    assert got == [msgspec.json.encode(g).decode() for g in ga]
+    assert [json.loads(t) for t in got] == ga
 
 
 _ONE_KEY_VALUES = st.one_of(st.lists(st.one_of(st.text(max_size=3), _INTS), max_size=4), _INTS,
@@ -36,17 +38,15 @@ _ONE_KEY_VALUES = st.one_of(st.lists(st.one_of(st.text(max_size=3), _INTS), max_
 
 @settings(max_examples=200, deadline=None)
 @given(key=_KEYS, values=st.lists(_ONE_KEY_VALUES, min_size=1, max_size=10))
-def test_args_text_of_one_key_dicts_is_what_orjson_writes(key: str, values: list) -> None:
+def test_args_text_of_one_key_dicts_is_what_the_encoder_writes(key: str, values: list) -> None:
     """One kept key whose values are lists (a cpu_op's "Concrete Inputs"), floats, bools, big ints: each text is
-    orjson's encoding of that event's args, or "" when orjson refuses the value."""
+    the encoder's text of that event's args without "External id", which the stdlib parses back to it."""
     ga = [{"External id": 1, key: v} for v in values]
-    want = []
-    for v in values:
-        try:
-            want.append(orjson.dumps({key: v}).decode())
-        except TypeError:
-            want.append("")
-    assert _args_text(ga, ("External id", key), HOST_DROP) == want
+    got = _args_text(ga, ("External id", key), HOST_DROP)
+    assert got == [msgspec.json.encode({key: v}).decode() for v in values]
+    for t, v in zip(got, values):
+        back = json.loads(t)[key]
+        assert back == v and type(back) is type(v) or isinstance(v, float) and math.isnan(v)
 
 
 def test_args_text_drops_the_columns_it_stores_elsewhere() -> None:
@@ -83,3 +83,33 @@ def test_id_keys_are_equal_exactly_when_the_ids_are(values: list) -> None:
         for j in range(len(values)):
             same = norm[i] == norm[j] and type(norm[i]) is type(norm[j])
             assert (keys[i] == keys[j]) == same, (values[i], values[j])
+
+
+_ARG_KEYS = st.sampled_from(["External id", "correlation", "Sequence number", "flops", "bytes", "device", "stream",
+                             "Input Dims", "Input type", "Collective name", "Ev Idx", "Record function id", "grid",
+                             "name", "\u00e9t\u00e9"])
+_ARG_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=False),
+                        st.text(max_size=4), st.sampled_from(["12", " 7 ", "x", "9" * 30, "-3"]),
+                        st.lists(st.integers(-5, 5), max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.dictionaries(_ARG_KEYS, _ARG_VALUES, max_size=6), st.sampled_from([0, 1, 2, 3])),
+                     min_size=1, max_size=14))
+def test_args_columns_match_a_row_by_row_oracle(rows: list) -> None:
+    """``args_columns`` (events grouped by key tuple, groups of mixed row classes split, shared texts) against
+    the row-by-row definition: each row's args text is the encoder's text of its args without the keys its
+    class drops ("" when none is left, none for a "Trace" row), its int columns ``int_column`` of the value."""
+    from neuron_profiler.importers.kineto import args as ka
+    from neuron_profiler.importers.kineto.events import int_column
+
+    args, cls = [a for a, _c in rows], np.array([c for _a, c in rows], dtype=np.int8)
+    got = ka.args_columns(args, cls)
+    for i, (a, c) in enumerate(rows):
+        drop = ka._DROP.get(c)
+        kept = {k: v for k, v in a.items() if drop is not None and k not in drop}
+        assert got["args"][i] == (msgspec.json.encode(kept).decode() if kept else ""), (a, c)
+        for col, (key, default) in ka.INT_ARGS.items():
+            want = int_column([a[key]], default)[0] if key in a else default
+            assert got[col][i] == want, (col, a)
+    assert got["coll"].tolist() == [i for i, (a, _c) in enumerate(rows) if "Collective name" in a]

@@ -1,8 +1,9 @@
 """Import torch.profiler / Kineto Chrome-trace JSON(.gz) files (see ``api`` for the public functions).
 
-Modules: ``read`` (gunzip, whole-document parse), ``exact`` (timestamps exact to the ns), ``split`` (slices of
-``traceEvents``), ``events`` / ``extract`` (columns), ``build`` / ``tracks`` / ``links`` / ``collectives`` /
-``counters`` / ``stacks`` (the tables), ``roundtrip`` (our own Chrome export's ``neuronProfiler`` key).
+Modules: ``read`` (gunzip, memory check, the stdlib parse of the fallback), ``decode`` (msgspec into typed
+events), ``exact`` (timestamps exact to the ns), ``events`` / ``extract`` / ``args`` (columns), ``build`` /
+``tracks`` / ``links`` / ``collectives`` / ``counters`` / ``stacks`` (the tables), ``roundtrip`` (our own Chrome
+export's ``neuronProfiler`` key).
 """
 from neuron_profiler.importers.kineto.api import (
                                                   default_output_path,

@@ -14,13 +14,11 @@ Time: ``ts``/``dur`` are microseconds (with ns decimals) in every Kineto version
 changes how viewers display them; timestamps become int64 ns, offset by ``baseTimeNanoseconds`` when the
 file has it (Kineto writes ``ts`` relative to that base), so ranks of one run share a time axis.
 
-Pipeline (speed and peak memory): ``read`` gunzips the file (ISA-L when installed); ``split`` finds the top-level
-keys and cuts ``traceEvents`` in slices of a few hundred KB (texts up to 2 MB: the whole events array at once);
-``extract`` turns each slice into flat columns, straight from its text by the compiled scan
-(``EventColumns.add_text``) or, for a slice the scan does not take as is, from the events orjson parses
-(timestamps exact to the ns: ``exact``), freed before the next slice; ``build`` assembles the tables. Text that
-cannot be sliced safely is parsed whole, as is invalid JSON (for the exact error). A document carrying our own
-Chrome export's ``neuronProfiler`` key is rebuilt by ``roundtrip`` instead.
+Pipeline (one path): ``read`` gunzips the file (ISA-L) after a check of its size against the memory available;
+``decode`` decodes the text with msgspec into typed ``Event`` structs (the top-level keys as Python values);
+``extract`` turns the events into flat columns a batch at a time (timestamps exact to the ns: ``exact``),
+releasing each batch's structs; ``build`` assembles the tables. A document carrying our own Chrome export's
+``neuronProfiler`` key is rebuilt by ``roundtrip`` instead.
 
 Where events go: see ``build``. GPU user annotations (``gpu_user_annotation``) are host_ops with that
 category on the stream's track: they are labels over kernels, not device work, so ``instructions`` holds
@@ -32,23 +30,15 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from neuron_profiler.gcpause import gc_paused
 from neuron_profiler.importers.kineto import roundtrip
 from neuron_profiler.importers.kineto.build import build_from_columns
-from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
-from neuron_profiler.importers.kineto.extract import EventColumns
-from neuron_profiler.importers.kineto.read import decode_text, parse_json, read_bytes
-from neuron_profiler.importers.kineto.split import (
-    SliceError,
-    document_around,
-    events_start,
-    iter_slice_texts,
-    split_document,
-)
+from neuron_profiler.importers.kineto.decode import decode_document
+from neuron_profiler.importers.kineto.extract import EventColumns, extract_events
+from neuron_profiler.importers.kineto.read import read_bytes
 from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError
@@ -57,8 +47,6 @@ __all__ = ["import_kineto", "import_directory", "load_kineto_builder", "default_
            "is_kineto_file", "dir_writable"]
 
 _SUFFIXES = (".json.gz", ".json")
-_LIST_SLICE = 20000  # events extracted per step from an already parsed event list
-_WHOLE_PARSE_BYTES = 2 << 20  # texts up to this size are parsed at once (orjson), larger ones in slices
 
 
 def is_kineto_file(path: str | Path) -> bool:
@@ -127,97 +115,19 @@ def load_kineto_builder(src: str | Path, *, run_id: str = "",
 
 
 def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any], EventColumns | roundtrip.Collector]:
-    """Read ``src`` and extract its events: slice by slice when the text allows it (``split``), else from the
-    whole parsed document (which also gives the exact error for invalid input). A document carrying our own
-    export's ``neuronProfiler`` key gets a ``roundtrip.Collector`` instead of the Kineto columns."""
+    """Read ``src``, decode it (``decode``) and extract its events. A document carrying our own export's
+    ``neuronProfiler`` key gets a ``roundtrip.Collector`` instead of the Kineto columns."""
     if src.is_dir():
         raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
     raw = read_bytes(src)
     stage("parse")
-    scanned = _scan_whole(raw) if len(raw) <= _WHOLE_PARSE_BYTES else None
-    if scanned is not None:  # small: the events extracted from the text at once, the rest parsed by orjson
-        return scanned
-    doc = _whole_document(raw) if len(raw) <= _WHOLE_PARSE_BYTES else None
-    if doc is not None:  # small: one orjson parse beats slicing (the memory it saves is small)
-        return _from_document(doc, raw)
-    split = split_document(raw) if raw and not raw.isspace() else None
-    if split is not None:
-        doc, ranges = split
-        ev: EventColumns | roundtrip.Collector = (roundtrip.Collector() if roundtrip.embedded(doc) is not None
-                                                  else EventColumns())
-        take = None if isinstance(ev, roundtrip.Collector) else partial(_take_text, ev, raw)
-        try:
-            for events, a, b in iter_slice_texts(raw, ranges, take):
-                if isinstance(ev, roundtrip.Collector):
-                    ev.add(events)
-                else:
-                    ev.add(events, raw, (a, b))
-                del events
-        except SliceError:
-            pass
-        else:
-            del raw
-            doc.pop("traceEvents")
-            return doc, ev
-    return _from_document(parse_json(decode_text(raw, src), str(src)), raw)
-
-
-def _take_text(ev: EventColumns, raw: bytes, a: int, b: int) -> bool:
-    """Extract the slice ``raw[a:b]`` straight from the text when the compiled scan takes it."""
-    return ev.add_text(raw, a, b) is not None
-
-
-def _scan_whole(raw: bytes) -> tuple[dict[str, Any], EventColumns] | None:
-    """The document (without its events) and the events extracted straight from the text (the compiled
-    scan), or None when the scan does not take the text (the caller parses it whole)."""
-    at = events_start(raw)
-    if at is None:
-        return None
-    ev = EventColumns()
-    end = ev.add_text(raw, at[1], len(raw), array=True)
-    doc = None if end is None else document_around(raw, at[0], end)
-    if doc is None or roundtrip.embedded(doc) is not None:  # our own export: its tables come back as they were
-        return None
-    doc.pop("traceEvents")
-    return doc, ev
-
-
-def _whole_document(raw: bytes) -> dict[str, Any] | None:
-    """The document parsed at once by orjson when it is a trace object (None: let the slicer or the stdlib
-    parser, which gives the exact error, handle it)."""
-    from neuron_profiler.importers.kineto.split import orjson
-
-    if orjson is None:
-        return None
-    try:
-        doc = orjson.loads(raw)
-    except (orjson.JSONDecodeError, RecursionError):
-        return None
-    if isinstance(doc, list):
-        doc = {"traceEvents": doc}
-    return doc if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list) else None
-
-
-def _from_document(doc: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], EventColumns | roundtrip.Collector]:
-    """Extract the events of a whole parsed document (``raw``: its text, for exact timestamps)."""
-    events = doc.pop("traceEvents")
+    doc, events, text = decode_document(raw, str(src))
+    del raw
     if roundtrip.embedded(doc) is not None:
         col = roundtrip.Collector()
         col.add(events)
         return doc, col
-    ev = EventColumns()
-    if len(events) <= _LIST_SLICE:  # one slice: ``add`` finds out itself whether ts need the text (``exact``)
-        ev.add(events, raw)
-        return doc, ev
-    ns = False
-    exact = needs_exact(events)
-    if exact:  # exact ns from the text (see ``exact``)
-        ns = apply_exact(events, raw)
-    del raw
-    while events:  # extract and free the parsed events a slice at a time
-        ev.add(events[:_LIST_SLICE], ns=ns, float_ts_checked=not exact)
-        del events[:_LIST_SLICE]
-    return doc, ev
+    return doc, extract_events(events, text)
 
 
 def import_kineto(src: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *, progress: bool = True,

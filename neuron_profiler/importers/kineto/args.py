@@ -1,5 +1,5 @@
-"""The columns read from the args dicts of complete events, in Python (``args_columns_py``): the oracle of the
-compiled passes (``csrc/objects.c``, ``csrc/scan.c``), and the JSON text helpers of the importer.
+"""The columns read from the args dicts of complete events (``args_columns``), and the JSON text helpers of the
+importer.
 
 What is read: the ``INT_ARGS`` int64 columns, the ``JSON_ARGS`` text columns, ``args`` (the JSON text without the
 keys the row class drops, "" when nothing is left) and the rows whose args hold collective metadata.
@@ -11,49 +11,39 @@ from itertools import chain, compress, count, repeat
 from operator import contains, is_not, itemgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from neuron_profiler.importers.kineto.events import DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, int_column
 
-try:
-    import orjson
+_ENCODER = msgspec.json.Encoder()
+_dumps_bytes = _ENCODER.encode
+#: what an args value may fail to encode with: a str holding a lone surrogate (not from ``decode``, which
+#: replaces them), a type JSON has no form for
+_ENCODE_ERRORS = (TypeError, ValueError, msgspec.EncodeError)
 
-    _ORJSON_OPT = orjson.OPT_NON_STR_KEYS
-    _dumps_bytes: Any = partial(orjson.dumps, option=_ORJSON_OPT)
-    orjson_loads: Any = orjson.loads
 
-    def dumps(v: Any) -> str:
-        """Compact JSON text of ``v``."""
-        return orjson.dumps(v, option=_ORJSON_OPT).decode()
-except ImportError:  # pragma: no cover - orjson is optional
-    import json
-
-    _dumps_bytes = None
-    orjson_loads = None
-
-    def dumps(v: Any) -> str:
-        """Compact JSON text of ``v``."""
-        return json.dumps(v, separators=(",", ":"), default=str)
+def dumps(v: Any) -> str:
+    """Compact JSON text of ``v`` (msgspec's encoding: floats in their shortest round-trip form)."""
+    return _ENCODER.encode(v).decode()
 
 
 def safe_dumps(v: Any) -> str:
     """``dumps(v)``, or "" when ``v`` cannot be encoded."""
     try:
         return dumps(v)
-    except (TypeError, ValueError):
+    except _ENCODE_ERRORS:
         return ""
 
 
 def safe_dumps_all(values: Any) -> list[str]:
-    """``[safe_dumps(v) for v in values]`` in C-level passes (orjson encodes, ``bytes.decode`` decodes): the
+    """``[safe_dumps(v) for v in values]`` in C-level passes (msgspec encodes, ``bytes.decode`` decodes): the
     args of events with distinct args are encoded one by one, ~20k per 200k events."""
     values = values if isinstance(values, list) else list(values)
-    if _dumps_bytes is not None:
-        try:
-            return list(map(bytes.decode, map(_dumps_bytes, values)))
-        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
-            pass
-    return [safe_dumps(v) for v in values]
+    try:
+        return list(map(bytes.decode, map(_dumps_bytes, values)))
+    except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
+        return [safe_dumps(v) for v in values]
 
 
 #: row classes of complete events
@@ -69,7 +59,7 @@ HOST_DROP = frozenset({"External id", "correlation", "Sequence number", "Input D
 INSTR_DROP = frozenset({"External id", "correlation", "Ev Idx"})
 _DROP = {HOST: HOST_DROP, ANNOTATION: HOST_DROP, DEVICE: INSTR_DROP}
 EMPTY_ARGS: dict[str, Any] = {}
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1  # orjson writes ints in this range (and up to 2**64 - 1)
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1  # ints written by the %-template (others by the encoder)
 
 
 def objects(values: list[Any]) -> np.ndarray:
@@ -126,18 +116,16 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
     """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: each value encoded alone (lists such as a
     cpu_op's "Concrete Inputs" cannot be shared through a dict) inside the object's fixed text."""
-    if _dumps_bytes is not None:
-        tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
-        try:
-            return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
-        except (TypeError, ValueError):  # one value cannot be encoded: "" for it, as safe_dumps
-            pass
-    return [safe_dumps({key: v}) for v in vals]
+    tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
+    try:
+        return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
+    except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
+        return [safe_dumps({key: v}) for v in vals]
 
 
 def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
     """The args texts of value tuples that are ints (and a few None: a root frame's ``Python parent id``), as
-    orjson writes them, through one %-template; None when other values are present."""
+    the encoder writes them, through one %-template; None when other values are present."""
     flat = list(chain.from_iterable(vals))
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
@@ -179,9 +167,13 @@ def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarra
     return out
 
 
-def args_columns_py(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
-    """``args_columns`` in Python: events are grouped by key tuple, so a key is only looked up in the groups
-    that have it, and a group with one kept int/str key is encoded once per distinct value."""
+def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
+    """Columns read from the args dicts of complete events of row classes ``cls``: the ``INT_ARGS`` int64
+    columns, the ``JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
+    nothing is left) and ``coll`` (rows whose args hold collective metadata).
+
+    Events are grouped by key tuple, so a key is only looked up in the groups that have it, and a group with
+    one kept int/str key is encoded once per distinct value."""
     n = len(args)
     out: dict[str, Any] = {c: np.full(n, d, dtype=np.int64) for c, (_k, d) in INT_ARGS.items()}
     for c in (*JSON_ARGS, "args"):
@@ -201,12 +193,16 @@ def args_columns_py(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, An
         if "Collective name" in present:
             coll.append(rows)
         g_cls = cls[rows]
-        for c in np.unique(g_cls).tolist():
-            drop = _DROP.get(c)
+        lo, hi = int(g_cls.min()), int(g_cls.max())
+        for klass in ([lo] if lo == hi else np.unique(g_cls).tolist()):  # a group is usually of one class
+            drop = _DROP.get(klass)
             if drop is None:
                 continue
-            sel = g_cls == c
-            texts = _args_text(ga if sel.all() else [a for a, s in zip(ga, sel.tolist()) if s], keys, drop)
+            if lo == hi:
+                texts, sel = _args_text(ga, keys, drop), slice(None)
+            else:
+                mask = g_cls == klass
+                texts, sel = _args_text([a for a, s in zip(ga, mask.tolist()) if s], keys, drop), mask
             if texts is not None:
                 out["args"][rows[sel]] = objects(texts)
     out["coll"] = np.sort(np.concatenate(coll)) if coll else np.zeros(0, np.int64)

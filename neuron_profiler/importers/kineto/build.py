@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.args import ANNOTATION, DEVICE, HOST, TRACE, dumps, safe_dumps
 from neuron_profiler.importers.kineto.collectives import collective_rows
+from neuron_profiler.importers.kineto.decode import EventList
 from neuron_profiler.importers.kineto.events import (
     DEVICE_CATEGORIES,
     KNOWN_CATEGORIES,
@@ -30,7 +32,7 @@ from neuron_profiler.importers.kineto.events import (
     key_codes,
     map_values,
 )
-from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, EventColumns
+from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, EventColumns, extract_events
 from neuron_profiler.importers.kineto.links import lookup, resolve_links
 from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta
@@ -43,7 +45,6 @@ _KEY_LIMIT = 2**62  # pid / tid keys at or below -_KEY_LIMIT stand for values th
 _MAX_BASE_NS = 2**62  # baseTimeNanoseconds beyond (year 2116) would overflow int64 ns once ts is added
 _OP_PRIO = {"cpu_op": 0, "Operator": 0, "user_annotation": 1}
 _DEVICE_KIND = {"mtia_ccp_events": "mtia"}
-_SLICE = 20000  # events extracted per step when the whole event list is already parsed
 
 
 def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
@@ -71,13 +72,10 @@ def _header_fields(doc: dict[str, Any]) -> tuple[int, int, dict[str, str]]:
 def build_trace(doc: dict[str, Any], source: str, *, run_id: str = "",
                 stage: Callable[[str], None] | None = None) -> TraceBuilder:
     """Build the in-memory trace of one parsed Kineto document (``{"traceEvents": [...], ...}``); the
-    document's ``traceEvents`` list is removed from ``doc`` and emptied slice by slice as it is extracted."""
-    events = doc.pop("traceEvents")
-    ev = EventColumns()
-    while events:  # extract and free the events a slice at a time
-        ev.add(events[:_SLICE])
-        del events[:_SLICE]
-    return build_from_columns(doc, ev, source, run_id=run_id, stage=stage)
+    document's ``traceEvents`` list is removed from ``doc``; its events become ``decode.Event`` structs, as the
+    importer's decoder makes them (timestamps keep float64 precision: no text to re-read them from)."""
+    events = msgspec.convert(doc.pop("traceEvents"), EventList)
+    return build_from_columns(doc, extract_events(events), source, run_id=run_id, stage=stage)
 
 
 @dataclass
@@ -154,7 +152,7 @@ def build_from_columns(doc: dict[str, Any], ev: EventColumns, source: str, *, ru
     b.add_rows("collectives", coll)
     _add_counters(b, tracks, mem, ev.ctr, base_ns)
     _footer(b, source, links["unresolved"], r, skipped, host.unknown)
-    if type(main_pid) is int:
+    if type(main_pid) is int and -(2**63) <= main_pid < 2**63:  # the header's int64 (a pid beyond: left 0)
         b.header.process_id = main_pid
     return b
 

@@ -57,7 +57,10 @@ def _int(v: Any) -> int:
     if type(v) is float and v == v and abs(v) < _LIMIT:
         v = int(v)
     elif type(v) is str and v.strip().lstrip("-").isdigit() and len(v) < 20:
-        v = int(v)
+        try:  # isdigit() also holds for "²" and "--5", which int() refuses
+            v = int(v)
+        except ValueError:
+            return -1
     return v if type(v) is int and -_LIMIT < v < _LIMIT else -1
 
 

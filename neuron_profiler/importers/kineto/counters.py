@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 
+from neuron_profiler.importers.kineto.decode import Event
 from neuron_profiler.importers.kineto.events import ok_ts, ts_to_ns, usable_ts_array
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
@@ -29,24 +30,24 @@ def as_float(v: Any) -> float | None:
 _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU
 
 
-def memory_samples(instants: list[dict[str, Any]], skipped: Counter, ns: bool = False) -> tuple[np.ndarray, ...]:
+def memory_samples(instants: list[Event], skipped: Counter, ns: bool = False) -> tuple[np.ndarray, ...]:
     """``[memory]`` events -> column arrays (pid, device id or -1 for host memory, counter name, ts_ns, bytes),
     one sample per event and counter (Total Allocated, Total Reserved), in event order."""
-    mem = [e for e in instants if e.get("name") == "[memory]"]
+    mem = [e for e in instants if e.name == "[memory]"]
     fast = _fast_memory(mem, ns)
     if fast is not None:
         return fast
-    good = [e for e in mem if ok_ts(e.get("ts"), ns) and isinstance(e.get("args"), dict)]
+    good = [e for e in mem if ok_ts(e.ts, ns) and isinstance(e.args, dict)]
     skipped["[memory] event without ts or args"] += len(mem) - len(good)
     if not good:
         return _empty_samples()
-    args = [e["args"] for e in good]
+    args = [e.args for e in good]
     dtype = [a.get("Device Type") for a in args]
     did = [a.get("Device Id") for a in args]
     dev = np.asarray([d if type(d) is int and 0 <= d < MAX_DEVICE_ID and type(t) is int and t != _CPU_DEVICE_TYPE
                       else -1 for d, t in zip(did, dtype)], dtype=np.int64)
-    pid = [p if type(p) in (int, str) else repr(p) for p in (e.get("pid") for e in good)]
-    t = ts_to_ns([e["ts"] for e in good], ns)
+    pid = [p if type(p) in (int, str) else repr(p) for p in (e.pid for e in good)]
+    t = ts_to_ns([e.ts for e in good], ns)
     n = len(good)
     # interleave the samples per event (Allocated, then Reserved), keeping only numeric values
     vals = np.zeros(2 * n, dtype=np.float64)
@@ -64,11 +65,11 @@ def memory_samples(instants: list[dict[str, Any]], skipped: Counter, ns: bool = 
     return (pids[keep], np.repeat(dev, 2)[keep], names[keep], np.repeat(t, 2)[keep], vals[keep])
 
 
-_MEM_EVENT = itemgetter("ts", "args", "pid")
+_MEM_EVENT = attrgetter("ts", "args", "pid")
 _MEM_ARGS = itemgetter("Device Type", "Device Id", *_MEMORY_KEYS)
 
 
-def _fast_memory(mem: list[dict[str, Any]], ns: bool = False) -> tuple[np.ndarray, ...] | None:
+def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] | None:
     """``memory_samples`` of well-formed events (int device fields, numeric byte counts, int/str pid), in
     C-speed passes; None when any event needs the per-event checks."""
     if not mem:
@@ -114,21 +115,22 @@ def concat_samples(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...
     return tuple(np.concatenate(cols) for cols in zip(*parts))
 
 
-def counter_samples(counters: list[dict[str, Any]], skipped: Counter,
+def counter_samples(counters: list[Event], skipped: Counter,
                     ns: bool = False) -> list[tuple[Any, str, int, float]]:
     """``ph:"C"`` events -> (pid, track name, ts_ns, value); one track per numeric arg."""
     out: list[tuple[Any, str, int, float]] = []
     for e in counters:
-        a, ts = e.get("args"), e.get("ts")
+        a, ts = e.args, e.ts
         if not isinstance(a, dict) or not ok_ts(ts, ns):
             skipped["counter event without ts or args"] += 1
             continue
         t = int(ts_to_ns([ts], ns)[0])
-        name = str(e.get("name", "counter"))
+        name = "counter" if e.name is None else str(e.name)
+        pid = e.pid if type(e.pid) in (int, str) else repr(e.pid)  # as memory_samples: a list is no key
         for k, v in a.items():
             f = as_float(v)
             if f is not None:
-                out.append((e.get("pid"), name if k == name or len(a) == 1 and k in ("value", name) else
+                out.append((pid, name if k == name or len(a) == 1 and k in ("value", name) else
                             f"{name}: {k}", t, f))
     return out
 

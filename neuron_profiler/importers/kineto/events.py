@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_profiler.importers.kineto import native
+from neuron_profiler.importers.kineto.decode import Event
 from neuron_profiler.importers.kineto.exact import LIMIT_US, needs_exact
 
 _NUM = (int, float)
@@ -66,10 +66,10 @@ class SplitEvents:
     ts / dur possibly float64 arrays) built in the same pass, so no second loop over the events is needed."""
 
     x_cols: XColumns = field(default_factory=lambda: ([], [], [], [], [], [], []))
-    flows: list[dict[str, Any]] = field(default_factory=list)    # s / f / t
-    meta: list[dict[str, Any]] = field(default_factory=list)     # M
-    instants: list[dict[str, Any]] = field(default_factory=list)  # i / I
-    counters: list[dict[str, Any]] = field(default_factory=list)  # C
+    flows: list[Event] = field(default_factory=list)    # s / f / t
+    meta: list[Event] = field(default_factory=list)     # M
+    instants: list[Event] = field(default_factory=list)  # i / I
+    counters: list[Event] = field(default_factory=list)  # C
     skipped: Counter = field(default_factory=Counter)
     #: some float ts is too large for float64 to hold its ns (``exact.LIMIT_US``): re-read from the text
     big_float_ts: bool = False
@@ -80,20 +80,17 @@ class SplitEvents:
         return len(self.x_cols[0])
 
 
-_X_GETTERS = tuple(map(operator.itemgetter, ("cat", "name", "pid", "tid", "ts", "dur")))
-_GET_PH = operator.methodcaller("get", "ph")
-_GET_TS = operator.methodcaller("get", "ts")
-_GET_ARGS = operator.methodcaller("get", "args")
+_X_GETTERS = tuple(map(operator.attrgetter, ("cat", "name", "pid", "tid", "ts", "dur")))
+_GET_PH = operator.attrgetter("ph")
+_GET_TS = operator.attrgetter("ts")
+_GET_ARGS = operator.attrgetter("args")
 
 
-def _fast_x(xs: list[dict[str, Any]], ns: bool = False) -> tuple[XColumns, bool] | None:
+def _fast_x(xs: list[Event], ns: bool = False) -> tuple[XColumns, bool] | None:
     """(columns, some float ts >= ``LIMIT_US``) of well-formed complete events in C-speed passes, or None when
     any event needs the per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or
     dur). ``ns``: the events' ``ts`` are int ns (``exact``), not microseconds."""
-    try:  # one C-level pass per field: cheaper than transposing a tuple per event
-        cat, name, pid, tid, ts, dur = (list(map(g, xs)) for g in _X_GETTERS)
-    except KeyError:
-        return None
+    cat, name, pid, tid, ts, dur = (list(map(g, xs)) for g in _X_GETTERS)  # one C-level pass per field
     ts_types = set(map(type, ts))
     if not (ts_types <= {int, float} and set(map(type, dur)) <= {int, float}):
         return None
@@ -147,7 +144,7 @@ def split_events(events: list[Any], ns: bool = False, float_ts_checked: bool = F
     return out
 
 
-def _big_float_ts(events: list[dict[str, Any]]) -> bool:
+def _big_float_ts(events: list[Event]) -> bool:
     """Some event's ``ts`` is a float too large for float64 to keep its ns (``exact``). Usually one C-speed
     pass (the largest ts is below the limit); integer epoch microseconds need a second (no float: exact)."""
     try:
@@ -170,12 +167,12 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     ts: Any  # JSON values, checked with ``type(...) in _NUM`` (a test mypy does not narrow on)
     dur: Any
     for e in events:
-        if type(e) is not dict:
+        if type(e) is not Event:
             skipped["event is not a JSON object"] += 1
             continue
-        ph = e.get("ph")
+        ph = e.ph
         if ph == "X":
-            ts, dur = e.get("ts"), e.get("dur")
+            ts, dur = e.ts, e.dur
             if type(ts) not in _NUM:
                 skipped["missing or non-numeric ts"] += 1
             elif type(dur) not in _NUM:
@@ -189,22 +186,22 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
             else:
                 if not ns and type(ts) is float and ts >= LIMIT_US:
                     out.big_float_ts = True
-                c_cat(e.get("cat"))
-                c_name(e.get("name"))
-                c_pid(e.get("pid"))
-                c_tid(e.get("tid"))
+                c_cat(e.cat)
+                c_name(e.name)
+                c_pid(e.pid)
+                c_tid(e.tid)
                 c_ts(ts)
                 c_dur(dur)
-                c_args(e.get("args"))
+                c_args(e.args)
         elif ph == "s" or ph == "f" or ph == "t":
             flows_append(e)
-            if not ns and type(e.get("ts")) is float and e["ts"] >= LIMIT_US:
+            if not ns and type(e.ts) is float and e.ts >= LIMIT_US:
                 out.big_float_ts = True
         elif ph == "M":
             out.meta.append(e)
         elif ph == "i" or ph == "I" or ph == "C":
             (out.instants if ph != "C" else out.counters).append(e)
-            if not ns and type(e.get("ts")) is float and e["ts"] >= LIMIT_US:
+            if not ns and type(e.ts) is float and e.ts >= LIMIT_US:
                 out.big_float_ts = True
         else:
             skipped[f"unsupported ph {ph!r}"] += 1
@@ -266,11 +263,17 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
         elif t is float and v == v and abs(v) < 2**62:
             out[i] = int(v)
         elif t is str:
-            try:
-                out[i] = int(v)
-            except ValueError:
-                pass
+            out[i] = _int_of_text(v, default)
     return out
+
+
+def _int_of_text(v: str, default: int) -> int:
+    """A numeric string's int when its magnitude is below 2**62 (as for ints), else ``default``."""
+    try:
+        x = int(v)  # ValueError: not an integer text (also one of more than 4300 digits)
+    except ValueError:
+        return default
+    return x if -2**62 < x < 2**62 else default
 
 
 _INT_OR_NONE = frozenset({int, type(None)})
@@ -319,18 +322,8 @@ _DICT_FACTORIZE_MAX = 64
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(int64 codes, uniques) in order of first appearance, as ``pd.factorize`` gives them (missing values,
-    None or NaN, get code -1 there): the importer's one factorization. In C (``native``) for int64 arrays and
-    for object arrays of str / int / None, else by a dict pass (small arrays) or by pandas."""
-    fast = native.compiled
-    if fast is not None and values.dtype == np.int64:
-        codes_b, uniq_b = fast.factorize_i64(np.ascontiguousarray(values))
-        return np.frombuffer(codes_b, np.int64), np.frombuffer(uniq_b, np.int64)
-    if fast is not None and values.dtype.kind == "O":
-        got = fast.factorize_obj(values.tolist())
-        if got is not None:
-            uniq_o = np.empty(len(got[1]), dtype=object)
-            uniq_o[:] = got[1]
-            return np.frombuffer(got[0], np.int64), uniq_o
+    None or NaN, get code -1 there): the importer's one factorization, by a dict pass (small arrays) or by
+    pandas."""
     n = len(values)
     if n <= _DICT_FACTORIZE_MAX and values.dtype.kind in "iuO":
         vals = values.tolist()

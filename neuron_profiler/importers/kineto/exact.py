@@ -12,6 +12,7 @@ stored back into the events as int ns. Callers then treat that batch's ``ts`` as
 """
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -19,17 +20,23 @@ from typing import Any
 
 import numpy as np
 
+from neuron_profiler.importers.kineto.decode import Event
+
 LIMIT_US = float(2**43)
 _PLAIN = re.compile(rb"^(-?)([0-9]+)(?:\.([0-9]+))?$")
-_GET_TS = operator.methodcaller("get", "ts")
+_GET_TS = operator.attrgetter("ts")
+_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def needs_exact(events: list[Any]) -> bool:
     """True when some event's ``ts`` is a float too large for float64 to keep its ns (see module doc)."""
-    try:
-        ts = list(map(_GET_TS, events))
-    except (AttributeError, TypeError):  # an event that is not an object
-        ts = [e.get("ts") if type(e) is dict else None for e in events]
+    try:  # one C-speed pass when every ts is a number or absent, all below the limit (the usual case)
+        present: Any = filter(_NOT_NONE, map(_GET_TS, events))  # numbers (or a TypeError below)
+        if max(present, default=0) < LIMIT_US:
+            return False
+    except (AttributeError, TypeError):  # an event that is not an object, a ts that is not a number
+        pass
+    ts: list[Any] = [e.ts if type(e) is Event else None for e in events]
     if float not in set(map(type, ts)):  # integer microseconds are exact (the common no-base case)
         return False
     try:
@@ -74,7 +81,7 @@ def apply_exact(events: list[Any], text: bytes, start: int = 0, end: int | None 
     try:
         ts = list(map(_GET_TS, events))
     except (AttributeError, TypeError):
-        ts = [e.get("ts") if type(e) is dict else None for e in events]
+        ts = [e.ts if type(e) is Event else None for e in events]
     num = np.fromiter(map(_NUMERIC.__contains__, map(type, ts)), dtype=bool, count=len(ts))
     pos = np.flatnonzero(num)
     if not len(pos):
@@ -93,7 +100,7 @@ def apply_exact(events: list[Any], text: bytes, start: int = 0, end: int | None 
         return _apply_one_by_one(events, pos.tolist(), found)
     ns = _texts_to_ns(arr, found)
     for i, v in zip(pos.tolist(), ns.tolist()):
-        events[i]["ts"] = v
+        events[i].ts = v
     return True
 
 
@@ -124,7 +131,7 @@ def _apply_one_by_one(events: list[Any], pos: list[int], found: list[bytes]) -> 
     j, n = 0, len(found)
     new: list[tuple[int, int]] = []
     for i in pos:
-        t = events[i]["ts"]
+        t = events[i].ts
         while j < n:
             m = found[j]
             j += 1
@@ -141,5 +148,5 @@ def _apply_one_by_one(events: list[Any], pos: list[int], found: list[bytes]) -> 
         else:
             return False
     for i, ns in new:
-        events[i]["ts"] = ns
+        events[i].ts = ns
     return True

@@ -1,35 +1,25 @@
-"""Per-chunk extraction of Kineto events into flat columns, so that the event dicts of one chunk can be
-freed before the next chunk is parsed (peak memory) and every per-event Python step runs once.
+"""Batch-by-batch extraction of Kineto events into flat columns, so that the events of one batch can be freed
+once extracted (peak memory) and every per-event Python step runs once.
 
-``EventColumns.add(events)`` takes any slice of ``traceEvents`` (in file order), ``add_text`` the JSON text of one
-(the compiled scan, when it takes the text); ``finish()`` returns the columns of all complete events plus what
-the other phases yield (flows, metadata, memory and counter samples). Each per-event value goes through the
-same conversion as a whole-trace pass would (the helpers of ``events`` work element by element), so the result
-does not depend on how the events were chunked.
+``EventColumns.add(events)`` takes any batch of decoded ``traceEvents`` (``decode.Event`` structs, in file
+order); ``finish()`` returns the columns of all complete events plus what the other phases yield (flows,
+metadata, memory and counter samples). Each per-event value goes through the same conversion as a whole-trace
+pass would (the helpers of ``events`` work element by element), so the result does not depend on how the
+events were batched.
 """
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress, count, repeat
-from operator import is_, is_not, itemgetter
+from itertools import compress, count, islice, repeat
+from operator import attrgetter, is_, is_not
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from neuron_profiler.importers.kineto import counters as kc
-from neuron_profiler.importers.kineto.args import (
-    CLASS_OF_CAT,
-    EMPTY_ARGS,
-    HOST,
-    HOST_DROP,
-    INSTR_DROP,
-    INT_ARGS,
-    JSON_ARGS,
-    args_columns_py,
-    objects,
-    orjson_loads,
-    safe_dumps,
-)
+from neuron_profiler.importers.kineto.args import CLASS_OF_CAT, EMPTY_ARGS, HOST, INT_ARGS, JSON_ARGS, args_columns
+from neuron_profiler.importers.kineto.decode import Event
 from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
     id_column,
@@ -40,79 +30,28 @@ from neuron_profiler.importers.kineto.events import (
     us_to_ns,
     usable_ts_array,
 )
-from neuron_profiler.importers.kineto.exact import apply_exact
-from neuron_profiler.importers.kineto.native import compiled  # the C passes; None: the Python path only
+from neuron_profiler.importers.kineto.exact import apply_exact, needs_exact
 
 
 def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     """Values that should be strings (None -> "", others str()), equal strings shared through ``memo``."""
-    if not set(map(type, values)) <= {str}:
-        values = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
+    n = len(memo)
+    try:  # one pass; the memo's new keys (the last ones, in insertion order) tell whether all were strings
+        out = list(map(memo.setdefault, values, values))
+        if all(type(k) is str for k in islice(reversed(memo), len(memo) - n)):
+            return out
+    except TypeError:  # an unhashable value
+        pass
+    for k in [k for k in islice(reversed(memo), len(memo) - n) if type(k) is not str]:
+        del memo[k]
+    values = [v if type(v) is str else ("" if v is None else str(v)) for v in values]
     return list(map(memo.setdefault, values, values))
 
 
-def args_columns(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str] | None = None) -> dict[str, Any]:
-    """Columns read from the args dicts of complete events of row classes ``cls``: the ``INT_ARGS`` int64
-    columns, the ``JSON_ARGS`` text columns, ``args`` (JSON without the keys the row class drops, "" when
-    nothing is left) and ``coll`` (rows whose args hold collective metadata). ``memo``: equal texts of the
-    compiled pass are shared through it (the Python path shares texts within a group).
-
-    In C when ``compiled`` is there (one pass over the dicts), else in Python (``args_columns_py``)."""
-    if compiled is not None:
-        out = _args_columns_compiled(args, cls, {} if memo is None else memo)
-        if out is not None:
-            return out
-    return args_columns_py(args, cls)
+_FLOW_FIELDS = attrgetter("ph", "cat", "id", "pid", "tid", "ts")
 
 
-#: what the compiled passes do with an args key: the K_* bits of ``csrc/common.h`` (int column + 1 in the low bits)
-_K_SHAPES, _K_DTYPES, _K_COLL, _K_DROP_HOST, _K_DROP_DEVICE, _K_PY_ID, _K_PY_PARENT = (
-    0x10, 0x20, 0x40, 0x80, 0x100, 0x200, 0x400)
-
-
-def _key_info() -> dict[str, int]:
-    """The ``keyinfo`` dict of the compiled passes: args key -> its K_* bits."""
-    info: dict[str, int] = {}
-
-    def add(key: str, bit: int) -> None:
-        info[key] = info.get(key, 0) | bit
-
-    for i, (k, _d) in enumerate(INT_ARGS.values()):
-        add(k, i + 1)
-    for k, bit in zip(JSON_ARGS.values(), (_K_SHAPES, _K_DTYPES)):
-        add(k, bit)
-    add("Collective name", _K_COLL)
-    add("Python id", _K_PY_ID)
-    add("Python parent id", _K_PY_PARENT)
-    for keys, bit in ((HOST_DROP, _K_DROP_HOST), (INSTR_DROP, _K_DROP_DEVICE)):
-        for k in keys:
-            add(k, bit)
-    return info
-
-
-_INT_DEFAULTS = np.array([d for _k, d in INT_ARGS.values()], dtype=np.int64)
-_INT_DEFAULT_TUPLE = tuple(d for _k, d in INT_ARGS.values())
-
-
-def _args_columns_compiled(args: list[dict[str, Any]], cls: np.ndarray, memo: dict[str, str]) -> dict[str, Any] | None:
-    assert compiled is not None
-    ints = np.empty((len(INT_ARGS), len(args)), dtype=np.int64)
-    ints[:] = _INT_DEFAULTS[:, None]
-    got = compiled.args_columns(args, np.ascontiguousarray(cls, dtype=np.int8), ints, _KEY_INFO, memo, safe_dumps)
-    if got is None:  # a value only the Python path decides on (a numeric string beyond int64)
-        return None
-    shapes, dtypes, texts, coll = got
-    out: dict[str, Any] = dict(zip(INT_ARGS, ints))
-    out.update(input_shapes=objects(shapes), input_dtypes=objects(dtypes), args=objects(texts),
-               coll=np.array(coll, dtype=np.int64))
-    return out
-
-
-_KEY_INFO = _key_info()
-_FLOW_FIELDS = itemgetter("ph", "cat", "id", "pid", "tid", "ts")
-
-
-def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any], ...] | None:
+def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[list[Any], ...] | None:
     """Columns (ph, cat, id, pid, tid, ts) of flow halves when all are readable, else None (checked one by
     one by the caller: a missing key, an unknown category, a null id, an unusable ts)."""
     if not flows:
@@ -121,7 +60,7 @@ def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any
         cols = tuple(map(list, zip(*map(_FLOW_FIELDS, flows))))
         if not set(cols[1]) <= FLOW_CATEGORIES:
             return None
-    except (KeyError, TypeError):
+    except TypeError:  # an unhashable cat
         return None
     ph, cat, fid, pid, tid, ts = cols
     if None in fid or not set(map(type, ts)) <= {int, float} or usable_ts_array(ts, ns) is None:
@@ -131,13 +70,13 @@ def _fast_flows(flows: list[dict[str, Any]], ns: bool = False) -> tuple[list[Any
 
 _KEY_LIMIT = 2**62
 #: a python frame's "Python id" / "Python parent id" that is no link: not an int64 (absent, null, a string, a
-#: float, a bool, an int beyond int64); NO_FRAME_ID in ``csrc/common.h``
+#: float, a bool, an int beyond int64)
 NO_FRAME_ID = -(2**63)
 
 
 def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np.ndarray:
     """(row, Python id, Python parent id) int64 triples of the python_function rows among ``cat`` (``py``: that
-    category's shared string; rows numbered from ``first``), as the compiled scan writes them."""
+    category's shared string; rows numbered from ``first``)."""
     rows = [] if py is None else list(compress(count(), map(is_, cat, repeat(py))))
     out = np.empty((len(rows), 3), dtype=np.int64)
     if rows:
@@ -163,8 +102,6 @@ class IdKeys:
     def keys(self, values: list[Any]) -> np.ndarray:
         """Keys of ``values`` (as read from the events). Ints go through numpy; only the others (Kineto's
         one "Spans" event has string ids, so nearly every slice has a few) are looked up one by one."""
-        if compiled is not None and type(values) is list:
-            return np.frombuffer(compiled.id_keys(values, self.other), dtype=np.int64)
         odd = [] if set(map(type, values)) <= {int} else \
             list(compress(count(), map(is_not, map(type, values), repeat(int))))
         try:
@@ -212,7 +149,6 @@ class IdColumn:
 FLOW_PHASES = ("s", "f", "t")  # flows["ph"] codes index these
 FLOW_CATS = tuple(sorted(FLOW_CATEGORIES))  # flows["cat"] codes index these
 _FLOW_PHASES, _FLOW_CATS = FLOW_PHASES, FLOW_CATS
-_FLOW_CAT_CODES = {c: i for i, c in enumerate(FLOW_CATS)}  # for the compiled pass
 
 
 def _flow_codes(values: list[str], categories: tuple[str, ...]) -> np.ndarray:
@@ -231,7 +167,6 @@ class EventColumns:
         self.skipped_memory: Counter = Counter()   # unreadable [memory] instants
         self.skipped_counters: Counter = Counter()  # unreadable ph:"C" events
         self._memo: dict[str, str] = {}       # cat / name strings
-        self._text_memo: dict[str, str] = {}  # args JSON texts (compiled pass)
         self._ids = IdKeys()
         self._x: dict[str, list[Any]] = {k: [] for k in (
             "cat", "name", "pid", "tid", "pid_key", "tid_key", "ts", "dur", "cls", *INT_ARGS, *JSON_ARGS,
@@ -258,8 +193,6 @@ class EventColumns:
         already made the events' ``ts`` exact int ns (``exact.apply_exact``); ``float_ts_checked``: the caller
         found no ``ts`` that needs it (``exact.needs_exact``)."""
         self.n_events += len(events)
-        if compiled is not None and self._add_compiled(events, ns, float_ts_checked):
-            return
         split = split_events(events, ns, float_ts_checked)
         if split.big_float_ts:
             if text is not None and apply_exact(events, text, *(span or (0, len(text)))):
@@ -271,52 +204,6 @@ class EventColumns:
         self._add_other(split.meta, split.instants, split.counters, split.flows, ns)
         if split.n_x:
             self._add_x(*split.x_cols, ns=ns)
-
-    def add_text(self, text: bytes, start: int, stop: int, *, array: bool = False) -> int | None:
-        """Extract the events of ``text[start:stop]`` (a slice of ``traceEvents``: events separated by commas)
-        straight from the JSON text, without parsing it into dicts (the compiled scan, ``csrc/scan.c``).
-        ``array``: ``start`` is just past the events' ``[`` and the scan stops at its ``]``. Returns where the
-        scan stopped (the offset of that ``]``), or None when the text needs the parse and ``add`` (nothing
-        was added): no compiled pass or no orjson, or an event the scan does not take as is."""
-        if compiled is None or orjson_loads is None:
-            return None
-        got = compiled.scan(text, start, stop, array, True, self._memo, CLASS_OF_CAT, EMPTY_ARGS, _FLOW_CAT_CODES,
-                            _KEY_INFO, self._text_memo, orjson_loads, _INT_DEFAULT_TUPLE)
-        if got is None:
-            return None
-        x, flows, meta, instants, counters, (ints, shapes, dtypes, texts, coll, frames), n_events, end = got
-        self.n_events += n_events
-        self._add_other(meta, instants, counters, [], False)
-        self._add_flow_columns(flows)
-        cat, name, pid, tid, ts, dur, cls, args = x
-        if cat:
-            cols: dict[str, Any] = {c: np.frombuffer(b, np.int64) for c, b in zip(INT_ARGS, ints)}
-            cols.update(input_shapes=objects(shapes), input_dtypes=objects(dtypes), args=objects(texts),
-                        coll=np.array(coll, dtype=np.int64), frames=np.frombuffer(frames, np.int64).reshape(-1, 3))
-            self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
-                           np.frombuffer(cls, np.int8), args, cols)
-        return end
-
-    def _add_flow_columns(self, flows: tuple[Any, ...]) -> None:
-        fph, fcat, fid, fts, fpid, ftid = flows
-        if fpid:
-            self._append_flows(np.frombuffer(fph, np.int8), np.frombuffer(fcat, np.int8),
-                               np.frombuffer(fid, np.int64), fpid, ftid, np.frombuffer(fts, np.int64))
-
-    def _add_compiled(self, events: list[Any], ns: bool, float_ts_checked: bool) -> bool:
-        """``add`` by the compiled pass; False (nothing added) when a slice needs the Python path's checks."""
-        assert compiled is not None
-        got = compiled.split(events, ns, not (ns or float_ts_checked), self._memo, CLASS_OF_CAT, EMPTY_ARGS,
-                             _FLOW_CAT_CODES) if type(events) is list else None
-        if got is None:
-            return False
-        (cat, name, pid, tid, ts, dur, cls, args), (flows, meta, instants, counters) = got
-        self._add_other(meta, instants, counters, [], ns)
-        self._add_flow_columns(flows)
-        if cat:
-            self._append_x(cat, name, pid, tid, np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
-                           np.frombuffer(cls, np.int8), args)
-        return True
 
     def _add_other(self, meta: list[Any], instants: list[Any], counters: list[Any], flows: list[Any],
                    ns: bool) -> None:
@@ -331,13 +218,13 @@ class EventColumns:
         if flows:
             self._add_flows(flows, ns)
 
-    def _add_flows(self, flows: list[dict[str, Any]], ns: bool = False) -> None:
+    def _add_flows(self, flows: list[Event], ns: bool = False) -> None:
         cols = _fast_flows(flows, ns)
         if cols is None:
-            ok = [f for f in flows if ok_ts(f.get("ts"), ns) and type(f.get("cat")) is str
-                  and f["cat"] in FLOW_CATEGORIES and f.get("id") is not None]
-            cols = ([f["ph"] for f in ok], [f["cat"] for f in ok], [f["id"] for f in ok],
-                    [f.get("pid") for f in ok], [f.get("tid") for f in ok], [f["ts"] for f in ok])
+            ok = [f for f in flows if ok_ts(f.ts, ns) and type(f.cat) is str and f.cat in FLOW_CATEGORIES
+                  and f.id is not None]
+            cols = ([f.ph for f in ok], [f.cat for f in ok], [f.id for f in ok], [f.pid for f in ok],
+                    [f.tid for f in ok], [f.ts for f in ok])
         self.bad_flows += len(flows) - len(cols[0])
         if not cols[0]:
             return
@@ -368,8 +255,8 @@ class EventColumns:
                   dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]],
                   cols: dict[str, Any] | None = None) -> None:
         """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
-        args dicts (``EMPTY_ARGS`` for missing args; the scan gives the dicts of collective rows only, with their
-        ``args_columns`` and python frame ids (``frame_ids``, rows from 0) in ``cols``)."""
+        args dicts (``EMPTY_ARGS`` for missing args; ``cols``: their ``args_columns`` and python frame ids
+        (``frame_ids``, rows from 0) when already made)."""
         first = self.n_x
         x = self._x
         x["cat"].extend(cat)
@@ -382,7 +269,7 @@ class EventColumns:
         x["dur"].append(dur_ns)
         x["cls"].append(cls)
         if cols is None:
-            cols = args_columns(args, cls, self._text_memo)
+            cols = args_columns(args, cls)
         for c in (*INT_ARGS, *JSON_ARGS, "args"):
             x[c].append(cols[c])
         for i in cols["coll"].tolist():
@@ -426,3 +313,29 @@ class EventColumns:
         out["mem"] = kc.concat_samples(self._mem)
         self._mem = []
         return out
+
+
+_BATCH = 20000  # events extracted per step
+
+
+def extract_events(events: list[Any], text: bytes | msgspec.Raw | None = None) -> EventColumns:
+    """The columns of decoded events (``decode``; ``text``: their JSON text, for exact timestamps; without it
+    float64 precision is kept), extracted a batch at a time; each batch's structs are released once extracted
+    (``events`` is emptied)."""
+    ev = EventColumns()
+    if len(events) <= _BATCH:  # one batch: ``add`` finds out itself whether ts need the text (``exact``)
+        ev.add(events, None if text is None else bytes(text))
+        events.clear()
+        return ev
+    ns = False
+    exact = needs_exact(events)
+    if exact and text is not None:  # exact ns from the text (see ``exact``)
+        ns = apply_exact(events, bytes(text))
+    del text
+    for i in range(0, len(events), _BATCH):
+        batch = events[i:i + _BATCH]
+        events[i:i + _BATCH] = repeat(None, len(batch))  # O(batch): the structs are freed after extraction
+        ev.add(batch, ns=ns, float_ts_checked=not exact)
+        del batch
+    events.clear()
+    return ev

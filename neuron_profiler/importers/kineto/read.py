@@ -10,12 +10,17 @@ from typing import Any
 
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError, TruncatedTraceError
 
-# The whole-document parse (the fallback of ``split``, and the path that reports exact JSON errors)
-# uses the stdlib parser: on a whole 50 MB trace orjson peaks ~180 MB higher. Slices use orjson.
+# The stdlib parse: the fallback of ``decode`` for text msgspec refuses (NaN, Infinity), and the exact JSON errors.
 _json = json
 _JSONDecodeError: tuple[type[BaseException], ...] = (json.JSONDecodeError, UnicodeDecodeError)
 
 _GZIP_MAGIC = b"\x1f\x8b"
+
+_resource: ModuleType | None
+try:  # address-space limits (POSIX only)
+    import resource as _resource
+except ImportError:  # pragma: no cover - Windows
+    _resource = None
 
 
 #: most bytes a gzip file may decompress to, per compressed byte (plus ``_MAX_INFLATE_FLOOR``): a gzip bomb
@@ -31,16 +36,81 @@ except ImportError:  # pragma: no cover - isal is a core dependency; zlib always
     _zlib = zlib
 
 
+#: memory an import takes per byte of JSON text, at most (measured: 4.6x on the largest real trace, 53 MB: the
+#: text, its decoded events and the columns); a text whose import would not fit in the available memory is
+#: refused before it is read (``NEURON_PROFILER_IMPORT_MEMORY_FACTOR``: another factor; 0 disables the check)
+MEMORY_FACTOR = float(os.environ.get("NEURON_PROFILER_IMPORT_MEMORY_FACTOR", "6"))
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process: ``MemAvailable`` of ``/proc/meminfo``, lowered by an
+    address-space limit (``RLIMIT_AS``); None when unknown (no check)."""
+    avail = None
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        if _resource is None:  # Windows
+            return avail
+        soft = _resource.getrlimit(_resource.RLIMIT_AS)[0]
+        if soft != _resource.RLIM_INFINITY:
+            used = _vm_size()
+            left = max(soft - used, 0) if used is not None else soft
+            avail = left if avail is None else min(avail, left)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _vm_size() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def text_budget() -> int | None:
+    """Most bytes of JSON text an import may read with the memory available (None: no limit known)."""
+    avail = available_memory() if MEMORY_FACTOR > 0 else None
+    return None if avail is None else int(avail / MEMORY_FACTOR)
+
+
+def _too_big(path: Path, size: int, budget: int, gz: bool) -> TraceFormatError:
+    what = f"inflates to more than {size:,} bytes" if gz else f"holds {size:,} bytes"
+    return TraceFormatError(
+        f"{path}: the JSON text {what}; importing it needs about {MEMORY_FACTOR:g}x that in memory, more than "
+        f"the {budget * MEMORY_FACTOR / 2**30:.1f} GiB available (free memory, or import on a larger machine)")
+
+
 def read_bytes(src: str | Path) -> bytes:
     """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix).
 
     Raises ``TruncatedTraceError`` for a truncated or corrupt gzip stream, ``NotATraceError`` for one that
-    inflates beyond ``MAX_INFLATE_RATIO`` times its size (a gzip bomb), ``FileNotFoundError`` when absent."""
+    inflates beyond ``MAX_INFLATE_RATIO`` times its size (a gzip bomb), ``TraceFormatError`` for a text whose
+    import would not fit in the available memory (checked before the file is read, or while it inflates),
+    ``FileNotFoundError`` when absent."""
     path = Path(src)
-    raw = path.read_bytes()
+    budget = text_budget()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(2)
+        if budget is not None and size > budget and head != _GZIP_MAGIC:
+            raise _too_big(path, size, budget, False)
+        raw = head + f.read()
     if raw[:2] != _GZIP_MAGIC:
         return raw
-    limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
+    return _gunzip(path, raw, budget)
+
+
+def _gunzip(path: Path, raw: bytes, budget: int | None) -> bytes:
+    ratio_limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
+    limit = ratio_limit if budget is None else min(ratio_limit, budget)
     parts: list[bytes] = []
     total, data = 0, raw
     try:
@@ -48,6 +118,8 @@ def read_bytes(src: str | Path) -> bytes:
             d = _zlib.decompressobj(wbits=31)
             out = d.decompress(data, limit - total + 1)
             total += len(out)
+            if total > limit and limit < ratio_limit:
+                raise _too_big(path, limit, limit, True)
             if total > limit:
                 raise NotATraceError(
                     f"{path}: gzip data inflates to more than {limit:,} bytes ({MAX_INFLATE_RATIO:g}x its size): "
@@ -59,7 +131,7 @@ def read_bytes(src: str | Path) -> bytes:
             parts.append(out)
             data = d.unused_data.lstrip(b"\x00")
     except (_zlib.error, zlib.error, OSError, ValueError) as exc:
-        if isinstance(exc, TruncatedTraceError | NotATraceError):
+        if isinstance(exc, TraceFormatError):
             raise
         raise TruncatedTraceError(f"{path}: corrupt gzip data ({exc})") from exc
     return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -20,12 +20,15 @@ counted in the footer metadata. Events without ``nprof.table`` (e.g. metadata ev
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from neuron_profiler.importers.kineto.decode import Event
 from neuron_profiler.trace.errors import NotATraceError
 
 KEY = "neuronProfiler"
@@ -58,10 +61,11 @@ class Collector:
         self.other = 0
 
     def add(self, events: Iterable[Any]) -> None:
-        for e in events:
-            if type(e) is not dict:
+        for ev in events:
+            if type(ev) is not Event:
                 self.other += 1
                 continue
+            e = msgspec.to_builtins(ev)  # the keys the event has (``nprof.*`` beside a counter's args)
             a = e.get("args")
             a = a if type(a) is dict else {}
             meta = a if "nprof.table" in a else e  # counter samples carry the nprof.* keys beside args
@@ -100,9 +104,12 @@ def _value(c: Any, v: Any) -> Any:
             return ""
         return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
     if c.kind == "float":
-        return float(v) if type(v) in (int, float) else None
-    if type(v) is bool or type(v) not in (int, float):
-        return None
+        try:
+            return float(v) if type(v) in (int, float) else None
+        except OverflowError:  # an int beyond float range
+            return None
+    if type(v) is bool or type(v) not in (int, float) or type(v) is float and not math.isfinite(v):
+        return None  # NaN / Infinity (the stdlib reads them) are no ints
     v = int(v)
     return v if -(2**63) <= v < 2**63 and (c.kind not in ("uint",) or v >= 0) else None
 

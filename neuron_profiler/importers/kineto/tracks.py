@@ -24,14 +24,14 @@ class MetaNames:
     thread_sort: dict[tuple[Any, Any], int] = field(default_factory=dict)
 
 
-def read_meta(meta: list[dict[str, Any]]) -> MetaNames:
-    """Collect the names carried by metadata events (unknown names are ignored)."""
+def read_meta(meta: list[Any]) -> MetaNames:
+    """Collect the names carried by metadata events (``decode.Event``; unknown names are ignored)."""
     m = MetaNames()
     for e in meta:
-        a = e.get("args")
+        a = e.args
         if not isinstance(a, dict):
             continue
-        name, pid, tid = e.get("name"), e.get("pid"), e.get("tid")
+        name, pid, tid = e.name, e.pid, e.tid
         if not (type(pid) in (int, str) and type(tid) in (int, str)):
             continue
         if name == "process_name" and isinstance(a.get("name"), str):
