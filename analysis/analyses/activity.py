@@ -339,11 +339,14 @@ def merged_activity(trace, kernel_type: str | None = None) -> tuple[np.ndarray, 
     """The union of the trace's device activity (of one kernel type, or all) as sorted disjoint (start, end)
     arrays, memoised: the summary, the breakdowns and the recommendations share it (HTA's:
     :func:`analysis.analyses.hta.hta_merged`)."""
-    def compute() -> tuple[np.ndarray, np.ndarray]:
-        act = trace_activity(trace)
-        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
-        if kernel_type is not None:
-            m = kernel_type_mask(act, kernel_type)
-            s, e = s[m], e[m]
-        return merge(s, e, sorted_by_start=True)
-    return trace.memo(("merged", kernel_type), compute)
+    return trace.memo(("merged", kernel_type), lambda: union_of_kind(trace_activity(trace), kernel_type))
+
+
+def union_of_kind(act: pd.DataFrame, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The union of a start-sorted activity frame's intervals (of one kernel type, or all) as sorted disjoint
+    (start, end) arrays."""
+    s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+    if kernel_type is not None:
+        m = kernel_type_mask(act, kernel_type)
+        s, e = s[m], e[m]
+    return merge(s, e, sorted_by_start=True)

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from ..core.categorical import cat_values
-from ..core.intervals import is_sorted, merge
+from ..core.intervals import is_sorted
 from ..core.tables import row_positions
-from .activity import activity_frame, kernel_type_mask
+from .activity import activity_frame, union_of_kind
 
 __all__ = ["US_NS", "MODE_LABEL", "EXACT_LABEL", "IDLE_WHY", "ceil_us", "floor_us", "json_us", "hta_origin_ns",
            "hta_round", "quantise",
@@ -219,14 +219,7 @@ def hta_activity(trace) -> pd.DataFrame:
 def hta_merged(trace, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The union of :func:`hta_activity` (of one kernel type, or all) as sorted disjoint (start, end) arrays,
     memoised."""
-    def compute() -> tuple[np.ndarray, np.ndarray]:
-        act = hta_activity(trace)
-        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
-        if kernel_type is not None:
-            m = kernel_type_mask(act, kernel_type)
-            s, e = s[m], e[m]
-        return merge(s, e, sorted_by_start=True)
-    return trace.memo(("hta_merged", kernel_type), compute)
+    return trace.memo(("hta_merged", kernel_type), lambda: union_of_kind(hta_activity(trace), kernel_type))
 
 
 def idle_selection(trace, tracks: pd.DataFrame | None = None) -> pd.DataFrame:
