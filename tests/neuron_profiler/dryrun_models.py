@@ -135,10 +135,11 @@ def tensors_of(kind: str) -> contextlib.AbstractContextManager:
 
 def profiled_step(out: Path, c: BertConfig, kind: str, make_opt: Callable, *, autocast: bool = True,
                   optimizer_only: bool = False, target: str = "trn1", compiled: bool = False,
-                  model_cls: type = Bert, dtype: torch.dtype = torch.float32):
+                  model_cls: type = Bert, dtype: torch.dtype = torch.float32, step: bool = False):
     """One training step of ``model_cls(c)`` (weights in ``dtype``) on ``kind`` tensors, profiled on the
-    simulated ``target``; with ``optimizer_only`` the window holds the optimizer step alone. Returns the
-    trace."""
+    simulated ``target``; with ``optimizer_only`` the window holds the optimizer step alone; with ``step`` it
+    is one ``ProfilerStep`` (a schedule of one active step, ``p.step()`` after ``zero_grad``), so that
+    ``analysis`` gives its step time. Returns the trace."""
     with tensors_of(kind):
         default = torch.get_default_dtype()
         torch.set_default_dtype(dtype)
@@ -158,11 +159,15 @@ def profiled_step(out: Path, c: BertConfig, kind: str, make_opt: Callable, *, au
             loss.backward()
         if optimizer_only:
             fwd_bwd()
+        sched = dict(schedule=torch.profiler.schedule(wait=0, warmup=0, active=1)) if step else {}
         with neuron_profiler.profile(profile_output_dir=str(out), target=target, runtime="simulated",
-                                     with_modules=False) as p:
+                                     with_modules=False, **sched) as p:
             if not optimizer_only:
                 fwd_bwd()
             opt.step()
+            if step:
+                opt.zero_grad(set_to_none=True)
+                p.step()
     return read_trace(p.neuron_profiler.paths[0])
 
 

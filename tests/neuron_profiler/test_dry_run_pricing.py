@@ -100,7 +100,8 @@ def autocast_runs(tmp_path_factory):
     c = BertConfig(vocab=4096, hidden=1024, heads=16, layers=1, seq=128, batch=16)
     adamw = lambda p: torch.optim.AdamW(p, foreach=True)  # noqa: E731
     out = tmp_path_factory.mktemp("autocast")
-    return profiled_step(out / "fake", c, "fake", adamw), profiled_step(out / "meta", c, "meta", adamw)
+    return (profiled_step(out / "fake", c, "fake", adamw, step=True),
+            profiled_step(out / "meta", c, "meta", adamw, step=True))
 
 
 @pytest.mark.slow
@@ -120,6 +121,44 @@ def test_autocast_prices_bf16_on_meta_with_the_kernels_of_fake(autocast_runs):
     # the same step on meta and on fake tensors: before, meta priced every matmul FP32 and fake hid the
     # autocast casts inside aten::linear (~2.3x and ~6 % apart)
     assert abs(device_time_ns(meta) / device_time_ns(fake) - 1) < 0.02
+
+
+@pytest.mark.slow
+def test_autocast_step_time_is_the_same_on_meta_and_fake(autocast_runs):
+    import analysis
+    fake, meta = autocast_runs
+    for tf in autocast_runs:
+        assert _matmul_dtypes(tf) == {"bfloat16"}
+    steps = [analysis.load(tf.path).steps()["duration_ns"].iloc[0] for tf in (fake, meta)]
+    # the device's step, which the host's dispatch paces: before, the host ops that FakeTensorMode and
+    # capture's dispatch mode record inside their handlers (re-dispatches, detach / empty_strided / set_ of
+    # fake tensors, meta decompositions) cost host time, and the two steps were ~10 % apart (fake slower)
+    assert abs(steps[1] / steps[0] - 1) < 0.02, steps
+    assert steps[0] >= device_time_ns(fake)  # the step holds the device's work
+
+
+def test_a_dispatch_modes_work_costs_the_host_nothing_but_its_launch():
+    from neuron_profiler.runtime.simulated.params import CoreParams
+    from neuron_profiler.runtime.simulated.program import extract_program
+    from neuron_profiler.runtime.simulated.synthetic import host_ops_builder, op
+    host = CoreParams.for_target("trn1").host
+    x, dt = [[256, 1024], [256, 1024], []], ["float", "float", "Scalar"]
+    real = [op("aten::add", 0, 10_000, x, dt)]
+    # the same call in a fake-tensor dry run: the recorder's and FakeTensorMode's handler ranges around the
+    # re-dispatched op, the fake tensor's bookkeeping inside
+    dry = [op("aten::add", 0, 10_000, x, dt), op("PythonDispatchMode", 100, 9_800, x, dt),
+           op("aten::add", 200, 9_600, x, dt), op("PythonDispatchMode", 300, 9_400, x, dt),
+           op("aten::empty_strided", 400, 500, [[], []], ["ScalarList", "ScalarList"]),
+           op("aten::detach", 1_000, 500, [[256, 1024]], ["float"]),
+           op("aten::set_", 1_600, 500, [[256, 1024]], ["float"]),
+           op("PythonSubclass", 2_200, 3_000, [[256, 1024]], ["float"]),
+           op("aten::as_strided", 2_300, 1_000, [[256, 1024]], ["float"])]
+    progs = [extract_program(host_ops_builder(r).table("host_ops"), host) for r in (real, dry)]
+    one_op = host["eager_op_dispatch_ns"] + host["kernel_launch_ns"]
+    for prog in progs:
+        assert (prog.kernel >= 0).sum() == 1
+        assert prog.self_ns.sum() == one_op  # before: 4 + 4 + 12 + 3 x 4 + 4 us = 36 us for the dry run
+    assert progs[1].self_ns[0] == host["eager_op_dispatch_ns"]  # the program's op pays the dispatch
 
 
 def _cast_kernels(tf):

@@ -5,7 +5,8 @@ collectives or wait for the device.
 returns a ``Program`` in host order, per op (positions in the table):
 - its parent on the same thread (ops nest: ``aten::linear`` -> ``aten::addmm``) and depth;
 - what it costs the target's host: annotations nothing, a framework op called from Python
-  ``eager_op_dispatch_ns``, an op called from inside another op ``nested_op_dispatch_ns`` (host model);
+  ``eager_op_dispatch_ns``, an op called from inside another op ``nested_op_dispatch_ns`` (host model); the
+  ops recorded inside a Python dispatch mode's handler (a dry run's FakeTensorMode) only their launches;
 - the kernel it launches (leaf compute ops with shapes; ``kernel_launch_ns`` more on the host), as an
   index into ``signatures`` (distinct name/shapes/dtypes, lowered once by ``neuron_profiler.opmodel``);
 - whether the host waits for the device there: ``.item()`` (``aten::_local_scalar_dense``), data-dependent
@@ -41,6 +42,8 @@ _WAIT_OPS = ("wait_tensor", "c10d::wait", "_wait", "Work.wait")
 _HOST_CATEGORIES = ("cpu_op", "operator", "")
 #: ranges whose start consumes the outstanding asynchronous collectives: the optimizer step, the next step
 _CONSUMERS = ("Optimizer.step#", "ProfilerStep#")
+#: ranges torch records around a Python dispatch mode's or tensor subclass's handling of an op
+_MODE_RANGES = frozenset({"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"})
 
 
 @dataclass
@@ -171,15 +174,7 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
     kernel, host_scalar, sigs = _lower_leaves(host_ops, o, leaf)
     graph_nodes, used = _graph_calls(o, calls, graphs or {}, kernel, sigs)
 
-    # host costs: a framework op from Python, an op inside an op, autograd nodes; annotations cost nothing
-    par_ok = o.parent >= 0
-    parent_is_op = np.zeros(o.n, dtype=bool)
-    parent_is_op[par_ok] = o.op_like[o.parent[par_ok]]
-    self_ns = np.zeros(o.n, dtype=np.float64)
-    op_like = o.op_like & o.host_cat
-    self_ns[op_like & ~parent_is_op] = host["eager_op_dispatch_ns"]
-    self_ns[op_like & parent_is_op] = host["nested_op_dispatch_ns"]
-    self_ns[(kernel >= 0) & ~is_call] += host["kernel_launch_ns"]
+    self_ns = _host_costs(o, (kernel >= 0) & ~is_call, host)
     self_ns[list(graph_nodes)] = host["graph_launch_ns"]
     self_ns[inside] = 0.0
 
@@ -198,6 +193,28 @@ def extract_program(host_ops: pd.DataFrame, host: dict[str, float],
                    sync=_sync_points(o, host_scalar) & ~inside, collective=coll_idx, waits_collectives=waits,
                    signatures=sigs, collectives=coll, host_scalar=host_scalar,
                    unpriced=[str(x) for x in names_unpriced], graph_nodes=graph_nodes, graphs_used=used)
+
+
+def _host_costs(o: _Ops, launches: np.ndarray, host: dict[str, float]) -> np.ndarray:
+    """Projected host cost of each op itself (ns): a framework op called from Python (or an autograd node)
+    ``eager_op_dispatch_ns``, an op inside an op ``nested_op_dispatch_ns``, plus ``kernel_launch_ns`` where it
+    launches a kernel (``launches``); annotations cost nothing. What torch records inside a Python dispatch
+    mode's or tensor subclass's handler (``PythonDispatchMode`` / ``PythonSubclass`` ranges: FakeTensorMode's
+    re-dispatch, its decompositions and its fake tensors' ``detach`` / ``empty_strided`` / ``set_``, capture's
+    dry-run recorder) is how this machine implements the op around the range, which paid the dispatch: only
+    the kernel launches inside it are the program's, so meta and fake dry runs cost the host what the same
+    program costs on the device."""
+    par_ok = o.parent >= 0
+    parent_is_op = np.zeros(o.n, dtype=bool)
+    parent_is_op[par_ok] = o.op_like[o.parent[par_ok]]
+    self_ns = np.zeros(o.n, dtype=np.float64)
+    op_like = o.op_like & o.host_cat
+    self_ns[op_like & ~parent_is_op] = host["eager_op_dispatch_ns"]
+    self_ns[op_like & parent_is_op] = host["nested_op_dispatch_ns"]
+    in_mode = _descendants(np.flatnonzero(o.per_name(lambda s: s in _MODE_RANGES)).tolist(), o.parent, o.order)
+    self_ns[in_mode] = 0.0
+    self_ns[launches] += host["kernel_launch_ns"]
+    return self_ns
 
 
 def _lower_leaves(host_ops: pd.DataFrame, o: _Ops, leaf: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
