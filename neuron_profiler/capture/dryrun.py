@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from neuron_profiler.capture.report import notice
 from neuron_profiler.capture.tensor_lists import ListDtypes, shapes_key
 from neuron_profiler.compile.backend import kineto_dtype
+from neuron_profiler.eventnames import DRY_RUN_CALL_PREFIX
 
 __all__ = ["dry_run_kind", "ListDtypeRecorder", "MetaAsDevice"]
 
@@ -132,21 +133,35 @@ _FP32 = {F.cross_entropy, F.nll_loss, F.binary_cross_entropy, F.binary_cross_ent
          F.multi_margin_loss, F.avg_pool3d}
 
 
+def _stand_in(t: Any) -> Any:
+    """A CPU tensor of ``t``'s shape and dtype over one row of storage (``t`` if not a tensor)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    return torch.empty(t.shape[-1], dtype=t.dtype, device="cpu").as_strided(t.shape, (0,) * (t.dim() - 1) + (1,))
+
+
+def _sdp_choice(q: Any, k: Any, v: Any, attn_mask: Any, dropout_p: float, is_causal: bool,
+                scale: float | None) -> int:
+    """The kernel ``torch._fused_sdp_choice`` picks for CPU tensors of these shapes and dtypes, computed
+    with the profiler's records off on this thread: the stand-in tensors and the choice are the dry run's
+    bookkeeping, not ops of the program (the fused kernel records its own ``_fused_sdp_choice`` where the
+    program makes it)."""
+    torch.autograd._enable_record_function(False)
+    try:
+        return torch._fused_sdp_choice(_stand_in(q), _stand_in(k), _stand_in(v), _stand_in(attn_mask), dropout_p,
+                                       is_causal, scale=scale)
+    finally:  # the mode runs inside a profiler window, where record functions are on
+        torch.autograd._enable_record_function(True)
+
+
 def _sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
           scale: float | None = None, enable_gqa: bool = False) -> Any:
     """Attention on meta tensors through the kernel CPU tensors of these shapes would take."""
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v)) or enable_gqa:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
                                               is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-
-    def stand_in(t: Any) -> Any:  # a CPU tensor of t's shape and dtype over one row of storage
-        if not isinstance(t, torch.Tensor):
-            return t
-        return torch.empty(t.shape[-1], dtype=t.dtype, device="cpu").as_strided(t.shape, (0,) * (t.dim() - 1) + (1,))
     from torch.nn.attention import SDPBackend
-    choice = torch._fused_sdp_choice(stand_in(q), stand_in(k), stand_in(v), stand_in(attn_mask), dropout_p,
-                                     is_causal, scale=scale)
-    if choice == SDPBackend.FLASH_ATTENTION.value:
+    if _sdp_choice(q, k, v, attn_mask, dropout_p, is_causal, scale) == SDPBackend.FLASH_ATTENTION.value:
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
@@ -179,11 +194,13 @@ class MetaAsDevice(TorchFunctionMode):
         if not _any_meta(args, kwargs):
             return func(*args, **kwargs)
         dtype = _autocast_dtype()
-        if func is F.scaled_dot_product_attention:
-            if dtype is not None:
-                args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
-            return _sdpa(*args, **kwargs)
-        if dtype is None:
+        if dtype is None and func is not F.scaled_dot_product_attention:
             return func(*args, **kwargs)
-        to = dtype if func in _LOW else torch.float32
-        return func(*_cast(args, to), **{k: _cast(v, to) for k, v in kwargs.items()})
+        # one range for the program's call, the casts and the op inside it, as CPU autocast records its wrapper
+        with torch.profiler.record_function(DRY_RUN_CALL_PREFIX + getattr(func, "__name__", "op")):
+            if func is F.scaled_dot_product_attention:
+                if dtype is not None:
+                    args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
+                return _sdpa(*args, **kwargs)
+            to = dtype if func in _LOW and dtype is not None else torch.float32
+            return func(*_cast(args, to), **{k: _cast(v, to) for k, v in kwargs.items()})

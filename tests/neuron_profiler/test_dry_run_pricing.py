@@ -135,6 +135,20 @@ def test_autocast_step_time_is_the_same_on_meta_and_fake(autocast_runs):
     # fake tensors, meta decompositions) cost host time, and the two steps were ~10 % apart (fake slower)
     assert abs(steps[1] / steps[0] - 1) < 0.02, steps
     assert steps[0] >= device_time_ns(fake)  # the step holds the device's work
+    # the host's own cost of the program (dispatch + launches) is the same: before, fake ~1.6x meta
+    costs = [_host_cost_ns(tf) for tf in autocast_runs]
+    assert abs(costs[1] / costs[0] - 1) < 0.01, costs
+    names = set(meta.table("host_ops")["name"].astype(str))
+    assert {"neuron::dry_run linear", "neuron::dry_run scaled_dot_product_attention"} <= names
+
+
+def _host_cost_ns(tf) -> float:
+    """The projected host's cost of the window's ops themselves (``Program.self_ns``), waits excluded."""
+    from neuron_profiler.runtime.simulated.params import CoreParams
+    from neuron_profiler.runtime.simulated.program import extract_program
+    h = tf.table("host_ops").copy()
+    h["start_ts"], h["duration_ns"] = h["measured_start_ts"], h["measured_duration_ns"]
+    return float(extract_program(h, CoreParams.for_target("trn1").host).self_ns.sum())
 
 
 def test_a_dispatch_modes_work_costs_the_host_nothing_but_its_launch():

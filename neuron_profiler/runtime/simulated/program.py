@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.compile.registry import GRAPH_PREFIX, graph_id_of
-from neuron_profiler.eventnames import SYNC_PREFIX
+from neuron_profiler.eventnames import DRY_RUN_CALL_PREFIX, SYNC_PREFIX
 from neuron_profiler.opmodel import OpWork, classify, is_composite, lower_signature, wants_concrete
 from neuron_profiler.runtime.simulated.collectives import find_collectives, wait_positions
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, parse_graph
@@ -203,12 +203,13 @@ def _host_costs(o: _Ops, launches: np.ndarray, host: dict[str, float]) -> np.nda
     re-dispatch, its decompositions and its fake tensors' ``detach`` / ``empty_strided`` / ``set_``, capture's
     dry-run recorder) is how this machine implements the op around the range, which paid the dispatch: only
     the kernel launches inside it are the program's, so meta and fake dry runs cost the host what the same
-    program costs on the device."""
+    program costs on the device. A ``neuron::dry_run <op>`` range (a meta dry run's autocast call) is the
+    program's call of the op, as CPU autocast's wrapper op is."""
     par_ok = o.parent >= 0
     parent_is_op = np.zeros(o.n, dtype=bool)
     parent_is_op[par_ok] = o.op_like[o.parent[par_ok]]
     self_ns = np.zeros(o.n, dtype=np.float64)
-    op_like = o.op_like & o.host_cat
+    op_like = (o.op_like & o.host_cat) | o.per_name(lambda s: s.startswith(DRY_RUN_CALL_PREFIX)).astype(bool)
     self_ns[op_like & ~parent_is_op] = host["eager_op_dispatch_ns"]
     self_ns[op_like & parent_is_op] = host["nested_op_dispatch_ns"]
     in_mode = _descendants(np.flatnonzero(o.per_name(lambda s: s in _MODE_RANGES)).tolist(), o.parent, o.order)
