@@ -14,7 +14,9 @@ Two modes, pushed by the capture session for the windows of a dry run (:func:`dr
   autocast dtype, ``nn_fp32``/``torch_fp32`` and ``cross_entropy`` in float32, as CPU autocast runs them),
   and routes attention
   to the kernel ``torch._fused_sdp_choice`` picks for CPU tensors of the same shapes, so a meta dry run
-  records the kernels and dtypes a fake-tensor (and a CPU) run records. ``torch.compile`` on meta tensors
+  records the kernels and dtypes a fake-tensor (and a CPU) run records. Each call it changes is one
+  ``neuron::dry_run <op>`` host range around its casts and the op (CPU autocast records its wrapper op
+  around them), which the simulator costs as the program's call. ``torch.compile`` on meta tensors
   is not supported (said once, and kept in the trace's ``capture_problems``): use fake tensors.
 
 The casts are made above autograd (``Tensor.to``), as autocast makes them, so the backward pass runs in the
