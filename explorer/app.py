@@ -80,7 +80,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
     header = html.Header([
         html.Div([html.Span("neuron-explorer", className="nx-brand"),
                   dmc.Select(id="trace-picker", data=options, value=store.default_key(), searchable=True,
-                             allowDeselect=False, w=460, size="xs", comboboxProps={"withinPortal": True},
+                             allowDeselect=False, w=640, size="xs", comboboxProps={"withinPortal": True},
                              maxDropdownHeight=420),
                   html.Span(id="rank-links", className="nx-ranks")], className="nx-header-top"),
         html.Nav(id="nav", className="nx-nav"),

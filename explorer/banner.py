@@ -6,7 +6,7 @@ from __future__ import annotations
 from dash import Input, Output, dcc, html
 
 import analysis
-from neuron_profiler.trace import simulation_note
+from neuron_profiler.trace import simulated_by
 
 from .state import PAGE_TITLES
 
@@ -14,13 +14,20 @@ DOCS = {"simulation": "simulation.md", "explorer": "explorer.md", "format": "for
 
 
 def simulation_line(trace) -> str | None:
-    """"Simulated trace: …" sentence of a trace with simulated device events (the model, target, host timeline
-    and assumptions: ``neuron_profiler.trace.simulation_note``), else None."""
+    """"Simulated trace: …" sentence of a trace with simulated device events: the performance model and target
+    (``neuron_profiler.trace.simulated_by``), the instance topology and the number of model constants it
+    assumed (listed under the banner), the host timeline; else None."""
     if not getattr(trace, "simulated", False):
         return None
-    text = f"Simulated trace: device events {simulation_note(trace.header)}; not measured on hardware."
-    sim = getattr(trace.header, "simulation", None)
-    if getattr(sim, "host_timeline", "") == "projected":
+    h = trace.header
+    text = f"Simulated trace: device events {simulated_by(h)}, not measured on hardware."
+    sim = h.simulation if h.HasField("simulation") else None
+    assumptions = dict(sim.assumptions) if sim is not None else {}
+    topology = assumptions.pop("topology", "")
+    said = ([f"topology {topology}"] if topology else []) + \
+        ([f"{len(assumptions)} model constants, listed below"] if assumptions else [])
+    text += f" Assumptions: {'; '.join(said)}." if said else " The trace records no assumptions."
+    if sim is not None and sim.host_timeline == "projected":
         text += " The host timeline is projected for the target; the measured one is shown beside it on the Timeline."
     return text
 
@@ -38,7 +45,9 @@ def what_line(ctx, state, trace) -> str:
         what = analysis.identity(trace).describe()
     except Exception:  # noqa: BLE001 - a trace without identity: its name
         what = ""
-    return f"{what} ({trace.name})" if what else trace.name
+    if not what:
+        return trace.name
+    return what if trace.name in what else f"{what} ({trace.name})"
 
 
 def page_title(page: str, what: str) -> str:

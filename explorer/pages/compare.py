@@ -133,12 +133,12 @@ def _layout(ctx: Ctx, state: ViewState):
         why.append(note(f"Align by: {why_keys}."))
     return html.Div([
         html.H2("Compare two traces"),
-        html.Div([dmc.Select(id="cmp-a", data=opts, value=a, label="Base (A)", searchable=True, w=420, size="xs",
+        html.Div([dmc.Select(id="cmp-a", data=opts, value=a, label="Base (A)", searchable=True, w=600, size="xs",
                              allowDeselect=False),
-                  dmc.Select(id="cmp-b", data=opts, value=b, label="Other (B)", searchable=True, w=420, size="xs",
+                  dmc.Select(id="cmp-b", data=opts, value=b, label="Other (B)", searchable=True, w=600, size="xs",
                              allowDeselect=False, placeholder="choose a trace"),
                   dmc.MultiSelect(id="cmp-keys", data=list(DIFF_KEYS), value=list(keys), label="Align by",
-                                  w=260, size="xs")], className="nx-row"),
+                                  w=260, size="xs")], className="nx-row", style={"flexWrap": "wrap"}),
         html.Div(why, id="cmp-why"),
         html.Div(id="cmp-body", children=body(ctx, a, b, keys)),
     ], id="compare-page")

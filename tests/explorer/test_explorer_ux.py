@@ -1,6 +1,7 @@
 """The explorer on the bundled sample folder (what the Quickstart opens): Compare's default partner is a trace of
 the same model or run and aligns by op when the module names differ; the picker and the page title name the
-model and run; the simulated banner names the model, target and assumptions."""
+model and run; the simulated banner names the model, target and assumptions; Collectives of a single trace links
+the runs served; the SQL chart cuts long labels."""
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def test_picker_labels_and_title_name_model_and_run(samples):
     assert labels["group:ddp_train"] == "ddp_train (2 ranks) — GPT"
     page = build_page(samples, ViewState(page="hot_ops", trace="gpt_train_step.nprof"))
     title = _find(page, "trace-title").children
-    assert title == "GPT (14.8 M parameters) · run gpt_train_step (gpt_train_step)"
+    assert title == "GPT (14.8 M parameters) · run gpt_train_step"
     assert _find(page, "doc-title").data == f"Hot ops · {title} — neuron-explorer"
     group = build_page(samples, ViewState(page="summary", trace="group:ddp_train", rank=1))
     assert _find(group, "trace-title").children == "ddp_train (2 ranks) — GPT · showing rank 1"
@@ -75,8 +76,30 @@ def test_simulated_banner_names_model_target_and_assumptions(samples):
     page = build_page(samples, ViewState(page="summary", trace="gpt_train_step.nprof"))
     sim = samples.store.trace("gpt_train_step.nprof").header.simulation
     text = _dump(_find(page, "sim-banner"))
-    assert f"device events simulated by {sim.model} for trn2" in text and "host timeline projected" in text
-    assert "assumptions: topology trn2.48xlarge" in text
+    assert f"device events simulated by {sim.model} for trn2, not measured on hardware" in text
+    assert "Assumptions: topology trn2.48xlarge" in text and "host timeline is projected" in text
+    assert f"; {len(sim.assumptions) - 1} model constants, listed below" in text
     details = _find(page, "sim-assumptions")
     items = details.children[1].children
     assert len(items) == len(sim.assumptions) and f"The {len(sim.assumptions)} assumptions" in _dump(details)
+
+
+def test_sql_chart_keeps_one_bar_per_row_and_cuts_long_labels():
+    import pandas as pd
+
+    from explorer.pages.query import _chart
+
+    long = "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>(Params)"
+    df = pd.DataFrame({"name": [long, "aten::mm", "aten::mm"], "total_ns": [3_000_000, 2_000_000, 1_000_000]})
+    fig = _chart(df, "total_ns", 0)
+    bar = fig.data[0]
+    assert list(bar.x) == [0, 1, 2] and list(bar.y) == [3.0, 2.0, 1.0]  # ms; the repeated name keeps two bars
+    assert list(bar.hovertext) == [long, "aten::mm", "aten::mm"]
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks[0] == long[:27] + "…" and ticks[1:] == ["aten::mm", "aten::mm"]
+
+
+def test_collectives_of_a_single_trace_links_the_runs_served(samples):
+    page = build_page(samples, ViewState(page="collectives", trace="gpt_train_step.nprof"))
+    link = _find(page, "cc-run-0")
+    assert link is not None and "trace=group%3Addp_train" in link.href and link.children.startswith("ddp_train (2")
