@@ -57,3 +57,19 @@ def test_compare_default_partner_shares_ops_in_browser(site, base, partner, keys
     assert page.title().startswith(f"Compare · {model} (") and " · run " in page.title()
     page.close()
     assert errors == []
+
+
+def test_compare_without_a_related_trace_leaves_b_to_choose(site):
+    """The CNN sample has no other trace of its model or run: B starts empty with the reason, no console
+    error; choosing a B then compares."""
+    url, ctx, _ = site
+    page = ctx.new_page()
+    errors = collect_errors(page)
+    page.goto(f"{url}/compare?trace=cnn_inference.nprof")
+    page.wait_for_selector("#compare-page #cmp-why", timeout=120000)
+    wait_idle(page, timeout=120000)
+    assert page.locator("#cmp-b").input_value() == ""
+    assert "No default for B" in page.inner_text("#cmp-why")
+    assert "choose two traces" in page.inner_text("#cmp-body")
+    page.close()
+    assert errors == []
