@@ -365,6 +365,8 @@ def test_parquet_dataset_layout_and_metadata(run_dir: Path, tmp_path: Path) -> N
     meta = pq.read_metadata(root / "instructions" / "rank=1" / "part-00000.parquet").metadata
     h = json.loads(meta[b"neuron_profiler.header"])
     assert h["rank"] == 1 and h["worldSize"] == 3 and h["simulated"] is True and meta[b"neuron_profiler.loss"] == b""
+    tf1 = read_trace(run_dir / "rank1.nprof")
+    assert meta[b"neuron_profiler.simulation"].decode() == "device events " + simulation_note(tf1.header)
 
 
 def test_cli_converts_a_run_directory_to_one_dataset(run_dir: Path, tmp_path: Path,
