@@ -120,11 +120,12 @@ def relation(a, b) -> tuple[int, str]:
 
     5 another rank of the same run; 4 another window of the same run; 3 the same model with the same parameter
     count; 2 the same model; 1 model unknown on both sides, same device kind and program; 0 otherwise."""
-    ia, ib = identity(a), identity(b)
-    if ia.run_kind != "trace" and run_key(a) == run_key(b):
-        if ia.rank != ib.rank:
-            return 5, f"another rank of run {ia.run}"
-        return 4, f"another window of run {ia.run}"
+    ha, hb = identity(a, read_tables=False), identity(b, read_tables=False)  # the run is in the header
+    if ha.run_kind != "trace" and run_key(a) == run_key(b):
+        if ha.rank != hb.rank:
+            return 5, f"another rank of run {ha.run}"
+        return 4, f"another window of run {ha.run}"
+    ia, ib = identity(a), identity(b)  # the model: from the header, else the module names
     if ia.model and ib.model:
         if ia.model != ib.model:
             return 0, f"different models ({ia.model} vs {ib.model})"
@@ -140,7 +141,7 @@ def default_partner(trace, candidates: Sequence) -> tuple[int | None, str]:
     """The position in ``candidates`` of the trace to compare ``trace`` with by default, and why: the most
     related one (:func:`relation`; ties: the same program, the same device kind, then the first listed).
     ``(None, reason)`` when none is related: a trace is never paired with an unrelated one, nor with itself."""
-    ia = identity(trace)
+    ia = identity(trace, read_tables=False)
     best, best_key, why = None, None, "no other trace of the same run or model"
     for i, c in enumerate(candidates):
         if c is trace:
@@ -148,7 +149,7 @@ def default_partner(trace, candidates: Sequence) -> tuple[int | None, str]:
         score, reason = relation(trace, c)
         if score <= 0:
             continue
-        ic = identity(c)
+        ic = identity(c, read_tables=False)
         key = (score, ic.script == ia.script, ic.device_kinds == ia.device_kinds)
         if best_key is None or key > best_key:
             best, best_key, why = i, key, reason
@@ -167,7 +168,7 @@ def alignment_keys(a, b) -> tuple[tuple[str, ...], str]:
     """analysis.diff's keys to align ``a`` and ``b`` by default, and why: op alone when the two ran on different
     device kinds or their module names differ (eager vs ``torch.compile``, a DDP-wrapped model vs a bare one:
     fewer than half of the distinct module names in common), else op, module and shape."""
-    ia, ib = identity(a), identity(b)
+    ia, ib = identity(a, read_tables=False), identity(b, read_tables=False)
     if ia.device_kinds != ib.device_kinds:
         return ("op",), "different devices: aligned by op"
     ma, mb = _module_names(a), _module_names(b)

@@ -109,3 +109,17 @@ def test_default_partner_ranks_by_relation_then_program_and_device():
 def test_alignment_keys_across_devices_is_op():
     a, b = _trace("a", model="GPT", kind="trn2"), _trace("b", model="GPT", kind="cuda")
     assert analysis.alignment_keys(a, b)[0] == ("op",)
+
+
+def test_ranks_of_a_run_pair_from_the_headers_alone(monkeypatch):
+    """Pairing the ranks of a big run reads no table (the run and rank are in the header)."""
+    a = _trace("a", run_id="r1", rank=0, world=64)
+    ranks = [a] + [_trace(f"r{i}", run_id="r1", rank=i, world=64) for i in range(1, 64)]
+
+    def no_tables(*_a, **_k):
+        raise AssertionError("a table was read")
+
+    for t in ranks:
+        monkeypatch.setattr(t, "whole_table", no_tables)
+    i, why = analysis.default_partner(a, ranks)
+    assert ranks[i].name == "r1" and why == "another rank of run r1"
