@@ -44,6 +44,7 @@ from .analyses.hot_ops import GROUPINGS as HOT_OPS_GROUPINGS
 from .analyses.hot_ops import hot_ops
 from .analyses.idle import idle_time_breakdown
 from .analyses.measured import measured_flops
+from .analyses.pairing import TraceIdentity, alignment_keys, default_partner, identity, relation
 from .analyses.ranks import (
     cross_rank_report,
     rank_balance,
@@ -70,6 +71,8 @@ __all__ = [
     # helpers
     "classify_kernels", "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes", "cross_rank_report",
     "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY", "STEP_BOUNDARY", "unpriced_reason", "work_source",
+    # what a trace is of, and which traces pair up (analysis.analyses.pairing)
+    "TraceIdentity", "identity", "relation", "default_partner", "alignment_keys",
     # the registered analyses (tests/analysis/test_facade.py checks this list against the registry)
     "steps", "step_window", "instruction_work", "device_activity", "temporal_breakdown", "kernel_breakdown",
     "comm_comp_overlap", "idle_time_breakdown", "collectives", "straggler_ranks", "collective_skew_matrix",

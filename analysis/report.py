@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from neuron_profiler.trace import simulated_by
+from neuron_profiler.trace import simulated_by, simulation_note
 
 from .analyses.hot_ops import hot_ops
+from .analyses.pairing import identity as analysis_identity
 from .analyses.ranks import cross_rank_report
 from .analyses.recommend import recommendations
 from .analyses.summary import summary
@@ -38,8 +39,13 @@ def trace_report(trace, *, top: int = 10, all_metrics: bool = False) -> str:
     """The report of one ``Trace``."""
     h = trace.header
     dev = ", ".join(f"{d.kind} {d.name}" for d in h.devices) or "no device"
+    what = analysis_identity(trace).describe()
     lines = [f"{trace.name}  (rank {trace.rank} of {h.world_size}; {dev}"
              f"{'; device events ' + simulated_by(h) if h.simulated else ''})"]
+    if what:
+        lines.append(f"  {what}")
+    if h.simulated:
+        lines.append(f"  Simulated: device events {simulation_note(h)}")
     s = summary(trace)
     if not all_metrics:
         s = s[s["metric"].isin(KEY_METRICS)].set_index("metric").reindex(

@@ -19,6 +19,7 @@ from dash.exceptions import PreventUpdate
 
 from .api import register_api
 from .banner import banner
+from .banner import register as register_banner
 from .hostcheck import protect
 from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
@@ -79,7 +80,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
     header = html.Header([
         html.Div([html.Span("neuron-explorer", className="nx-brand"),
                   dmc.Select(id="trace-picker", data=options, value=store.default_key(), searchable=True,
-                             allowDeselect=False, w=460, size="xs", comboboxProps={"withinPortal": True},
+                             allowDeselect=False, w=640, size="xs", comboboxProps={"withinPortal": True},
                              maxDropdownHeight=420),
                   html.Span(id="rank-links", className="nx-ranks")], className="nx-header-top"),
         html.Nav(id="nav", className="nx-nav"),
@@ -127,6 +128,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         Output("nav-dummy", "data", allow_duplicate=True), Input({"type": "pending-refresh", "n": ALL}, "n_intervals"),
         prevent_initial_call=True)
 
+    register_banner(app)
     for mod in PAGE_MODULES.values():
         reg = getattr(mod, "register", None)
         if reg is not None:

@@ -1,4 +1,7 @@
-"""``neuron-explorer [TRACE_OR_DIR] [--host 127.0.0.1] [--port 8050] [--debug]``: serve the explorer."""
+"""``neuron-explorer [TRACE_OR_DIR] [--host 127.0.0.1] [--port 8050] [--debug]``: serve the explorer.
+
+Without a path it serves the bundled sample folder (``sample_traces/``: a GPT training step eager and compiled,
+a CNN, a 2-rank DDP run), opening the eager GPT first, so Compare and Collectives have something to show."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +11,14 @@ import tempfile
 from pathlib import Path
 
 from sample_traces import DEFAULT_SAMPLE as SAMPLE  # shipped as package data
+from sample_traces import SAMPLE_DIR
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="neuron-explorer",
                                 description="Open a Neuron (or imported GPU) trace in a local web app.")
     p.add_argument("path", nargs="?", help="a .nprof / Kineto .json(.gz) trace, or a directory of traces "
-                                           f"(default: the bundled sample {SAMPLE.name})")
+                                           f"(default: the bundled sample folder, opening {SAMPLE.name} first)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--debug", action="store_true",
@@ -29,14 +33,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def resolve_path(arg: str | None) -> Path:
-    """The path to serve: the argument, else the bundled sample (a synthetic demo trace when missing)."""
+    """The path to serve: the argument, else the bundled sample folder (a synthetic demo trace when the samples
+    are missing)."""
     if arg:
         p = Path(arg).expanduser()
         if not p.exists():
             raise SystemExit(f"neuron-explorer: no such file or directory: {p}")
         return p
     if SAMPLE.is_file():
-        return SAMPLE
+        return SAMPLE_DIR
     from neuron_profiler.synthetic_trace import write_synthetic_trace
 
     out = Path(tempfile.mkdtemp(prefix="neuron-explorer-")) / "synthetic_demo.nprof"
@@ -57,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
 
     store = TraceStore(path, cache_size=args.cache, progress=True)
     singles = [e.key for e in store.entries() if not e.is_group]
+    if path == SAMPLE_DIR and SAMPLE.name in singles:  # the samples: the eager GPT step first
+        singles.remove(SAMPLE.name)
+        singles.insert(0, SAMPLE.name)
     if not singles:
         print(f"neuron-explorer: no traces (.nprof, .json, .json.gz) under {path}", file=sys.stderr)
     for key in singles[:5]:

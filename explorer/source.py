@@ -89,7 +89,9 @@ def line_texts(df: pd.DataFrame, roots: list[Path], captured_ns: int = 0) -> lis
             continue
         func = str(func)
         inside = enclosing_function(lines, int(line))
-        if func.startswith("<") and func != "<module>" or inside == func:  # lambdas, comprehensions: unchecked
+        own = _DEF.match(lines[line - 1])  # a frame at its function's own def line is that function's
+        lambda_like = func.startswith("<") and func != "<module>"  # lambdas, comprehensions: unchecked
+        if lambda_like or inside == func or (own and own.group(2) == func):
             out.append((EDITED if edited.get(file) else "") + lines[line - 1].strip())
         else:
             out.append(f"(the file changed since the capture: line {line} is in {inside}, not {func})")

@@ -71,16 +71,53 @@ class TraceEntry:
         return bool(self.members)
 
 
-def run_groups(base: Path, keys: list[str]) -> list[tuple[str, list[str]]]:
-    """The multi-rank runs among the ``.nprof`` files ``keys`` of one folder, as ``(run id, member keys by
-    rank)``: grouped by the analysis API (``analysis.TraceSet`` and its run grouping), never by file name.
-    Files whose header cannot be read are left out (they show their error when opened alone)."""
-    traces, key_of = [], {}
+def _headers(base: Path, keys: list[str]) -> dict[str, analysis.Trace]:
+    """The ``.nprof`` files ``keys`` opened lazily (header only); files whose header cannot be read are left
+    out (they show their error when opened alone)."""
+    out = {}
     for k in keys:
         try:
             t = analysis.Trace.from_file(base / k)
             t.header  # noqa: B018
         except Exception:  # noqa: BLE001 - listed alone; its page shows the error
+            continue
+        out[k] = t
+    return out
+
+
+def trace_label(key: str, trace=None) -> str:
+    """The picker's label of a trace: its key, then what it is of (``analysis.identity`` from the header:
+    model, run, rank), e.g. "gpt_train_step.nprof — GPT (25.2 M parameters) · run gpt_train_step"."""
+    if trace is None:
+        return key
+    try:
+        what = analysis.identity(trace, read_tables=False).describe()
+    except Exception:  # noqa: BLE001 - a header without identity: the key alone
+        return key
+    return f"{key} — {what}" if what else key
+
+
+def group_label(run: str, members: list, trace=None) -> str:
+    """The picker's label of a multi-rank run: "ddp_train (2 ranks) — GPT (…)" (the model from the first rank's
+    header)."""
+    label = f"{run} ({len(members)} ranks)"
+    try:
+        model = analysis.identity(trace, read_tables=False).model if trace is not None else ""
+    except Exception:  # noqa: BLE001
+        model = ""
+    return f"{label} — {model}" if model else label
+
+
+def run_groups(base: Path, keys: list[str], opened: dict | None = None) -> list[tuple[str, list[str]]]:
+    """The multi-rank runs among the ``.nprof`` files ``keys`` of one folder, as ``(run id, member keys by
+    rank)``: grouped by the analysis API (``analysis.TraceSet`` and its run grouping), never by file name.
+    Files whose header cannot be read are left out (they show their error when opened alone). ``opened``:
+    the files already opened by :func:`_headers`."""
+    opened = opened if opened is not None else _headers(base, keys)
+    traces, key_of = [], {}
+    for k in keys:
+        t = opened.get(k)
+        if t is None:
             continue
         traces.append(t)
         key_of[id(t)] = k
@@ -145,16 +182,17 @@ class TraceStore:
                 files = [p for p in files if not p.name.endswith(".nprof") or (p.parent, _stem(p.name)) not in stems]
             out: list[TraceEntry] = []
             by_folder: dict[str, list[str]] = {}
-            for p in files:
-                key = self._key(p)
+            keys_of = [(p, self._key(p)) for p in files]
+            opened = _headers(self.base, [k for p, k in keys_of if p.name.endswith(".nprof")])
+            for p, key in keys_of:
                 folder = str(Path(key).parent) if "/" in key else "."
-                out.append(TraceEntry(key, key, folder))
+                out.append(TraceEntry(key, trace_label(key, opened.get(key)), folder))
                 if p.name.endswith(".nprof"):
                     by_folder.setdefault(folder, []).append(key)
             for folder, keys in sorted(by_folder.items()):
-                for run, members in run_groups(self.base, keys):
+                for run, members in run_groups(self.base, keys, opened):
                     gkey = GROUP_PREFIX + (run if folder == "." else f"{folder}/{run}")
-                    label = f"{gkey[len(GROUP_PREFIX):]} ({len(members)} ranks)"
+                    label = group_label(gkey[len(GROUP_PREFIX):], members, opened.get(members[0]))
                     out.append(TraceEntry(gkey, label, folder, tuple(members)))
             self._entries = out
             return out

@@ -26,7 +26,7 @@ def _fmt_ns(ns: float) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from neuron_profiler.trace import read_trace
+    from neuron_profiler.trace import read_trace, simulated_by
 
     tf = read_trace(args.trace, strict=False)
     h = tf.header
@@ -37,8 +37,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"producer    {h.producer} {h.producer_version}  source={h.source_format or '-'}")
     print(f"rank        {h.rank} of {h.world_size}  host={h.instance_id or '-'} pid={h.process_id or '-'}"
           f"  window={h.window_index}")
-    print(f"simulated   {'yes (device events come from the simulated Neuron runtime)' if h.simulated else 'no'}")
+    print(f"simulated   {'yes (device events ' + simulated_by(h) + ')' if h.simulated else 'no'}")
     _print_simulation(h, tf)
+    if getattr(args, "assumptions", False):
+        for k, v in sorted(h.simulation.assumptions.items()):
+            print(f"  assume    {k} = {v}")
+    what = {k: h.metadata[k] for k in ("model", "model_parameters", "script") if h.metadata.get(k)}
+    if what:
+        print("program     " + "  ".join(f"{k}={v}" for k, v in what.items()))
     for d in h.devices:
         peaks = ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in sorted(d.spec.peak_flops_per_s.items()))
         print(f"device {d.index:<4} {d.kind} {d.name}{' (simulated)' if d.simulated else ''}"
@@ -84,7 +90,8 @@ def _print_simulation(h, tf=None) -> None:
     timeline = {"projected": "projected for the target (the measured one kept beside it)",
                 "measured": "as measured on the capturing machine"}.get(sim.host_timeline, sim.host_timeline or "?")
     print(f"  model     {sim.model} for {sim.target or '?'}; host timeline {timeline}")
-    print(f"  assumes   {len(sim.assumptions)} model assumptions (docs: {sim.documentation or '-'})")
+    print(f"  assumes   {len(sim.assumptions)} model assumptions (--assumptions lists them; docs: "
+          f"{sim.documentation or '-'})")
     launched = _names_with_device_work(tf) if tf is not None and sim.unpriced_ops else set()
     none = [n for n in sim.unpriced_ops if n not in launched]
     part = [n for n in sim.unpriced_ops if n in launched]
@@ -242,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("info", help="devices, tables, rows, time span, version, simulated or not")
     s.add_argument("trace")
+    s.add_argument("--assumptions", action="store_true",
+                   help="list every assumption of the performance model of a simulated trace, with its source")
     s.set_defaults(func=cmd_info)
     s = sub.add_parser("validate", help="decode every chunk and check every reference (exit 1 on problems)")
     s.add_argument("trace")

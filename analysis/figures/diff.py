@@ -10,6 +10,9 @@ def diff_figure(df, top: int = 20) -> go.Figure:
     """Stacked horizontal bars (µs) of the ``top`` ops by |delta| from :func:`analysis.diff`."""
     if df.empty:
         return empty_figure("Trace diff", "no ops to compare")
+    if not df["delta_ns"].fillna(0).abs().gt(0).any():  # e.g. two ranks running the same program
+        return empty_figure("Time delta per op (b − a)", f"no difference: each of the {len(df):,} aligned rows takes "
+                                                          "the same device time in both traces")
     d = df.head(top).iloc[::-1]
     labels = [short(" | ".join(str(p) for p in (i if isinstance(i, tuple) else (i,)) if p), 70) for i in d.index]
     fig = go.Figure()

@@ -3,7 +3,7 @@ and, for a multi-rank group, the per-rank arrival skew heatmap (analysis.collect
 analysis.figures.skew_heatmap)."""
 from __future__ import annotations
 
-from dash import html
+from dash import dcc, html
 
 import analysis
 from analysis import figures
@@ -24,8 +24,20 @@ def _layout(ctx: Ctx, state: ViewState):
     if getattr(obj, "traces", None) is not None and len(obj.traces) > 1:
         parts.append(section(f"Across {len(obj.traces)} ranks", guarded(_across, ctx, state)))
     else:
-        parts.append(note("open a group of ranks (the “(N ranks)” entries) for the per-rank skew heatmap"))
+        parts.append(_runs_served(ctx, state))
     return html.Div(parts, id="collectives-page")
+
+
+def _runs_served(ctx: Ctx, state: ViewState):
+    """For a single trace: links to the multi-rank runs served here (their collectives and skew heatmap)."""
+    runs = [e for e in ctx.store.entries() if e.is_group]
+    if not runs:
+        return note("open a group of ranks (the “(N ranks)” entries) for the per-rank skew heatmap; none is "
+                    "served here")
+    return html.Div([note("runs of several ranks served here (collectives matched across ranks, skew heatmap):"),
+                     html.Ul([html.Li(dcc.Link(e.label, href=state.href(trace=e.key, rank=None, t0=None, t1=None,
+                                                                        sel=None), id=f"cc-run-{i}"))
+                              for i, e in enumerate(runs)])], id="cc-runs")
 
 
 def _per_op(ctx, state):

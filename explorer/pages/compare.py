@@ -1,14 +1,17 @@
 """Compare page: two traces side by side from analysis.diff (analysis.figures.diff_figure and the table).
 
-The default pair is meaningful: the trace shown and another rank of its run, else another trace of the same
-run id or device, else the next servable trace; a trace is never compared with itself. The alignment keys
-(``keys=op&keys=module&keys=shape``, analysis.diff's keys) are selectable: traces of different devices
-(e.g. trn2 vs H100) default to aligning by op only, since module paths and shapes rarely match there.
+The default pair comes from the traces' headers through ``analysis.default_partner``: the trace shown and
+another rank (or window) of its run, else a trace of the same model (eager vs ``torch.compile``); never an
+unrelated trace (B is then left for the user to choose), never the trace itself. The alignment keys
+(``keys=op&keys=module&keys=shape``, analysis.diff's keys) are selectable; by default
+(``analysis.alignment_keys``) traces of different devices or with different module names (eager vs compiled)
+align by op alone, others by op, module and shape. The page says why B and the keys were chosen.
 """
 from __future__ import annotations
 
 from dash import Input, Output, State, html
 
+import analysis
 from analysis import figures
 
 from .. import frames
@@ -36,29 +39,47 @@ def _base(ctx: Ctx, state: ViewState, singles: list[str]) -> str | None:
     return _first_openable(ctx, singles[:3])
 
 
-def default_other(ctx: Ctx, a: str, singles: list[str]) -> str | None:
-    """Another rank of ``a``'s run, else a trace with the same run id or device kind, else the next one that
-    opens; never ``a`` itself (None when there is no other trace)."""
-    siblings = [m for e in ctx.store.entries() if e.is_group and a in e.members for m in e.members if m != a]
+def _header_trace(ctx: Ctx, key: str):
+    """A trace to read ``key``'s identity from: the open one when the store holds it, else the file read
+    lazily (header only; no table is loaded unless the header does not name the model), so scanning a folder
+    for a partner does not evict the open traces."""
+    if key in ctx.store.cached_keys() or not key.endswith(".nprof"):
+        return ctx.store.trace(key)
+    cache = ctx.__dict__.setdefault("_identity_traces", {})
+    t = cache.get(key)
+    if t is None:
+        if len(cache) > 256:
+            cache.clear()
+        t = cache[key] = analysis.Trace.from_file(ctx.store.resolve(key))
+    return t
+
+
+def default_partner(ctx: Ctx, a: str, singles: list[str]) -> tuple[str | None, str]:
+    """The default other side of ``a`` and why (``analysis.default_partner`` on the traces' headers: another
+    rank or window of its run, else a trace of the same model); ``(None, why)`` when no listed trace is
+    related: never an unrelated trace, never ``a`` itself."""
+    keys, traces = [], []
     try:
-        ha = ctx.store.trace(a).header
-    except Exception:  # noqa: BLE001
-        ha = None
-    same, rest = [], []
+        base = _header_trace(ctx, a)
+    except Exception:  # noqa: BLE001 - the page shows the error of the base trace
+        return None, "the base trace could not be opened"
     for k in singles:
-        if k == a or k in siblings:
+        if k == a:
             continue
         try:
-            hb = ctx.store.trace(k).header
+            t = _header_trace(ctx, k)
+            t.header  # noqa: B018
         except Exception:  # noqa: BLE001 - a bad file is simply not the default
             continue
-        kinds = lambda h: {d.kind for d in h.devices}  # noqa: E731
-        (same if ha is not None and (hb.run_id == ha.run_id or kinds(hb) == kinds(ha)) else rest).append(k)
-        if len(same) >= 1:
-            break
-    for k in siblings + same + rest:
-        return k
-    return None
+        keys.append(k)
+        traces.append(t)
+    i, why = analysis.default_partner(base, traces)
+    return (keys[i] if i is not None else None), why
+
+
+def default_other(ctx: Ctx, a: str, singles: list[str]) -> str | None:
+    """The key of :func:`default_partner` (None when no listed trace is related to ``a``)."""
+    return default_partner(ctx, a, singles)[0]
 
 
 def _first_openable(ctx: Ctx, keys: list[str]) -> str | None:
@@ -72,10 +93,14 @@ def _first_openable(ctx: Ctx, keys: list[str]) -> str | None:
 
 
 def default_keys(ctx: Ctx, a: str, b: str) -> tuple[str, ...]:
-    """analysis.diff's keys, or op alone for traces of different device kinds."""
-    ka = {d.kind for d in ctx.store.trace(a).header.devices}
-    kb = {d.kind for d in ctx.store.trace(b).header.devices}
-    return DIFF_KEYS if ka == kb else ("op",)
+    """analysis.diff's keys to align ``a`` and ``b`` by default (``analysis.alignment_keys``): op alone across
+    device kinds or when the module names differ (eager vs compiled), else op, module and shape."""
+    return alignment_reason(ctx, a, b)[0]
+
+
+def alignment_reason(ctx: Ctx, a: str, b: str) -> tuple[tuple[str, ...], str]:
+    """(default keys, why) of ``analysis.alignment_keys`` on the two open traces."""
+    return analysis.alignment_keys(ctx.store.trace(a), ctx.store.trace(b))
 
 
 def _layout(ctx: Ctx, state: ViewState):
@@ -83,22 +108,38 @@ def _layout(ctx: Ctx, state: ViewState):
 
     singles = _singles(ctx)
     a = _base(ctx, state, singles)
-    b = state.other if state.other in singles and state.other != a else (default_other(ctx, a, singles) if a else None)
-    if not a or not b:
+    if not a or len(singles) < 2:
         return html.Div([html.H2("Compare two traces"),
                          note("Compare needs two traces: open a folder holding at least two (e.g. two ranks of a run, "
-                              "or the same model on two devices). A trace is never compared with itself.")],
+                              "or the same model eager and compiled). A trace is never compared with itself.")],
                         id="compare-page")
-    keys = state.keys or default_keys(ctx, a, b)
-    opts = [{"label": k, "value": k} for k in singles]
+    why_b = ""
+    if state.other in singles and state.other != a:
+        b = state.other
+    else:
+        b, why_b = default_partner(ctx, a, singles)
+    why_keys = ""
+    if state.keys:
+        keys = state.keys
+    elif b:
+        keys, why_keys = alignment_reason(ctx, a, b)
+    else:
+        keys = DIFF_KEYS
+    labels = {e.key: e.label for e in ctx.store.entries()}
+    opts = [{"label": labels.get(k, k), "value": k} for k in singles]
+    why = [note(f"B is {why_b}." if b else f"No default for B: {why_b} among the listed traces (a trace is never "
+                "compared with an unrelated one by default); choose one.")] if why_b else []
+    if why_keys:
+        why.append(note(f"Align by: {why_keys}."))
     return html.Div([
         html.H2("Compare two traces"),
-        html.Div([dmc.Select(id="cmp-a", data=opts, value=a, label="Base (A)", searchable=True, w=380, size="xs",
+        html.Div([dmc.Select(id="cmp-a", data=opts, value=a, label="Base (A)", searchable=True, w=600, size="xs",
                              allowDeselect=False),
-                  dmc.Select(id="cmp-b", data=opts, value=b, label="Other (B)", searchable=True, w=380, size="xs",
-                             allowDeselect=False),
+                  dmc.Select(id="cmp-b", data=opts, value=b, label="Other (B)", searchable=True, w=600, size="xs",
+                             allowDeselect=False, placeholder="choose a trace"),
                   dmc.MultiSelect(id="cmp-keys", data=list(DIFF_KEYS), value=list(keys), label="Align by",
-                                  w=260, size="xs")], className="nx-row"),
+                                  w=260, size="xs")], className="nx-row", style={"flexWrap": "wrap"}),
+        html.Div(why, id="cmp-why"),
         html.Div(id="cmp-body", children=body(ctx, a, b, keys)),
     ], id="compare-page")
 

@@ -119,14 +119,17 @@ def _chart(df: pd.DataFrame, col: str, origin: int):
         if c not in (col, "timeline") and not pd.api.types.is_numeric_dtype(df[c]):
             labels = df[c].astype(str)
             break
-    x = labels if labels is not None else list(range(len(df)))
+    x = list(range(len(df)))  # one bar per row, even when labels repeat; long labels cut, whole in the hover
+    full = labels.tolist() if labels is not None else [str(i) for i in x]
+    short = [t if len(t) <= 28 else t[:27] + "…" for t in full]
     y, title = df[col], column_label(col, "")
     if column_unit(str(col), "") == "ts":
         y, title = (df[col] - origin) / 1e6, title + " (ms from trace start)"
     elif column_unit(str(col), "") == "ns":
         y, title = df[col] / 1e6, title + " (ms)"
-    fig = go.Figure(go.Bar(x=x, y=y, marker_color="#4C78A8"))
+    fig = go.Figure(go.Bar(x=x, y=y, marker_color="#4C78A8", hovertext=full, hoverinfo="text+y"))
     fig.update_layout(margin={"t": 20, "l": 60, "r": 10, "b": 80}, yaxis_title=title, plot_bgcolor="white")
+    fig.update_xaxes(tickvals=x, ticktext=short, tickangle=-45 if len(x) > 8 else 0, automargin=True)
     return fig
 
 

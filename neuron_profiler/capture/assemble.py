@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,17 @@ def build_window_trace(prof: Any, config: NeuronConfig, index: int, window: Wind
     return b
 
 
+def program_identity(window: WindowCapture | None) -> dict[str, str]:
+    """Header metadata naming what ran: ``script`` (the file name of the program, ``sys.argv[0]``; absent for
+    ``python -c`` and interactive sessions), ``model`` and ``model_parameters`` (``ModuleRecorder.model``, with
+    ``with_modules``). The analysis pairs traces of one model or program by them (``analysis.default_partner``)."""
+    out = dict(window.model) if window is not None else {}
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 and argv0 not in ("-c", "-"):
+        out["script"] = os.path.basename(argv0)
+    return out
+
+
 class _HostSide:
     """The host part of one window's trace, buildable twice (again without the device side after a failure)."""
 
@@ -95,7 +107,7 @@ class _HostSide:
                                     "privateuse1_backend": torch._C._get_privateuse1_backend_name(),
                                     "privateuse1_registered_by_neuron_profiler": backend.registered_by_us(),
                                     "device_runtime": type(runtime).__name__ if runtime is not None else "none",
-                                    "rank_source": self.rank_source})
+                                    "rank_source": self.rank_source, **program_identity(w)})
         hdr.clock_domains.append(pb.ClockDomain(name="host_unix_ns",
                                                 description="host CLOCK_REALTIME in ns (Kineto timestamps)"))
         b = TraceBuilder(hdr)

@@ -38,6 +38,7 @@ class WindowCapture:
     comm_calls: list[dict[str, Any]] = field(default_factory=list)
     comm_default_start: dict[str, Any] | None = None
     module_intervals: list[tuple[int, int, str]] = field(default_factory=list)
+    model: dict[str, str] = field(default_factory=dict)  # ModuleRecorder.model(): the model the window ran
     host_samples: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     profiler_options: dict[str, Any] = field(default_factory=dict)
     rank_world: tuple[int, int] | None = None
@@ -170,6 +171,7 @@ class CaptureSession:
                 run_clock.shared_start(self.config.run_id or "", w.ordinal, self._comms.problems,
                                        run_clock.LATE_WAIT_S if late else 0.0)
         if self._modules is not None:
+            w.model = self._modules.model()
             w.module_intervals = self._modules.stop()
             self._modules = None
         if self._sampler is not None:

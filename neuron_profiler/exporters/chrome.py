@@ -39,7 +39,7 @@ from neuron_profiler.exporters.common import (
     strings,
 )
 from neuron_profiler.gcpause import gc_paused
-from neuron_profiler.trace import TraceFile, simulated_by
+from neuron_profiler.trace import TraceFile, simulated_by, simulation_note
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.files import atomic_output
 
@@ -75,8 +75,9 @@ def _write(f: _ByteSink, tf: TraceFile) -> None:
     base = tr[0] if tr else 0
     head = {"schemaVersion": 1, "displayTimeUnit": "ns", "baseTimeNanoseconds": base,
             "distributedInfo": {"rank": h.rank, "world_size": h.world_size}}
-    if h.simulated:
-        head["simulation"] = f"device events {simulated_by(h)}"
+    if h.simulated:  # which model, for which target, under which assumptions (the full list beside it)
+        head["simulation"] = f"device events {simulation_note(h)}"
+        head["simulationAssumptions"] = dict(sorted(h.simulation.assumptions.items()))
     f.write(orjson.dumps(head)[:-1] + b', "traceEvents": [\n')
     layout = TrackLayout.of(tf)
     flows = FlowEnds(tf)

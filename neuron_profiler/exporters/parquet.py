@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.exporters.common import BATCH_ROWS, MissingExtraError, opened
-from neuron_profiler.trace import TABLES, TraceFile, TraceFormatError
+from neuron_profiler.trace import TABLES, TraceFile, TraceFormatError, simulation_note
 from neuron_profiler.trace.columns import columns_of
 from neuron_profiler.trace.files import atomic_output
 
@@ -104,6 +104,8 @@ def _metadata(tf: TraceFile) -> dict[bytes, bytes]:
 
     meta = {"neuron_profiler.header": json.dumps(MessageToDict(tf.header), sort_keys=True),
             "neuron_profiler.format_version": tf.format_version, "neuron_profiler.source": str(tf.path)}
+    if tf.header.simulated:  # which model, target and assumptions made the device events (the header has them all)
+        meta["neuron_profiler.simulation"] = f"device events {simulation_note(tf.header)}"
     return {k.encode(): v.encode() for k, v in meta.items()}
 
 

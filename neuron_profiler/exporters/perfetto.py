@@ -28,7 +28,7 @@ import numpy as np
 from neuron_profiler.exporters.common import EVENT_TABLES, FlowEnds, MissingExtraError, TrackLayout, opened
 from neuron_profiler.exporters.protowire import Batch
 from neuron_profiler.gcpause import gc_paused
-from neuron_profiler.trace import TIME_COLUMNS, TraceFile, simulated_by
+from neuron_profiler.trace import TIME_COLUMNS, TraceFile, simulated_by, simulation_note
 from neuron_profiler.trace.files import atomic_output
 
 SEQ_ID = 1
@@ -123,10 +123,7 @@ class _Export:
                  "neuron_profiler.format_version": self.tf.format_version,
                  "neuron_profiler.rank": f"{h.rank} of {h.world_size}"}
         if h.simulated:
-            model = sim.model or "the simulated Neuron runtime"
-            facts["neuron_profiler.simulation"] = (f"device events simulated by {model} for {sim.target or '?'}; host "
-                                                   f"timeline {sim.host_timeline or 'measured'}; see "
-                                                   f"{sim.documentation or 'docs/simulation.md'}")
+            facts["neuron_profiler.simulation"] = f"device events {simulation_note(h)}"
             facts["neuron_profiler.assumptions"] = json.dumps(dict(sim.assumptions), sort_keys=True)
         facts["neuron_profiler.header"] = MessageToJson(h, indent=None, sort_keys=True)
         return facts

@@ -11,7 +11,7 @@ from neuron_profiler.trace.errors import (
                                           TruncatedTraceError,
                                           UnsupportedVersionError,
 )
-from neuron_profiler.trace.header import make_header, simulated_by
+from neuron_profiler.trace.header import make_header, simulated_by, simulation_note
 from neuron_profiler.trace.reader import TraceFile, read_trace
 from neuron_profiler.trace.writer import TraceWriter
 
@@ -19,6 +19,7 @@ from neuron_profiler.trace.writer import TraceWriter
 TRACE_SUFFIX = ".nprof"
 
 __all__ = ["TraceBuilder", "TraceWriter", "TraceFile", "read_trace", "write_trace", "make_header", "simulated_by",
+           "simulation_note",
            "TraceFormatError", "NotATraceError", "UnsupportedVersionError", "TruncatedTraceError",
            "CorruptTraceError", "TABLES", "TIME_COLUMNS", "FORMAT_VERSION", "FORMAT_MAJOR", "FORMAT_MINOR",
            "TRACE_SUFFIX"]

@@ -58,3 +58,28 @@ def simulated_by(header: pb.Header) -> str:
     model = (sim.model if sim is not None else "") or "an unnamed model"
     target = (sim.target if sim is not None else "") or "an unnamed target"
     return f"simulated by {model} for {target}"
+
+
+def simulation_note(header: pb.Header) -> str:
+    """:func:`simulated_by` with what else a reader needs to judge the numbers: the host timeline, the instance
+    topology the model assumed and how many model constants it used, e.g. "simulated by
+    neuron_profiler.simulated 2.0 for trn2; host timeline projected; assumptions: topology trn2.48xlarge: 16
+    chips x 8 NeuronCores ...; 46 model constants (``neuron-trace info --assumptions`` lists them, with sources;
+    docs/simulation.md)". ``""`` for a trace that is not simulated."""
+    text = simulated_by(header)
+    if not text:
+        return ""
+    sim = header.simulation if header.HasField("simulation") else None
+    if sim is None:
+        return text + "; assumptions not recorded"
+    parts = [text]
+    if sim.host_timeline:
+        parts.append(f"host timeline {sim.host_timeline}")
+    assumptions = dict(sim.assumptions)
+    topology = assumptions.pop("topology", "")
+    said = [f"topology {topology}"] if topology else []
+    if assumptions:
+        said.append(f"{len(assumptions)} model constants (neuron-trace info --assumptions lists them, with sources; "
+                    f"{sim.documentation or 'docs/simulation.md'})")
+    parts.append("assumptions: " + ("; ".join(said) if said else "none recorded"))
+    return "; ".join(parts)

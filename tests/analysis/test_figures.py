@@ -52,7 +52,12 @@ def test_other_figures_and_empty_states(trn):
     ys = list(F.skew_heatmap(two_runs).data[0].y)
     assert len(ys) == 2 and len(set(ys)) == 2  # the same collective of two runs: two rows, not one merged
     d = analysis.diff(trn, trn)
-    assert isinstance(F.diff_figure(d), go.Figure)
+    same = F.diff_figure(d)  # a trace against itself: no bar, the reason instead of an empty axis
+    assert not same.data and f"each of the {len(d):,} aligned rows" in same.layout.annotations[0].text
+    changed = d.copy()
+    changed.loc[changed.index[0], "delta_ns"] = 1000.0
+    changed.loc[changed.index[0], "slower_per_call_ns"] = 1000.0
+    assert len(F.diff_figure(changed).data) == 3
     assert F.collectives_figure(pair[0]).data[0].name == "all_reduce"
 
 

@@ -45,6 +45,27 @@ def test_missing_path_exits_with_message():
 def test_no_argument_opens_the_bundled_sample_or_a_demo(monkeypatch, tmp_path):
     p = cli.resolve_path(None)
     if cli.SAMPLE.is_file():
-        assert p == cli.SAMPLE
+        assert p == cli.SAMPLE_DIR
     else:
         assert p.suffix == ".nprof" and p.is_file()
+
+
+@pytest.mark.slow
+def test_no_argument_serves_the_sample_folder_eager_gpt_first(monkeypatch, capsys):
+    """The Quickstart's ``neuron-explorer``: every bundled sample is listed (Compare has a partner, the DDP ranks
+    form a run for Collectives) and the eager GPT step opens first."""
+    if not cli.SAMPLE.is_file():
+        pytest.skip("the bundled samples are not installed")
+    seen = {}
+    import waitress
+
+    monkeypatch.setattr(waitress, "serve", lambda wsgi, **kw: seen.update(wsgi=wsgi))
+    assert cli.main([]) == 0
+    store = seen["wsgi"]._explorer_app._explorer_ctx.store
+    keys = {e.key for e in store.entries()}
+    on_disk = {f.name for f in cli.SAMPLE_DIR.glob("*.nprof")}
+    assert on_disk <= keys and len(on_disk) >= 4
+    groups = [e for e in store.entries() if e.is_group]
+    assert [len(g.members) for g in groups] == [2]  # the DDP run
+    assert store.default_key() == cli.SAMPLE.name
+    assert f"({len(store.entries())} traces)" in capsys.readouterr().out

@@ -45,6 +45,9 @@ def test_only_regular_py_files_named_by_the_trace_are_read(tmp_path):
     assert line_texts(df, [root]) == ["return 1", NOT_READABLE,
                                       "(the file changed since the capture: line 1 is in <module>, not g)",
                                       NOT_READABLE]
+    # a frame at its function's own def line (as recorded for the sample's _gpt_step) is that function's line
+    own = pd.DataFrame({"file": ["pkg/m.py"], "line": [1], "function": ["f"]})
+    assert line_texts(own, [root]) == ["def f():"]
     mtime = (root / "pkg" / "m.py").stat().st_mtime_ns
     assert line_texts(df.head(1), [root], captured_ns=mtime - 1) == [EDITED + "return 1"]  # edited after capture
     assert line_texts(df.head(1), [root], captured_ns=mtime + 1) == ["return 1"]

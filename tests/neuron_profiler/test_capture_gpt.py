@@ -75,6 +75,11 @@ def test_gpt_train_step_trace(tmp_path):
     # module hierarchy with qualified names
     mods = set(ops["module"].astype(str))
     assert "GPT.blocks.0.attn.c_attn" in mods and "GPT.lm_head" in mods
+    # what ran, for pairing traces: the model class and its parameter count (oracle: torch's count of a fresh
+    # model of the same config; the tied LM head counted once), and the program
+    assert h.metadata["model"] == "GPT"
+    assert int(h.metadata["model_parameters"]) == sum(p.numel() for p in GPT(SMALL).parameters())
+    assert h.metadata["script"] and "/" not in h.metadata["script"]
 
 
 def test_gpt_device_matmul_flops_match_host_shapes(tmp_path):

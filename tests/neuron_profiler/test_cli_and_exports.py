@@ -45,8 +45,14 @@ def test_info_prints_the_simulation_model_and_what_it_could_not_price(capsys: py
     assert main(["info", str(p)]) == 0
     out = capsys.readouterr().out
     assert f"model     {sim.model} for trn2; host timeline projected for the target" in out
-    assert f"assumes   {len(sim.assumptions)} model assumptions (docs: docs/simulation.md)" in out
+    assert f"assumes   {len(sim.assumptions)} model assumptions (--assumptions lists them; docs: docs/simulation.md)" \
+        in out
     assert len(sim.assumptions) > 10
+    assert "simulated   yes (device events simulated by neuron_profiler.simulated " in out
+    assert "program     model=GPT  model_parameters=" in out and "script=regenerate.py" in out
+    assert main(["info", "--assumptions", str(p)]) == 0
+    listed = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  assume    ")]
+    assert sorted(ln.split(" = ", 1)[0].split()[-1] for ln in listed) == sorted(sim.assumptions)
     lines = [ln for ln in out.splitlines() if ln.startswith("  unpriced")]
     if sim.unpriced_ops:  # the regenerated sample prices every op (foreach optimizers, cat, casts): no line then
         assert f"{len(sim.unpriced_ops)} op kinds" in lines[0]

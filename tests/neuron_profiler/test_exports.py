@@ -21,7 +21,14 @@ from neuron_profiler.exporters.parquet import export_parquet
 from neuron_profiler.exporters.perfetto import export_perfetto
 from neuron_profiler.exporters.protowire import Batch
 from neuron_profiler.synthetic_trace import write_synthetic_trace
-from neuron_profiler.trace import TABLES, TraceBuilder, make_header, read_trace, simulated_by
+from neuron_profiler.trace import (
+    TABLES,
+    TraceBuilder,
+    make_header,
+    read_trace,
+    simulated_by,
+    simulation_note,
+)
 from neuron_profiler.trace.columns import columns_of
 from schemas import pb
 
@@ -239,7 +246,9 @@ def test_chrome_export_carries_every_table(synthetic: Path, tmp_path: Path, name
     assert sum(e["ph"] == "s" for e in doc["traceEvents"]) == tf.row_counts["flows"]
     pnames = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
     assert f"device 0 ({simulated_by(tf.header)})" in pnames
-    assert doc["simulation"] == "device events " + simulated_by(tf.header)
+    assert doc["simulation"] == "device events " + simulation_note(tf.header)
+    assert doc["simulation"].startswith("device events " + simulated_by(tf.header))
+    assert doc["simulationAssumptions"] == dict(tf.header.simulation.assumptions)
     for e in doc["traceEvents"]:  # viewers plot every numeric arg of a counter event: only the value is there
         if e["ph"] == "C":
             assert list(e["args"]) == ["value"]
@@ -251,6 +260,21 @@ def test_simulated_by_names_the_model_and_target() -> None:
     h.simulation.model, h.simulation.target = "neuron_profiler.simulated 2.0", "trn1"
     assert simulated_by(h) == "simulated by neuron_profiler.simulated 2.0 for trn1"
     assert simulated_by(make_header("tests", simulated=False)) == ""
+
+
+def test_simulation_note_names_model_target_and_assumptions() -> None:
+    h = make_header("tests", simulated=True)
+    assert simulation_note(h) == "simulated by an unnamed model for an unnamed target; assumptions not recorded"
+    sim = h.simulation
+    sim.model, sim.target, sim.host_timeline = "neuron_profiler.simulated 2.0", "trn2", "projected"
+    sim.assumptions["topology"] = "trn2.48xlarge: 16 chips x 8 NeuronCores"
+    sim.assumptions["model.a"] = "1 (MODEL)"
+    sim.assumptions["model.b"] = "2 (S22)"
+    note = simulation_note(h)
+    assert note.startswith("simulated by neuron_profiler.simulated 2.0 for trn2; host timeline projected; ")
+    assert "assumptions: topology trn2.48xlarge: 16 chips x 8 NeuronCores; 2 model constants " in note
+    assert "neuron-trace info --assumptions" in note
+    assert simulation_note(make_header("tests", simulated=False)) == ""
 
 
 def _importer_reads_our_chrome_export() -> bool:
@@ -341,6 +365,8 @@ def test_parquet_dataset_layout_and_metadata(run_dir: Path, tmp_path: Path) -> N
     meta = pq.read_metadata(root / "instructions" / "rank=1" / "part-00000.parquet").metadata
     h = json.loads(meta[b"neuron_profiler.header"])
     assert h["rank"] == 1 and h["worldSize"] == 3 and h["simulated"] is True and meta[b"neuron_profiler.loss"] == b""
+    tf1 = read_trace(run_dir / "rank1.nprof")
+    assert meta[b"neuron_profiler.simulation"].decode() == "device events " + simulation_note(tf1.header)
 
 
 def test_cli_converts_a_run_directory_to_one_dataset(run_dir: Path, tmp_path: Path,
