@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes of the local Dask cluster (implies --engine dask; default 2)")
     p.add_argument("--no-cache", action="store_true",
-                   help="do not write the .nprof conversion of a Kineto trace next to it")
+                   help="convert a Kineto trace in memory instead of keeping its .nprof in the import cache "
+                        "(the user's cache directory; never beside the trace)")
     return p
 
 
