@@ -78,3 +78,45 @@ def test_a_2_2_file_reads_an_empty_allocations_table():
     a = tf.table("allocations")
     assert len(a) == 0 and list(a.columns) == list(columns_of("allocations"))
     assert np.issubdtype(a["start_ts"].dtype, np.integer)
+
+
+def test_neuron_explorer_memory_tables_are_imported(tmp_path):
+    """``SbufAllocation`` -> allocations, ``SystemProfileHbmUsage`` -> HBM Usage counters (summed over stacks),
+    ``SystemProfileMetadata.hbm_capacity_bytes`` -> the device's capacity when the table had none."""
+    import sys
+
+    import pytest
+
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import explorer_fixture as fx
+
+    import analysis
+    from neuron_profiler.importers.neuron_explorer import load_parquet_profile
+
+    d = fx.write_parquet_profile(tmp_path / "src")
+    t0 = fx.T0
+    pq.write_table(pa.Table.from_pylist([
+        {"start_ts": t0, "end_ts": t0 + 500, "start_address": 0, "end_address": 8192, "partition": 3,
+         "op_source_type": "dma", "opcode": "", "operands": "", "queue_name": "qSyncIO0", "block_id": 1,
+         "tensor_name": "x", "hlo_name": "dot.1", "pcore_idx": 1},
+        {"start_ts": t0 + 100, "end_ts": t0 + 900, "start_address": 8192, "end_address": 12288, "partition": 3,
+         "op_source_type": "dma", "opcode": "", "operands": "", "queue_name": "qSyncSpillReload0", "block_id": 2,
+         "tensor_name": "", "hlo_name": "dot.2", "pcore_idx": 0}]), d / "SbufAllocation.parquet")
+    pq.write_table(pa.Table.from_pylist([
+        {"timestamp": t0 + ts, "total_bytes": tot, "weights_bytes": w, "hbm_idx": h, "device_idx": 0}
+        for ts, tot, w, h in ((0, 100, 60, 0), (0, 50, 40, 1), (1000, 300, 60, 0), (1000, 50, 40, 1))]),
+        d / "SystemProfileHbmUsage.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = load_parquet_profile(d).write(tmp_path / "ne.nprof")
+    tf = read_trace(path)
+    a = tf.table("allocations")
+    assert list(a["tensor_name"].astype(str)) == ["x", "dot.2"] and list(a["spill"]) == [0, 1]
+    assert list(a["duration_ns"]) == [500, 800] and list(a["end_address"]) == [8192, 12288]
+    assert list(a["partition"]) == [3, 3] and list(a["num_partitions"]) == [1, 1]
+    h = analysis.load(path).hbm_usage()
+    tot = h[h["kind"] == "total"]
+    assert list(tot["bytes"]) == [150.0, 350.0] and list(h[h["kind"] == "weights"]["bytes"]) == [100.0, 100.0]
