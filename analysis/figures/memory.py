@@ -13,11 +13,18 @@ KIND_COLORS = {"tiles": "#1f77b4", "resident": "#2ca02c", "accumulator": "#9467b
 SPILL_COLOR = "#d62728"
 HBM_COLORS = {"weights": "#1f77b4", "gradients": "#ff7f0e", "optimizer state": "#2ca02c",
               "activations": "#9467bd", "allocated": "#1f77b4"}
+BUFFER_COLORS = {"SBUF": "#1f77b4", "PSUM": "#9467bd"}
 MAX_BUFFERS = 4000
 
 
 def _ms(ts: np.ndarray, t0: int) -> np.ndarray:
     return (np.asarray(ts, np.int64) - t0) / 1e6
+
+
+def _x_range(fig: go.Figure, t0: int, t1: int | None) -> go.Figure:
+    if t1 is not None:
+        fig.update_xaxes(range=[0.0, (t1 - t0) / 1e6])
+    return fig
 
 
 def _rects(d: pd.DataFrame, t0: int) -> tuple[list, list]:
@@ -32,12 +39,14 @@ def _rects(d: pd.DataFrame, t0: int) -> tuple[list, list]:
 
 
 def memory_allocations_figure(obj, buffer: str = "SBUF", core: str | None = None, t0: int | None = None,
-                              capacity_bytes: float | None = None, max_buffers: int = MAX_BUFFERS) -> go.Figure:
+                              capacity_bytes: float | None = None, max_buffers: int = MAX_BUFFERS,
+                              t1: int | None = None) -> go.Figure:
     """Gantt chart of one memory's buffers on one core: each buffer a rectangle from its allocation to its
     free (x, ms) over its byte range inside each partition (y, KiB), coloured by kind, spilled buffers red.
     ``obj``: a Trace or a memory_allocations DataFrame; ``core``: None = the first; ``capacity_bytes``: the
     memory's per-core capacity (drawn as the top of a partition); above ``max_buffers`` the buffers with the
-    most byte-time are drawn and the title says how many."""
+    most byte-time are drawn and the title says how many. ``t0`` / ``t1``: the time axis (absolute ns; default:
+    the buffers' own span), so that several charts of one trace line up."""
     df = frame(obj, memory_allocations)
     title = f"{buffer} buffers over time"
     if df.empty:
@@ -77,12 +86,12 @@ def memory_allocations_figure(obj, buffer: str = "SBUF", core: str | None = None
     fig.update_layout(title=title, xaxis_title="time (ms from the trace start)",
                       yaxis_title=f"address in each of {int(d['num_partitions'].max())} partitions (KiB)",
                       template="plotly_white", legend_title_text="buffer kind")
-    return fig
+    return _x_range(fig, t0, t1)
 
 
-def memory_occupancy_figure(obj, t0: int | None = None) -> go.Figure:
+def memory_occupancy_figure(obj, t0: int | None = None, t1: int | None = None) -> go.Figure:
     """Share of capacity held over time per core and memory (step lines, percent), with the 100 % capacity
-    line; bytes in the hover. ``obj``: a Trace or a memory_occupancy DataFrame."""
+    line; bytes in the hover. ``obj``: a Trace or a memory_occupancy DataFrame; ``t0`` / ``t1`` the time axis."""
     df = frame(obj, memory_occupancy)
     title = "SBUF and PSUM held over time (share of capacity)"
     if df.empty:
@@ -91,7 +100,7 @@ def memory_occupancy_figure(obj, t0: int | None = None) -> go.Figure:
     fig = go.Figure()
     for (core, buf), g in df.groupby(["core", "buffer"], sort=True):
         fig.add_scatter(x=_ms(g["ts"].to_numpy(), t0), y=g["percent"], mode="lines", line_shape="hv",
-                        name=f"{buf} ({core})", customdata=np.stack([g["bytes"] / 2**20,
+                        name=f"{buf} ({core})", line={"color": BUFFER_COLORS.get(str(buf)), "width": 1}, customdata=np.stack([g["bytes"] / 2**20,
                                                                     g["capacity_bytes"] / 2**20], axis=1),
                         hovertemplate=f"{buf} {core}: " + "%{y:.1f} % (%{customdata[0]:,.2f} of "
                                       "%{customdata[1]:,.0f} MiB)<extra></extra>")
@@ -99,13 +108,14 @@ def memory_occupancy_figure(obj, t0: int | None = None) -> go.Figure:
                   annotation_position="top left")
     fig.update_layout(title=title, xaxis_title="time (ms from the trace start)", yaxis_title="percent of capacity",
                       yaxis_range=[0, 105], template="plotly_white")
-    return fig
+    return _x_range(fig, t0, t1)
 
 
-def hbm_usage_figure(obj, t0: int | None = None) -> go.Figure:
+def hbm_usage_figure(obj, t0: int | None = None, t1: int | None = None) -> go.Figure:
     """HBM held over time: stacked areas per kind (weights, gradients, optimizer state, activations; GiB), or
     one line of a Kineto trace's allocated bytes; the title gives the peak against the device's capacity,
-    drawn as a line when the peak is above a quarter of it. ``obj``: a Trace or an hbm_usage DataFrame."""
+    drawn as a line when the peak is above a quarter of it. ``obj``: a Trace or an hbm_usage DataFrame; ``t0`` /
+    ``t1`` the time axis."""
     df = frame(obj, hbm_usage)
     if df.empty:
         return empty_figure("HBM usage over time", NO_HBM)
@@ -131,4 +141,4 @@ def hbm_usage_figure(obj, t0: int | None = None) -> go.Figure:
     fig.update_layout(title=f"HBM held over time on {dev}: peak {peak / 2**30:,.3f} GiB{share}",
                       xaxis_title="time (ms from the trace start)", yaxis_title="GiB", template="plotly_white",
                       legend_title_text="held as")
-    return fig
+    return _x_range(fig, t0, t1)

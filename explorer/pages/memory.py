@@ -60,7 +60,8 @@ def _layout(ctx: Ctx, state: ViewState):
     has_hbm = _value(s, "hbm_recorded") > 0
     why_alloc = str(s.loc[s["metric"] == "allocations_recorded", "note"].iloc[0])
     why_hbm = str(s.loc[s["metric"] == "hbm_recorded", "note"].iloc[0])
-    parts = [html.H2(f"Memory: {trace.name}"), _cards(s)]
+    parts = [html.H2(f"Memory: {trace.name}"), _cards(s),
+             note("Time axes: ms from the trace start. Drag on a chart to zoom, double-click to reset.")]
     if trace.simulated and (has_alloc or has_hbm):
         parts.append(note("Simulated: buffers and HBM held come from the simulated runtime's model of the captured "
                           "program (docs/simulation.md), not from a device."))
@@ -69,7 +70,8 @@ def _layout(ctx: Ctx, state: ViewState):
                   section("PSUM buffers over time", guarded(_gantt, ctx, state, s, "PSUM")),
                   section("SBUF and PSUM held against capacity",
                           guarded(lambda: graph(frames.figure(ctx, state, "memory_occupancy_figure",
-                                                              figures.memory_occupancy_figure),
+                                                              lambda t: figures.memory_occupancy_figure(
+                                                                  t, *t.time_range)),
                                                 id="memory-occupancy", height=320))),
                   section(f"Largest buffers (top {TOP_BUFFERS} by bytes x time held)",
                           guarded(_buffers_table, ctx, state))]
@@ -78,7 +80,7 @@ def _layout(ctx: Ctx, state: ViewState):
     if has_hbm:
         parts.append(section("HBM held over time",
                              guarded(lambda: graph(frames.figure(ctx, state, "hbm_usage_figure",
-                                                                 figures.hbm_usage_figure),
+                                                                 lambda t: figures.hbm_usage_figure(t, *t.time_range)),
                                                    id="memory-hbm", height=360))))
     else:
         parts.append(section("HBM held over time", note(f"Unknown: {why_hbm}.")))
@@ -88,7 +90,8 @@ def _layout(ctx: Ctx, state: ViewState):
 def _gantt(ctx: Ctx, state: ViewState, s: pd.DataFrame, buffer: str):
     cap = _value(s, f"{buffer.lower()}_capacity_bytes")
     fig = frames.figure(ctx, state, f"memory_gantt_{buffer}",
-                        lambda t: figures.memory_allocations_figure(t, buffer=buffer, capacity_bytes=cap))
+                        lambda t: figures.memory_allocations_figure(t, buffer=buffer, capacity_bytes=cap,
+                                                                    t0=t.time_range[0], t1=t.time_range[1]))
     return graph(fig, id=f"memory-gantt-{buffer.lower()}", height=380)
 
 
