@@ -129,9 +129,13 @@ def memory_occupancy(trace) -> pd.DataFrame:
 
 def _hbm_tracks(trace) -> tuple[pd.DataFrame, str]:
     """Counter tracks of HBM held (name, device, kind) and where they come from ("simulated", "kineto", "")."""
-    tr = trace.whole_table("tracks", ["name", "kind", "device"])
+    tr = trace.whole_table("tracks", ["name", "kind", "device", "parent"])
     if not len(tr):
         return tr.iloc[:0], ""
+    own = tr["device"].to_numpy()
+    par = tr["parent"].to_numpy()
+    up = tr["device"].reindex(par).fillna(-1).to_numpy(np.int64)  # a counter under a device track: its device
+    tr = tr.assign(device=np.where(own >= 0, own, up))
     ctr = tr[tr["kind"].astype(str) == "counter"]
     names = ctr["name"].astype(str)
     ours = ctr[names.str.startswith(HBM_COUNTER)]

@@ -136,3 +136,24 @@ def test_traces_without_allocations_say_not_recorded():
     assert s.at["sbuf_peak_bytes", "note"].startswith("not recorded")
     assert np.isnan(s.at["sbuf_peak_bytes", "value"])
     assert t.memory_allocations().empty and t.memory_occupancy().empty
+
+
+def test_kineto_device_memory_is_the_hbm_usage():
+    """A GPU trace recorded with profile_memory=True: hbm_usage is the device's "Total Allocated" bytes; its peak
+    is the largest value of the trace's own [memory] events on that device (read here from the JSON)."""
+    import gzip
+    import json
+
+    from realdata import real_trace
+
+    path = real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz")
+    events = json.load(gzip.open(path, "rt"))["traceEvents"]
+    mem = [e["args"] for e in events if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 1]
+    want = max(a["Total Allocated"] for a in mem)
+    t = analysis.load(path)
+    h = t.hbm_usage()
+    assert set(h["kind"]) == {"allocated"} and len(h) == len(mem)
+    s = t.memory_summary().set_index("metric")
+    assert s.at["hbm_peak_bytes", "value"] == want
+    assert s.at["hbm_capacity_bytes", "value"] == t.devices["hbm_capacity_bytes"].iloc[0] > 0
+    assert s.at["allocations_recorded", "note"].startswith("not recorded")  # Kineto: no SBUF/PSUM
