@@ -100,8 +100,8 @@ def memory_occupancy_figure(obj, t0: int | None = None, t1: int | None = None) -
     fig = go.Figure()
     for (core, buf), g in df.groupby(["core", "buffer"], sort=True):
         fig.add_scatter(x=_ms(g["ts"].to_numpy(), t0), y=g["percent"], mode="lines", line_shape="hv",
-                        name=f"{buf} ({core})", line={"color": BUFFER_COLORS.get(str(buf)), "width": 1}, customdata=np.stack([g["bytes"] / 2**20,
-                                                                    g["capacity_bytes"] / 2**20], axis=1),
+                        name=f"{buf} ({core})", line={"color": BUFFER_COLORS.get(str(buf)), "width": 1},
+                        customdata=np.stack([g["bytes"] / 2**20, g["capacity_bytes"] / 2**20], axis=1),
                         hovertemplate=f"{buf} {core}: " + "%{y:.1f} % (%{customdata[0]:,.2f} of "
                                       "%{customdata[1]:,.0f} MiB)<extra></extra>")
     fig.add_hline(y=100, line_dash="dash", line_color="#444", annotation_text="capacity",
