@@ -157,3 +157,24 @@ def test_kineto_device_memory_is_the_hbm_usage():
     assert s.at["hbm_peak_bytes", "value"] == want
     assert s.at["hbm_capacity_bytes", "value"] == t.devices["hbm_capacity_bytes"].iloc[0] > 0
     assert s.at["allocations_recorded", "note"].startswith("not recorded")  # Kineto: no SBUF/PSUM
+
+
+def test_a_matmul_too_big_for_sbuf_spills_and_says_so():
+    """A 4096^3 bf16 matmul: its resident slab fits half the SBUF, the other operand is re-read on the spill-reload
+    queue; the buffers it reloads into are flagged spill, and the summary's spill bytes are those DMA bytes."""
+    from neuron_profiler.runtime.simulated.synthetic import op, simulate
+
+    bf = "c10::BFloat16"
+    b = simulate([op("aten::mm", 1_000_000, 5_000, [[4096, 4096], [4096, 4096]], [bf, bf])])
+    t = analysis.Trace.from_builder(b)
+    a = t.memory_allocations()
+    sb = a[a["buffer"] == "SBUF"]
+    assert sb["spill"].any() and (sb[sb["spill"]]["tensor_name"].str.contains("mm.reload")).all()
+    assert set(sb["tensor_kind"]) == {"tiles", "resident"}
+    d = b.table("dma")
+    names = b.table("tracks")["name"].astype(str)
+    reload = d["transfer_bytes"][names.reindex(d["track"]).str.contains("SpillReload").to_numpy()].sum()
+    s = t.memory_summary().set_index("metric")
+    assert reload > 0 and s.at["spill_reload_bytes", "value"] == reload
+    assert s.at["spilled_buffers", "value"] == sb["spill"].sum()
+    assert s.at["sbuf_peak_percent", "value"] <= 100.0
