@@ -125,15 +125,15 @@ def _first_fit(live: list[tuple[int, int]], size: int, capacity: int) -> tuple[i
 def add_allocations(b: Any, core: int, buffer: str, seg: np.ndarray, tags: np.ndarray, owner_rows: np.ndarray,
                     partitions: int, capacity_bytes: float) -> np.ndarray:
     """Place a core's ``buffer`` (SBUF or PSUM) segments (``seg``: start, end, bytes) and add them to the
-    ``allocations`` table of builder ``b`` (buffers that got no byte are left out); returns the placed
+    ``allocations`` table of builder ``b`` (a buffer that got no byte is a 0-byte spill row); returns the placed
     segments (start, end, bytes) the occupancy counter is drawn from."""
     if not len(seg):
         return np.zeros((0, 3))
     start = np.rint(seg[:, 0]).astype(np.int64)
     end = np.maximum(np.rint(seg[:, 1]).astype(np.int64), start)
     pl = place(start, end, seg[:, 2], partitions, capacity_bytes)
-    keep = pl.end_address > pl.start_address
     spill = pl.spill | np.array([bool(t[2]) for t in tags], dtype=bool)
+    keep = (pl.end_address > pl.start_address) | pl.spill  # a buffer that got no byte stays, as a spill
     n = int(keep.sum())
     if n:
         b.add_rows("allocations", {
