@@ -169,9 +169,9 @@ class TraceAnalyses:
         return _items.dma_bytes_by(self, by)
 
     # ---------------------------------------------------------------- memory
-    def memory_allocations(self) -> pd.DataFrame:
+    def memory_allocations(self, top: int | None = None) -> pd.DataFrame:
         """SBUF/PSUM buffers held over time: :func:`analysis.memory_allocations`."""
-        return _memory.memory_allocations(self)
+        return _memory.memory_allocations(self, top)
 
     def memory_occupancy(self) -> pd.DataFrame:
         """SBUF/PSUM bytes held over time against capacity: :func:`analysis.memory_occupancy`."""

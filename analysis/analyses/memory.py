@@ -62,11 +62,12 @@ def _tracks(trace) -> pd.DataFrame:
 
 
 @register("memory_allocations", columns=ALLOCATION_SPEC, figure="memory_allocations_figure")
-def memory_allocations(trace) -> pd.DataFrame:
-    """One row per SBUF/PSUM buffer (the trace's ``allocations`` table), in allocation order. Columns: core,
-    buffer, start_ts, end_ts, duration_ns, partition, num_partitions, start_address, end_address (bytes inside
-    each partition), bytes (num_partitions x address range), tensor_name, tensor_kind, spill (bool), op (host
-    op name, "" none). Empty (same columns) when the trace has no allocation events."""
+def memory_allocations(trace, top: int | None = None) -> pd.DataFrame:
+    """One row per SBUF/PSUM buffer (the trace's ``allocations`` table), in allocation order; with ``top``, the
+    ``top`` buffers holding the most byte-time (bytes x duration_ns), most first. Columns: core, buffer,
+    start_ts, end_ts, duration_ns, partition, num_partitions, start_address, end_address (bytes inside each
+    partition), bytes (num_partitions x address range), tensor_name, tensor_kind, spill (bool), op (host op
+    name, "" none). Empty (same columns) when the trace has no allocation events."""
     a = trace.table("allocations")
     if not len(a):
         return pd.DataFrame({c: [] for c in ALLOCATION_COLUMNS})
@@ -85,7 +86,10 @@ def memory_allocations(trace) -> pd.DataFrame:
                         "bytes": parts * np.maximum(hi - lo, 0), "tensor_name": a["tensor_name"].astype(str).to_numpy(),
                         "tensor_kind": a["tensor_kind"].astype(str).to_numpy(),
                         "spill": a["spill"].to_numpy() != 0, "op": op})
-    return out.sort_values(["start_ts", "core", "buffer"], kind="stable").reset_index(drop=True)
+    out = out.sort_values(["start_ts", "core", "buffer"], kind="stable").reset_index(drop=True)
+    if top is not None:
+        out = out.loc[(out["bytes"] * out["duration_ns"]).nlargest(max(int(top), 0)).index].reset_index(drop=True)
+    return out
 
 
 def _capacity(trace, buffer: str, device: int) -> float:

@@ -41,15 +41,19 @@ def _card(row: pd.Series) -> html.Div:
     known = not math.isnan(v)
     body = [html.Div(str(row["label"]), className="kpi-label"),
             html.Div(format_value(v, str(row["unit"])) if known else "unknown", className="kpi-value")]
-    if not known:
-        body.append(html.Div(str(row["note"]), className="kpi-why", style={"fontSize": 11, "color": "#777"}))
+    if not known:  # the section below gives the whole reason once; the card keeps it short
+        why = "not recorded" if str(row["note"]).startswith("not recorded:") else str(row["note"])
+        body.append(html.Div(why, className="kpi-why", style={"fontSize": 11, "color": "#777"}))
     return html.Div(body, title=str(row["note"]), className="kpi-card" + ("" if known else " unknown"),
                     **{"data-metric": str(row["metric"]), "data-value": repr(v) if known else "nan"})
 
 
 def _cards(df: pd.DataFrame) -> html.Div:
+    """The CARDS in order; a share of capacity is left out when its peak is unknown (its card says why)."""
     rows = df.set_index("metric", drop=False)
-    return html.Div([_card(rows.loc[m]) for m in CARDS if m in rows.index], id="memory-cards", className="kpi-cards",
+    shown = [m for m in CARDS if m in rows.index
+             and not (m.endswith("_peak_percent") and math.isnan(_value(df, m.replace("_percent", "_bytes"))))]
+    return html.Div([_card(rows.loc[m]) for m in shown], id="memory-cards", className="kpi-cards",
                     style={"display": "flex", "flexWrap": "wrap", "gap": "8px"})
 
 
@@ -96,7 +100,7 @@ def _gantt(ctx: Ctx, state: ViewState, s: pd.DataFrame, buffer: str):
 
 
 def _buffers_table(ctx: Ctx, state: ViewState):
-    a = frames.figure(ctx, state, "memory_allocations", analysis.memory_allocations)
-    top = a.loc[(a["bytes"] * a["duration_ns"]).nlargest(TOP_BUFFERS).index]
+    top = frames.figure(ctx, state, "memory_allocations_top",
+                        lambda t: analysis.memory_allocations(t, top=TOP_BUFFERS))
     return data_table(top, id="memory-buffers-table", page_size=10, analysis="memory_allocations",
                       origin=trace_or_error(ctx, state).time_range[0], hidden=("end_ts", "partition"))

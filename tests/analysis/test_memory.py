@@ -178,3 +178,13 @@ def test_a_matmul_too_big_for_sbuf_spills_and_says_so():
     assert reload > 0 and s.at["spill_reload_bytes", "value"] == reload
     assert s.at["spilled_buffers", "value"] == sb["spill"].sum()
     assert s.at["sbuf_peak_percent", "value"] <= 100.0
+
+
+def test_top_buffers_are_the_most_byte_time():
+    from neuron_profiler.runtime.simulated.synthetic import random_op_stream, simulate
+
+    t = analysis.Trace.from_builder(simulate(random_op_stream(60)))
+    a = t.memory_allocations()
+    top = t.memory_allocations(top=5)
+    bt = (a["bytes"] * a["duration_ns"]).sort_values(ascending=False).to_numpy()
+    assert len(a) > 5 and list(top["bytes"] * top["duration_ns"]) == list(bt[:5])
