@@ -15,10 +15,22 @@ HBM_COLORS = {"weights": "#1f77b4", "gradients": "#ff7f0e", "optimizer state": "
               "activations": "#9467bd", "allocated": "#1f77b4"}
 BUFFER_COLORS = {"SBUF": "#1f77b4", "PSUM": "#9467bd"}
 MAX_BUFFERS = 4000
+MAX_POINTS = 4000
 
 
 def _ms(ts: np.ndarray, t0: int) -> np.ndarray:
     return (np.asarray(ts, np.int64) - t0) / 1e6
+
+
+def _peak_per_bin(g: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
+    """A step series cut to ``MAX_POINTS`` time bins, each holding the largest value of its bin (peaks kept)."""
+    ts = g["ts"].to_numpy(np.int64)
+    edges = np.linspace(ts[0], ts[-1] + 1, MAX_POINTS + 1)
+    b = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, MAX_POINTS - 1)
+    out = g.assign(_bin=b).groupby("_bin", sort=True).agg({"ts": "min", **{c: "max" for c in cols},
+                                                          **{c: "first" for c in g.columns
+                                                             if c not in cols and c != "ts"}})
+    return out.reset_index(drop=True)
 
 
 def _x_range(fig: go.Figure, t0: int, t1: int | None) -> go.Figure:
@@ -98,7 +110,10 @@ def memory_occupancy_figure(obj, t0: int | None = None, t1: int | None = None) -
         return empty_figure(title, NO_ALLOCATIONS)
     t0 = int(df["ts"].min()) if t0 is None else t0
     fig = go.Figure()
+    thinned = False
     for (core, buf), g in df.groupby(["core", "buffer"], sort=True):
+        if len(g) > MAX_POINTS:
+            g, thinned = _peak_per_bin(g, ("bytes", "percent")), True
         fig.add_scatter(x=_ms(g["ts"].to_numpy(), t0), y=g["percent"], mode="lines", line_shape="hv",
                         name=f"{buf} ({core})", line={"color": BUFFER_COLORS.get(str(buf)), "width": 1},
                         customdata=np.stack([g["bytes"] / 2**20, g["capacity_bytes"] / 2**20], axis=1),
@@ -106,6 +121,8 @@ def memory_occupancy_figure(obj, t0: int | None = None, t1: int | None = None) -
                                       "%{customdata[1]:,.0f} MiB)<extra></extra>")
     fig.add_hline(y=100, line_dash="dash", line_color="#444", annotation_text="capacity",
                   annotation_position="top left")
+    if thinned:
+        title += f" (the peak of each of {MAX_POINTS:,} time bins)"
     fig.update_layout(title=title, xaxis_title="time (ms from the trace start)", yaxis_title="percent of capacity",
                       yaxis_range=[0, 105], template="plotly_white")
     return _x_range(fig, t0, t1)
@@ -127,6 +144,10 @@ def hbm_usage_figure(obj, t0: int | None = None, t1: int | None = None) -> go.Fi
     cap = float(d["capacity_bytes"].iloc[0])
     kinds = [k for k in HBM_COLORS if k in set(d["kind"]) and k != "allocated"] or ["allocated"]
     grid = np.unique(d["ts"].to_numpy(np.int64))
+    if len(grid) > MAX_POINTS:  # evenly thinned, keeping the instant of the peak
+        keep = np.linspace(0, len(grid) - 1, MAX_POINTS).astype(np.int64)
+        at_peak = tot["ts"].to_numpy(np.int64)[np.argmax(tot["bytes"].to_numpy())] if len(tot) else grid[0]
+        grid = np.unique(np.append(grid[keep], at_peak))
     fig = go.Figure()
     for k in kinds:
         g = d[d["kind"] == k].sort_values("ts")

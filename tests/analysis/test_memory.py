@@ -188,3 +188,21 @@ def test_top_buffers_are_the_most_byte_time():
     top = t.memory_allocations(top=5)
     bt = (a["bytes"] * a["duration_ns"]).sort_values(ascending=False).to_numpy()
     assert len(a) > 5 and list(top["bytes"] * top["duration_ns"]) == list(bt[:5])
+
+
+def test_long_series_are_drawn_thinned_with_their_peak():
+    import pandas as pd
+
+    from analysis.figures.memory import MAX_POINTS, hbm_usage_figure, memory_occupancy_figure
+
+    rng = np.random.default_rng(0)
+    ts = np.cumsum(rng.integers(1, 100, 3 * MAX_POINTS))
+    v = rng.random(len(ts)) * 100
+    occ = pd.DataFrame({"core": "nc0", "buffer": "SBUF", "ts": ts, "bytes": v * 1e5, "capacity_bytes": 1e7,
+                        "percent": v})
+    f = memory_occupancy_figure(occ)
+    assert len(f.data[0].x) == MAX_POINTS and max(f.data[0].y) == v.max() and "time bins" in f.layout.title.text
+    h = pd.DataFrame({"device": "d", "kind": "weights", "ts": ts, "bytes": v * 2**30, "capacity_bytes": np.nan,
+                      "percent": np.nan})
+    f = hbm_usage_figure(pd.concat([h.assign(kind="total"), h]))
+    assert len(f.data[0].x) <= MAX_POINTS + 1 and max(f.data[0].y) == pytest.approx(v.max())
