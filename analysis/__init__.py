@@ -44,6 +44,7 @@ from .analyses.hot_ops import GROUPINGS as HOT_OPS_GROUPINGS
 from .analyses.hot_ops import hot_ops
 from .analyses.idle import idle_time_breakdown
 from .analyses.measured import measured_flops
+from .analyses.memory import hbm_usage, memory_allocations, memory_occupancy, memory_summary
 from .analyses.pairing import TraceIdentity, alignment_keys, default_partner, identity, relation
 from .analyses.ranks import (
     cross_rank_report,
@@ -81,6 +82,7 @@ __all__ = [
     "run_recommendations", "stragglers", "slow_links", "slowest_ranks_per_step", "recommendations",
     "neuron_explorer_comparison", "area_stats", "regions", "measured_flops", "event_dependencies", "source_lines",
     "time_split", "flops_breakdown", "summary_items", "dma_bytes_by",
+    "memory_allocations", "memory_occupancy", "hbm_usage", "memory_summary",
 ]
 
 

@@ -23,6 +23,7 @@ from .analyses import explorer_summary as _explorer_summary
 from .analyses import hot_ops as _hot_ops
 from .analyses import idle as _idle
 from .analyses import measured as _measured
+from .analyses import memory as _memory
 from .analyses import ranks as _ranks
 from .analyses import recommend as _recommend
 from .analyses import regions as _regions
@@ -166,6 +167,23 @@ class TraceAnalyses:
     def dma_bytes_by(self, by: str = "source") -> pd.DataFrame:
         """DMA bytes by source or by data type: :func:`analysis.dma_bytes_by`."""
         return _items.dma_bytes_by(self, by)
+
+    # ---------------------------------------------------------------- memory
+    def memory_allocations(self, top: int | None = None) -> pd.DataFrame:
+        """SBUF/PSUM buffers held over time: :func:`analysis.memory_allocations`."""
+        return _memory.memory_allocations(self, top)
+
+    def memory_occupancy(self) -> pd.DataFrame:
+        """SBUF/PSUM bytes held over time against capacity: :func:`analysis.memory_occupancy`."""
+        return _memory.memory_occupancy(self)
+
+    def hbm_usage(self) -> pd.DataFrame:
+        """HBM held over time by kind against capacity: :func:`analysis.hbm_usage`."""
+        return _memory.hbm_usage(self)
+
+    def memory_summary(self) -> pd.DataFrame:
+        """Memory peaks, capacities and spill bytes: :func:`analysis.memory_summary`."""
+        return _memory.memory_summary(self)
 
 
 class TraceSetAnalyses:

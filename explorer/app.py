@@ -21,13 +21,13 @@ from .api import register_api
 from .banner import banner
 from .banner import register as register_banner
 from .hostcheck import protect
-from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
+from .pages import collectives, compare, dma, hot_ops, memory, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
 from .state import PAGE_TITLES, PAGES, ViewState
 from .store import TraceStore, new_request
 
 PAGE_MODULES = {"summary": summary, "timeline": timeline, "roofline": roofline, "hot_ops": hot_ops, "dma": dma,
-                "collectives": collectives, "compare": compare, "query": query}
+                "memory": memory, "collectives": collectives, "compare": compare, "query": query}
 THEME = {"fontFamily": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "primaryColor": "indigo",
          "defaultRadius": "sm", "fontSizes": {"md": "14px"}}
 _RESET_KEYS = ['rank', 't0', 't1', 'sel', 'q', 'other', 'rows', 'pick', 'engines', 'bounds', 'note', 'region',

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-TABLES = ("host_ops", "instructions", "dma", "collectives", "counters", "flows", "tracks")
+TABLES = ("host_ops", "instructions", "dma", "collectives", "counters", "flows", "tracks", "allocations")
 EVENT_TABLES = ("host_ops", "instructions", "dma", "collectives")
 DEFAULT_TIMEOUT_S = 10.0
 MAX_ROWS = 10_000

@@ -14,9 +14,9 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from urllib.parse import parse_qs, urlencode
 
-PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "collectives", "compare", "query")
+PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "memory", "collectives", "compare", "query")
 PAGE_TITLES = {"summary": "Summary", "timeline": "Timeline", "roofline": "Roofline", "hot_ops": "Hot ops",
-               "dma": "DMA", "collectives": "Collectives", "compare": "Compare", "query": "SQL"}
+               "dma": "DMA", "memory": "Memory", "collectives": "Collectives", "compare": "Compare", "query": "SQL"}
 DIFF_KEYS = ("op", "module", "shape")
 SEL_TABLES = ("instructions", "dma", "collectives", "host_ops")
 COLOR_MODES = ("op", "engine", "module")

@@ -205,7 +205,7 @@ class ClockSync(_message.Message):
     def __init__(self, domain: _Optional[str] = ..., host_ts: _Optional[int] = ..., device_ts: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("first_row", "rows", "strings", "tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows")
+    __slots__ = ("first_row", "rows", "strings", "tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows", "allocations")
     FIRST_ROW_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     STRINGS_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +216,7 @@ class Chunk(_message.Message):
     COLLECTIVES_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     FLOWS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     first_row: int
     rows: int
     strings: StringColumns
@@ -226,7 +227,8 @@ class Chunk(_message.Message):
     collectives: CollectiveColumns
     counters: CounterColumns
     flows: FlowColumns
-    def __init__(self, first_row: _Optional[int] = ..., rows: _Optional[int] = ..., strings: _Optional[_Union[StringColumns, _Mapping]] = ..., tracks: _Optional[_Union[TrackColumns, _Mapping]] = ..., host_ops: _Optional[_Union[HostOpColumns, _Mapping]] = ..., instructions: _Optional[_Union[InstructionColumns, _Mapping]] = ..., dma: _Optional[_Union[DmaColumns, _Mapping]] = ..., collectives: _Optional[_Union[CollectiveColumns, _Mapping]] = ..., counters: _Optional[_Union[CounterColumns, _Mapping]] = ..., flows: _Optional[_Union[FlowColumns, _Mapping]] = ...) -> None: ...
+    allocations: AllocationColumns
+    def __init__(self, first_row: _Optional[int] = ..., rows: _Optional[int] = ..., strings: _Optional[_Union[StringColumns, _Mapping]] = ..., tracks: _Optional[_Union[TrackColumns, _Mapping]] = ..., host_ops: _Optional[_Union[HostOpColumns, _Mapping]] = ..., instructions: _Optional[_Union[InstructionColumns, _Mapping]] = ..., dma: _Optional[_Union[DmaColumns, _Mapping]] = ..., collectives: _Optional[_Union[CollectiveColumns, _Mapping]] = ..., counters: _Optional[_Union[CounterColumns, _Mapping]] = ..., flows: _Optional[_Union[FlowColumns, _Mapping]] = ..., allocations: _Optional[_Union[AllocationColumns, _Mapping]] = ...) -> None: ...
 
 class StringColumns(_message.Message):
     __slots__ = ("value",)
@@ -423,6 +425,34 @@ class FlowColumns(_message.Message):
     dst_row: _containers.RepeatedScalarFieldContainer[int]
     kind: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, src_table: _Optional[_Iterable[int]] = ..., src_row: _Optional[_Iterable[int]] = ..., dst_table: _Optional[_Iterable[int]] = ..., dst_row: _Optional[_Iterable[int]] = ..., kind: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AllocationColumns(_message.Message):
+    __slots__ = ("track", "start_ts", "duration_ns", "buffer", "partition", "num_partitions", "start_address", "end_address", "tensor_name", "tensor_kind", "spill", "framework_op")
+    TRACK_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    START_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    END_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_KIND_FIELD_NUMBER: _ClassVar[int]
+    SPILL_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_OP_FIELD_NUMBER: _ClassVar[int]
+    track: _containers.RepeatedScalarFieldContainer[int]
+    start_ts: _containers.RepeatedScalarFieldContainer[int]
+    duration_ns: _containers.RepeatedScalarFieldContainer[int]
+    buffer: _containers.RepeatedScalarFieldContainer[int]
+    partition: _containers.RepeatedScalarFieldContainer[int]
+    num_partitions: _containers.RepeatedScalarFieldContainer[int]
+    start_address: _containers.RepeatedScalarFieldContainer[int]
+    end_address: _containers.RepeatedScalarFieldContainer[int]
+    tensor_name: _containers.RepeatedScalarFieldContainer[int]
+    tensor_kind: _containers.RepeatedScalarFieldContainer[int]
+    spill: _containers.RepeatedScalarFieldContainer[int]
+    framework_op: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, track: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., duration_ns: _Optional[_Iterable[int]] = ..., buffer: _Optional[_Iterable[int]] = ..., partition: _Optional[_Iterable[int]] = ..., num_partitions: _Optional[_Iterable[int]] = ..., start_address: _Optional[_Iterable[int]] = ..., end_address: _Optional[_Iterable[int]] = ..., tensor_name: _Optional[_Iterable[int]] = ..., tensor_kind: _Optional[_Iterable[int]] = ..., spill: _Optional[_Iterable[int]] = ..., framework_op: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ChunkIndexEntry(_message.Message):
     __slots__ = ("table_id", "offset", "length", "first_row", "rows", "min_ts", "max_end_ts")

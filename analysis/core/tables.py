@@ -9,7 +9,7 @@ from neuron_profiler.trace.columns import columns_of
 __all__ = ["row_positions", "TABLE_NAMES", "ANALYSIS_COLUMNS", "WINDOW_COLUMNS", "TIMED_TABLES", "columns_of_table",
            "MATRIX_ENGINES", "COPY_ENGINES", "NON_COMPUTE_ENGINES"]
 
-TABLE_NAMES = ("tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows")
+TABLE_NAMES = ("tracks", "host_ops", "instructions", "dma", "collectives", "counters", "flows", "allocations")
 #: tables whose rows are intervals (``start_ts`` + ``duration_ns``)
 TIMED_TABLES = ("host_ops", "instructions", "dma", "collectives")
 #: The columns the analyses read, per table (tables not listed: all columns). ``Trace.analysis_table`` loads
@@ -18,7 +18,7 @@ ANALYSIS_COLUMNS = {"instructions": ("track", "start_ts", "duration_ns", "engine
                                      "correlation_id", "raw_flops", "hbm_read_bytes", "hbm_write_bytes", "dtype",
                                      "tensor_instruction_type")}
 #: columns a window restriction needs, per table
-WINDOW_COLUMNS: dict[str, tuple[str, ...]] = {t: ("start_ts", "duration_ns") for t in TIMED_TABLES}
+WINDOW_COLUMNS: dict[str, tuple[str, ...]] = {t: ("start_ts", "duration_ns") for t in (*TIMED_TABLES, "allocations")}
 WINDOW_COLUMNS.update(counters=("ts",), flows=("src_table", "src_row", "dst_table", "dst_row"))
 
 #: engines of matrix work (Neuron Tensor engine; FLOPs there are "model FLOPs")

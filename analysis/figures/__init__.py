@@ -16,6 +16,7 @@ from .dependencies import dependencies_figure
 from .diff import diff_figure
 from .dma import dma_queues_figure, dma_sizes_figure, dma_throughput_figure
 from .hot_ops import hot_ops_figure, module_treemap_figure
+from .memory import hbm_usage_figure, memory_allocations_figure, memory_occupancy_figure
 from .ranks import rank_balance_figure, rank_timeline_figure
 from .recommend import recommendations_figure
 from .roofline import roofline_figure
@@ -36,7 +37,8 @@ __all__ = ["summary_figure", "steps_figure", "time_split_figure", "engine_utilis
            "recommendations_figure", "kernel_breakdown_figure", "temporal_breakdown_figure", "temporal_breakdown_note",
            "idle_time_figure",
            "comm_comp_overlap_figure", "rank_balance_figure",
-           "rank_timeline_figure", "dependencies_figure", "source_lines_figure"]
+           "rank_timeline_figure", "dependencies_figure", "source_lines_figure",
+           "memory_allocations_figure", "memory_occupancy_figure", "hbm_usage_figure"]
 
 #: {analysis name: its figure builder}, from the registry (every registered analysis that names a figure)
 FIGURES = {name: globals()[spec.figure] for name, spec in REGISTRY.items() if spec.figure}

@@ -48,7 +48,8 @@ FORMAT_VERSION = 1
 CHROME_BATCH_ROWS = 1 << 16
 #: gzip level of .json.gz outputs: 6 (zlib's default) is ~2x faster than gzip's 9 for 5% more bytes.
 GZIP_LEVEL = 6
-_CATEGORY = {"host_ops": None, "instructions": "device_instruction", "dma": "dma", "collectives": "collective"}
+_CATEGORY = {"host_ops": None, "instructions": "device_instruction", "dma": "dma", "collectives": "collective",
+             "allocations": "memory_allocation"}
 #: Columns carried by the event itself rather than in args.
 _OWN = {"start_ts", "duration_ns", "track", "args"}
 

@@ -16,7 +16,8 @@ import pandas as pd
 from neuron_profiler.trace import TraceFile, read_trace
 
 #: Event tables exported as slices: table -> the column that names each event.
-EVENT_TABLES = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation"}
+EVENT_TABLES = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation",
+                "allocations": "tensor_name"}
 #: Rows per batch read while exporting.
 BATCH_ROWS = 1 << 18
 #: Track kinds that head a process in timeline viewers (the others become its threads / child tracks).

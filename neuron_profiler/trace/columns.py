@@ -16,7 +16,7 @@ from schemas import pb
 
 #: Current format version written by this package; readers accept any minor of the same major.
 FORMAT_MAJOR = 2
-FORMAT_MINOR = 2
+FORMAT_MINOR = 3
 FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 
 STRINGS_TABLE = "strings"

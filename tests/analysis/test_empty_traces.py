@@ -60,7 +60,8 @@ def _callable_without_arguments(spec) -> bool:
 HAS_ROWS = {"summary": "all", "temporal_breakdown": "all", "comm_comp_overlap": "all", "roofline_ceilings": "all",
             "dma_throughput": "span", "steps": "host", "hot_ops": "host", "rank_balance": "all",
             "rank_timeline": "host", "regions": "host", "time_split": "span",
-            "flops_breakdown": "all", "summary_items": "all"}  # the last two: one row per item, NaN with the reason
+            "flops_breakdown": "all", "summary_items": "all",
+            "memory_summary": "all"}  # the last three: one row per item, NaN with the reason
 # the registry generates this list: every analysis that runs on a trace without arguments
 ANALYSES = sorted(n for n, s in registry.REGISTRY.items()
                   if s.subject in ("trace", "traces", "pair") and s.returns in ("frame", "frames")

@@ -33,7 +33,7 @@ from neuron_profiler.trace.columns import columns_of
 from schemas import pb
 
 pf = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-EVENT_TABLES = ("host_ops", "instructions", "dma", "collectives")
+EVENT_TABLES = ("host_ops", "instructions", "dma", "collectives", "allocations")
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,8 @@ def _tables_from_chrome(doc: dict) -> dict[str, pd.DataFrame]:
     base = doc["baseTimeNanoseconds"]
     out = {"tracks": pd.DataFrame(npr["tracks"]).set_index("row"), "flows": pd.DataFrame(npr["flows"])}
     rows: dict[str, list[dict]] = {t: [] for t in (*EVENT_TABLES, "counters")}
-    namecol = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation"}
+    namecol = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation",
+               "allocations": "tensor_name"}
     for ev in doc["traceEvents"]:
         if ev["ph"] == "X" and "nprof.table" in ev["args"]:
             a = dict(ev["args"])

@@ -99,7 +99,8 @@ def test_counters_units_bounds_and_values():
     ct = tracks[tracks.kind == "counter"]
     assert dict(zip(ct.name.astype(str), ct.unit.astype(str))) == {
         "DMA Throughput": "bytes/s", "Pending DMA Count": "count", "State Buffer Usage": "percent",
-        "PSUM Usage": "percent", "Estimated Instant MFU": "percent", "Throttling": "percent"}
+        "PSUM Usage": "percent", "Estimated Instant MFU": "percent", "Throttling": "percent",
+        "HBM Usage": "bytes", "HBM Usage: activations": "bytes"}  # no backward pass: activations only
     by = {str(tracks.name[t]): g for t, g in c.groupby("track")}
     assert len(by["DMA Throughput"]) <= MAX_SAMPLES
     # total bytes recovered from the throughput samples (bin rate x bin width)

@@ -33,9 +33,10 @@ from neuron_profiler.trace.errors import NotATraceError
 
 KEY = "neuronProfiler"
 VERSION = 1
-EVENT_TABLES = ("host_ops", "instructions", "dma", "collectives", "counters")
+EVENT_TABLES = ("host_ops", "instructions", "dma", "collectives", "allocations", "counters")
 #: the column an exported event's own ``name`` / ``cat`` carries, per table
-_NAME_COLUMN = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation"}
+_NAME_COLUMN = {"host_ops": "name", "instructions": "name", "dma": "variable", "collectives": "operation",
+                "allocations": "tensor_name"}
 _CAT_COLUMN = {"host_ops": "category"}
 _META = ("nprof.table", "nprof.row", "nprof.track")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_profiler.importers.neuron_explorer import convert_links as links
-from neuron_profiler.importers.neuron_explorer import units
+from neuron_profiler.importers.neuron_explorer import memory, units
 from neuron_profiler.importers.neuron_explorer.columns import args_json, durations, integer, number, text
 from neuron_profiler.importers.neuron_explorer.device import Tracks, engine_name, make_device, metadata_row
 from neuron_profiler.importers.neuron_explorer.mapping import COUNTER_TABLES, MAPPING
@@ -82,6 +82,8 @@ def build_profile(tables: dict[str, pd.DataFrame], *, source: str, source_format
     _dma(ctx)
     _collectives(ctx)
     _counters(ctx)
+    memory.allocations(ctx)
+    memory.hbm_usage(ctx)
     links.system_events(ctx)
     links.flows(ctx)
     links.summary_and_report(ctx, extra_metadata or {})

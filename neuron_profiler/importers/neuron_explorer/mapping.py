@@ -124,6 +124,22 @@ MAPPING: dict[str, dict[str, str]] = {
     "BirInstruction": _row("BirInstruction", _HIER | {
         "bir_name": "host_ops.name (category bir, track \"BIR\")",
         "raw_bir_id": "flows kind \"hierarchy\" from its Penguin row; args"}, ARGS),
+    "SbufAllocation": _row("SbufAllocation", {
+        "start_ts": "allocations.start_ts", "end_ts": "allocations.duration_ns (end_ts - start_ts)",
+        "start_address": "allocations.start_address", "end_address": "allocations.end_address",
+        "partition": "allocations.partition (num_partitions 1)", "tensor_name": "allocations.tensor_name",
+        "hlo_name": "allocations.tensor_name when tensor_name is empty", "op_source_type": "allocations.tensor_kind",
+        "queue_name": "allocations.spill (1 on a SpillReload queue)", "pcore_idx": "track (NeuronCore)",
+    }, "not kept: the allocations table has no args column"),
+    "SystemProfileHbmUsage": _row("SystemProfileHbmUsage", {
+        "timestamp": "counters.ts (rows of one timestamp summed over the HBM stacks)",
+        "total_bytes": "counters (\"HBM Usage\", bytes)", "weights_bytes": "counters (\"HBM Usage: weights\")",
+        "tensors_bytes": "counters (\"HBM Usage: tensors\")", "dram_spill_bytes": "counters (\"HBM Usage: spill\")",
+        "device_idx": "summed", "hbm_idx": "summed",
+    }, "not kept: the HBM Usage counters keep total, weights, tensors and spill"),
+    "SystemProfileMetadata": _row("SystemProfileMetadata", {
+        "hbm_capacity_bytes": "device.spec.hbm_capacity_bytes (when the hardware table has none)",
+    }, "not kept: the trace's own time span and header"),
     "SchemaFields": _row("SchemaFields", {"table_name": "units of non-ns/bytes fields (bandwidths)",
                                           "field_name": "units", "field_unit": "units"},
                          "not kept: the schema's self-description, used only to read units"),

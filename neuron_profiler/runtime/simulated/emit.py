@@ -18,6 +18,7 @@ from neuron_profiler.hardware import adjusted_flops_multiplier
 from neuron_profiler.runtime.simulated import counters as ctr
 from neuron_profiler.runtime.simulated.collectives import bus_factor
 from neuron_profiler.runtime.simulated.dma import QUEUE_TYPES
+from neuron_profiler.runtime.simulated.memory import add_allocations
 from neuron_profiler.runtime.simulated.params import ENGINES, CoreParams
 from neuron_profiler.runtime.simulated.pipeline import KernelTemplate
 from neuron_profiler.runtime.simulated.program import Program
@@ -42,6 +43,10 @@ class CoreEvents:
     flows: dict[str, np.ndarray]     # dependency links: src_kind (0 instr / 1 dma), src, dst (event indices)
     sbuf: np.ndarray                 # (m, 3) start, end, bytes
     psum: np.ndarray
+    sbuf_k: np.ndarray               # kernel instance of each SBUF segment
+    psum_k: np.ndarray
+    sbuf_tag: np.ndarray             # (tensor name, kind, spill) of each segment (object array of tuples)
+    psum_tag: np.ndarray
     first_instr: np.ndarray          # per kernel instance: index of its earliest instruction (-1 none)
     throttle: np.ndarray             # (m, 2) first MultiplyMoving start, extra ns, of throttled kernels
 
@@ -96,14 +101,14 @@ def expand(proj: Projection, temps: list[KernelTemplate | None]) -> CoreEvents:
     dst = _flat(real, "f_dst", np.int64)[ff] if real else np.zeros(0, np.int64)
     flows = {"src_kind": src_kind, "src": src + np.where(src_kind == 1, first_d[kf], first_i[kf]) if len(kf) else src,
              "dst": dst + first_i[kf] if len(kf) else dst}
-    sbuf = _segments(temps, sig, k_start, "sbuf_seg")
-    psum = _segments(temps, sig, k_start, "psum_seg")
+    sbuf, sbuf_k, sbuf_tag = _segments(temps, sig, k_start, "sbuf")
+    psum, psum_k, psum_tag = _segments(temps, sig, k_start, "psum")
     has = n_i[sig] > 0 if len(sig) else np.zeros(0, bool)
     entry = np.array([int(np.argmin(t.start)) if t is not None and t.n_instr else 0 for t in temps], dtype=np.int64)
     first_instr = np.where(has, first_i + entry[sig], -1) if len(sig) else np.zeros(0, np.int64)
     thr = extra > 0
     throttle = np.stack([k_start[thr] + first_mm_rel[sig[thr]], extra[thr]], axis=1) if thr.any() else np.zeros((0, 2))
-    return CoreEvents(ins, dma, flows, sbuf, psum, first_instr, throttle)
+    return CoreEvents(ins, dma, flows, sbuf, psum, sbuf_k, psum_k, sbuf_tag, psum_tag, first_instr, throttle)
 
 
 def _throttled(k_start: np.ndarray, rel: np.ndarray, dur: np.ndarray, first_mm: np.ndarray,
@@ -116,18 +121,27 @@ def _throttled(k_start: np.ndarray, rel: np.ndarray, dur: np.ndarray, first_mm: 
     return k_start + rel + np.where(after, extra, 0), dur + np.where(spans, extra, 0)
 
 
-def _segments(temps: list[KernelTemplate | None], sig: np.ndarray, k_start: np.ndarray, attr: str) -> np.ndarray:
-    segs = [getattr(t, attr) if t is not None else np.zeros((0, 3)) for t in temps]
+def _segments(temps: list[KernelTemplate | None], sig: np.ndarray, k_start: np.ndarray,
+              buf: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(segments (m, 3) at absolute times, kernel instance of each, what each holds) of memory ``buf``."""
+    segs = [getattr(t, buf + "_seg") if t is not None else np.zeros((0, 3)) for t in temps]
     n = np.array([len(s) for s in segs], dtype=np.int64)
     if not len(sig) or not n.sum():
-        return np.zeros((0, 3))
+        return np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros(0, dtype=object)
     off = np.cumsum(n) - n
     flat = np.concatenate(segs)
+    tags = np.empty(int(n.sum()), dtype=object)
+    tags[:] = [tag for t, s in zip(temps, segs) for tag in _tags_of(t, buf, len(s))]
     k, fi = _expand_index(n, off, sig)
     out = flat[fi].copy()
     out[:, 0] += k_start[k]
     out[:, 1] += k_start[k]
-    return out
+    return out, k, tags[fi]
+
+
+def _tags_of(t: KernelTemplate | None, buf: str, n: int) -> list[tuple[str, str, bool]]:
+    tags = list(getattr(t, buf + "_tag", ()) or ())
+    return tags + [("unknown", "", False)] * (n - len(tags))
 
 
 def _keep(ev: CoreEvents, c_start: np.ndarray, cap: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -142,8 +156,8 @@ def _keep(ev: CoreEvents, c_start: np.ndarray, cap: int | None) -> tuple[np.ndar
 
 
 def emit_core(b: TraceBuilder, prog: Program, proj: Projection, ev: CoreEvents, sigs: list, p: CoreParams,
-              host_rows: np.ndarray, dev: int, dev_track: int, nc: int, rank: int, cap: int | None) -> None:
-    """Add one core's tracks, events, flows and counters to ``b``."""
+              host_rows: np.ndarray, dev: int, dev_track: int, nc: int, rank: int, cap: int | None) -> int:
+    """Add one core's tracks, events, allocations, flows and counters to ``b``; returns the core's track."""
     pid = b.header.process_id
     core = b.add_track("core", f"nc{nc}", dev_track, device=dev, nc_idx=nc, rank=rank, pid=pid)
     eng = {e: b.add_track("engine", e, core, device=dev, nc_idx=nc, rank=rank, pid=pid) for e in ENGINES}
@@ -184,7 +198,12 @@ def emit_core(b: TraceBuilder, prog: Program, proj: Projection, ev: CoreEvents, 
         dma_row[keep_d] = first + np.arange(int(keep_d.sum()))
     _flows(b, ev, ins_row, dma_row, k_host_row)
     _collectives(b, prog, proj, keep_c, core, dev, nc, rank, pid)
-    _counters(b, ev, p, core, dev, nc, rank, pid, dtypes, proj)
+    placed = {buf: add_allocations(b, core, buf, seg, tags, owner.of(k, np.full(len(k), -1, np.int64))[0],
+                                   p.partitions, cap)
+              for buf, seg, k, tags, cap in (("SBUF", ev.sbuf, ev.sbuf_k, ev.sbuf_tag, p.sbuf_bytes),
+                                             ("PSUM", ev.psum, ev.psum_k, ev.psum_tag, p.psum_bytes))}
+    _counters(b, ev, p, core, dev, nc, rank, pid, dtypes, proj, placed)
+    return core
 
 
 class _Owners:
@@ -265,7 +284,7 @@ def _collectives(b: TraceBuilder, prog: Program, proj: Projection, keep: np.ndar
 
 
 def _counters(b: TraceBuilder, ev: CoreEvents, p: CoreParams, core: int, dev: int, nc: int, rank: int, pid: int,
-              dtypes: np.ndarray, proj: Projection) -> None:
+              dtypes: np.ndarray, proj: Projection, placed: dict[str, np.ndarray]) -> None:
     i, d = ev.ins, ev.dma
     if not len(i["k"]) and not len(d["k"]):
         return
@@ -277,7 +296,8 @@ def _counters(b: TraceBuilder, ev: CoreEvents, p: CoreParams, core: int, dev: in
     d_end = d["d_start"] + d["d_dur"]
     series["DMA Throughput"] = (edges, np.append(ctr.rate_average(edges, d["d_start"], d_end, d["d_bytes"]), 0.0))
     series["Pending DMA Count"] = ctr.step_series(d["d_start"] - int(p.dma_latency_ns), d_end)
-    for name, seg, cap in (("State Buffer Usage", ev.sbuf, p.sbuf_bytes), ("PSUM Usage", ev.psum, p.psum_bytes)):
+    for name, seg, cap in (("State Buffer Usage", placed["SBUF"], p.sbuf_bytes),
+                           ("PSUM Usage", placed["PSUM"], p.psum_bytes)):
         ts, v = ctr.step_series(seg[:, 0].astype(np.int64), seg[:, 1].astype(np.int64), seg[:, 2])
         series[name] = (ts, np.clip(100.0 * v / cap, 0.0, 100.0))
     mm = i["opcode"] == "MATMUL"

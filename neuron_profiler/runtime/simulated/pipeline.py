@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neuron_profiler.runtime.simulated.engines import sync_ns
+from neuron_profiler.runtime.simulated.memory import group_tags, resident_name
 from neuron_profiler.runtime.simulated.params import CoreParams
 
 __all__ = ["Stage", "Group", "KernelPlan", "KernelTemplate", "schedule_kernel", "DMA"]
@@ -140,6 +141,9 @@ class KernelTemplate:
     first_mm: int             # index of the first MultiplyMoving instruction, -1 none
     ramp_work_ns: float       # MultiplyMoving work inside the throttle ramp window after the first one
     tensor_busy_ns: float     # total MultiplyMoving time
+    # what each occupancy segment holds: (tensor name, kind, spill), kind tiles / resident / accumulator
+    sbuf_tag: tuple[tuple[str, str, bool], ...] = ()
+    psum_tag: tuple[tuple[str, str, bool], ...] = ()
 
     @property
     def n_instr(self) -> int:
@@ -363,7 +367,7 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
     transfers, wait flows, buffer occupancy and Tensor-engine ramp."""
     ins, dma, first_row, paced_waits = _stage_records(plan, nodes, sync_pieces, p)
     f_kind, f_src, f_dst = _wait_records(ins, nodes, waits + paced_waits, first_row)
-    sbuf, psum = _occupancy(plan, nodes)
+    sbuf, psum, sbuf_tag, psum_tag = _occupancy(plan, nodes)
     first_mm, ramp, busy = _matmul_ramp(ins, p)
     duration = max([n.end for n in nodes] + [r["end"] for r in ins], default=0.0)
 
@@ -389,7 +393,7 @@ def _template(plan: KernelPlan, nodes: list[_Node], waits: list[tuple[str, float
         f_dst=np.array(f_dst, dtype=np.int64), sbuf_seg=sbuf, psum_seg=psum,
         node=np.array([r.get("node", -1) for r in ins], dtype=np.int64),
         d_node=np.array([r.get("node", -1) for r in dma], dtype=np.int64), first_mm=first_mm,
-        ramp_work_ns=ramp, tensor_busy_ns=busy)
+        ramp_work_ns=ramp, tensor_busy_ns=busy, sbuf_tag=sbuf_tag, psum_tag=psum_tag)
 
 
 def _whole(nbytes: float) -> int:
@@ -507,9 +511,10 @@ def _args(st: Stage, note: str, share: float) -> str:
     return "{" + ", ".join(parts) + "}" if parts else ""
 
 
-def _occupancy(plan: KernelPlan, nodes: list[_Node]) -> tuple[np.ndarray, np.ndarray]:
+def _occupancy(plan: KernelPlan, nodes: list[_Node]) -> tuple[np.ndarray, np.ndarray, tuple, tuple]:
     """SBUF and PSUM occupancy segments (start, end, bytes): per group from its first acquiring stage to its
-    releasing stage, ``min(tiles, slots)`` tiles' buffers; plus the kernel's resident SBUF data."""
+    releasing stage, ``min(tiles, slots)`` tiles' buffers; plus the kernel's resident SBUF data; and what each
+    segment holds (``memory.group_tags``)."""
     per_group: dict[int, dict[str, list[float]]] = {}
     for n in nodes:
         if n.is_trigger:
@@ -522,13 +527,18 @@ def _occupancy(plan: KernelPlan, nodes: list[_Node]) -> tuple[np.ndarray, np.nda
             if rel:
                 d.setdefault(buf + "_end", []).append(n.end)
     out: dict[str, list[tuple[float, float, float]]] = {"sbuf": [], "psum": []}
+    tags: dict[str, list[tuple[str, str, bool]]] = {"sbuf": [], "psum": []}
     for gi, d in per_group.items():
         g = plan.groups[gi]
-        for buf, per_tile, slots in (("sbuf", g.sbuf_bytes, plan.sbuf_slots), ("psum", g.psum_bytes, plan.psum_slots)):
+        sb_tag, ps_tag = group_tags(g)
+        for buf, per_tile, slots, tag in (("sbuf", g.sbuf_bytes, plan.sbuf_slots, sb_tag),
+                                          ("psum", g.psum_bytes, plan.psum_slots, ps_tag)):
             if d.get(buf + "_start") and d.get(buf + "_end") and per_tile > 0:
                 out[buf].append((min(d[buf + "_start"]), max(d[buf + "_end"]), per_tile * min(g.tiles, slots)))
+                tags[buf].append(tag)
     end = max((n.end for n in nodes), default=0.0)
     if plan.resident_sbuf_bytes > 0 and end > 0:
         out["sbuf"].append((0.0, end, plan.resident_sbuf_bytes))
+        tags["sbuf"].append((resident_name(plan), "resident", False))
     return (np.array(out["sbuf"], dtype=np.float64).reshape(-1, 3),
-            np.array(out["psum"], dtype=np.float64).reshape(-1, 3))
+            np.array(out["psum"], dtype=np.float64).reshape(-1, 3), tuple(tags["sbuf"]), tuple(tags["psum"]))

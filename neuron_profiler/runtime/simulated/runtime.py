@@ -24,6 +24,7 @@ from neuron_profiler.runtime.base import DeviceRuntime
 from neuron_profiler.runtime.simulated.collectives import Topology
 from neuron_profiler.runtime.simulated.emit import emit_core, expand
 from neuron_profiler.runtime.simulated.graphs import GraphProgram, graph_plan
+from neuron_profiler.runtime.simulated.hbm import add_hbm_counters
 from neuron_profiler.runtime.simulated.kernels import kernel_plan
 from neuron_profiler.runtime.simulated.params import CoreParams
 from neuron_profiler.runtime.simulated.pipeline import KernelTemplate, schedule_kernel
@@ -187,11 +188,30 @@ class SimulatedRuntime(DeviceRuntime):
             hdr.sync_points.add(domain=dom, host_ts=t0, device_ts=t0)
             if self.capture_enabled_for_nc is not None and nc not in self.capture_enabled_for_nc:
                 continue
-            emit_core(builder, prog, proj, ev, prog.signatures, p, host_rows, dev, dev_track, nc, self.rank,
-                      self.max_events_per_nc)
+            core = emit_core(builder, prog, proj, ev, prog.signatures, p, host_rows, dev, dev_track, nc, self.rank,
+                             self.max_events_per_nc)
+            self._hbm(builder, host_ops, prog, temps, proj, core, dev, nc)
         builder.footer_metadata["neuron_simulator"] = json.dumps(self.config(), sort_keys=True)
         builder.footer_metadata["projected_host_wait_ns"] = json.dumps(
             {"synchronisation": round(proj.sync_wait_ns), "device_queue_full": round(proj.queue_wait_ns)})
+
+    def _hbm(self, builder: TraceBuilder, host_ops: pd.DataFrame, prog: Program, temps: list, proj: Projection,
+             core: int, dev: int, nc: int) -> None:
+        """The ``HBM Usage`` counters of the core (``hbm.add_hbm_counters``); what the model could not know goes
+        into ``Header.simulation.assumptions["hbm_usage"]``."""
+        if not len(host_ops) or len(proj.host_start) != len(host_ops):
+            return
+        dur = np.array([t.duration if t is not None else 0 for t in temps] + [0], np.int64)
+        out = np.array([_out_bytes(w) for _, w in prog.signatures] + [0], np.float64)
+        sig = np.minimum(proj.k_sig, len(temps))
+        k_end = proj.k_start + dur[sig] + proj.k_extra
+        notes = add_hbm_counters(builder, host_ops, proj.host_start, proj.host_end, proj.k_host, proj.k_start, k_end,
+                                 out[sig], core, device=dev, nc_idx=nc, rank=self.rank,
+                                 pid=builder.header.process_id)
+        builder.header.simulation.assumptions["hbm_usage"] = (
+            "HBM Usage counters: weights and gradients from AccumulateGrad ops, optimizer state by optimizer class, "
+            "forward kernel outputs held until the backward pass ends (docs/simulation.md)"
+            + ("; " + "; ".join(notes) if notes else ""))
 
     @staticmethod
     def _project_host(builder: TraceBuilder, host_ops: pd.DataFrame, proj: Projection) -> None:
@@ -230,6 +250,13 @@ class SimulatedRuntime(DeviceRuntime):
         if len(inst):
             return int(tracks.index[inst[0]])
         return builder.add_track("instance", builder.header.instance_id or "instance")
+
+
+def _out_bytes(w: object) -> float:
+    """Output bytes of a kernel signature's work (a compiled graph: its output nodes')."""
+    if isinstance(w, GraphProgram):
+        return float(sum(w.works[i].out_bytes for i in w.outputs if i < len(w.works)))
+    return float(getattr(w, "out_bytes", 0) or 0)
 
 
 def measured_to_projected(ts: np.ndarray, m_start: np.ndarray, m_end: np.ndarray, proj: Projection) -> np.ndarray:
