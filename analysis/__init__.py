@@ -60,6 +60,7 @@ from .analyses.source_lines import source_lines
 from .analyses.steps import STEP_BOUNDARY, step_window, steps
 from .analyses.summary import summary, summary_dict
 from .analyses.summary_items import dma_bytes_by, flops_breakdown, summary_items, time_split
+from .analyses.timeline_tracks import cumulative_utilization, dma_engines, op_hierarchy
 from .analyses.work import instruction_work, op_flops_and_bytes, unpriced_reason, work_source
 from .invariants import CheckReport, check
 from .trace import Trace, TraceSet, load
@@ -77,7 +78,8 @@ __all__ = [
     "dma_throughput", "dma_queues", "dma_sizes", "collectives_across_ranks", "rank_balance", "rank_timeline",
     "run_recommendations", "stragglers", "slow_links", "slowest_ranks_per_step", "recommendations",
     "neuron_explorer_comparison", "area_stats", "regions", "measured_flops", "event_dependencies", "source_lines",
-    "time_split", "flops_breakdown", "summary_items", "dma_bytes_by",
+    "time_split", "flops_breakdown", "summary_items", "dma_bytes_by", "op_hierarchy", "dma_engines",
+    "cumulative_utilization",
 ]
 
 

@@ -83,6 +83,8 @@
       this.collapsed = new Set();
       const shown = meta.shown ? new Set(meta.shown) : null;
       if (shown) meta.groups.forEach((g, i) => { if (!shown.has(i)) this.collapsed.add(g); });
+      else (meta.folded || []).forEach(g => this.collapsed.add(g));  // hierarchy levels below the first
+      this.folds = new Set(meta.rows.filter(r => r.folds).map(r => r.folds));
       this.textW = new Map();
       this.layout();
       this.bind();
@@ -101,7 +103,7 @@
           const key = path.slice(0, d + 1).join(" / ");
           if (!seen.has(key)) {
             seen.add(key);
-            if (!hidden) { lines.push({kind: "head", key: key, name: path[d], depth: d, y: y, h: ROW_H}); y += ROW_H; }
+            if (!hidden && !this.folds.has(key)) {  // a hierarchy level: its row's label is the toggle lines.push({kind: "head", key: key, name: path[d], depth: d, y: y, h: ROW_H}); y += ROW_H; }
           }
           if (this.collapsed.has(key)) hidden = true;
         }
@@ -168,6 +170,8 @@
         this.hlByRow = new Map(d.hl.map(x => [x[0], x]));
         this.ctrByRow = new Map(d.counters.map(x => [x[0], x]));
         this.lastFetchMs = performance.now() - started;
+        clearTimeout(this.pendingTimer);
+        if (d.pending && d.pending.length) this.pendingTimer = setTimeout(() => this.fetchView(), 700);
         this.draw();
         this.painted = seq;
         this.box.setAttribute("data-painted", String(seq));
@@ -269,8 +273,8 @@
       c.addEventListener("mouseleave", () => { this.mouse = null; this.hover = null; this.tip.style.display = "none"; this.draw(); });
       c.addEventListener("mousedown", e => {
         const [x, y] = pos(e);
-        c.focus();
-        if (x < LABEL_W) return;
+        c.focus({preventScroll: true});  // focusing must not scroll the page to the (tall) canvas
+        if (x < LABEL_W) { e.preventDefault(); return; }
         const mode = (e.button === 1 || e.altKey) ? "pan" : "area";
         this.drag = {mode: mode, x0: x, y0: y, x1: x, y1: y, v0: this.v0, v1: this.v1};
         e.preventDefault();
@@ -289,17 +293,19 @@
         }
         this.draw();
       });
-      c.addEventListener("dblclick", e => {
+      c.addEventListener("dblclick", e => {  // zoom to the event under the pointer
         const [x, y] = pos(e);
-        const h = this.shapeAt(x, y);
-        if (h) this.focus(h.s, h.e);
+        if (x < LABEL_W) return;
+        this.eventAt(x, y).then(ev => { if (ev) this.focus(ev.s, ev.e); });
       });
       c.addEventListener("click", e => {
         const [x, y] = pos(e);
         if (x >= LABEL_W) return;
         const l = this.lineAt(y);
-        if (l && l.kind === "head") {
-          if (this.collapsed.has(l.key)) this.collapsed.delete(l.key); else this.collapsed.add(l.key);
+        const fold = l && l.kind === "row" ? this.meta.rows[l.row].folds : null;
+        if (l && (l.kind === "head" || fold)) {
+          const key = l.kind === "head" ? l.key : fold;
+          if (this.collapsed.has(key)) this.collapsed.delete(key); else this.collapsed.add(key);
           this.layout();
           this.scroll = Math.max(0, Math.min(this.scroll, this.total - (this.H - AXIS_H)));
           this.request(true);
@@ -318,15 +324,26 @@
       }, {passive: false});
     }
 
+    // one click selects the event under the pointer, also inside a merged shape (the server finds it)
     clickAt(x, y) {
+      this.eventAt(x, y).then(ev => { if (ev) this.select([ev.table, ev.id], {row: ev.row, s: ev.s, e: ev.e}); });
+    }
+
+    // the event under the pointer: a drawn single event, else asked from the server (GET /api/timeline/at)
+    eventAt(x, y) {
       const h = this.shapeAt(x, y);
-      if (!h) return;
-      if (h.id >= 0) {
-        const table = this.meta.rows[h.row].table;
-        this.select([table, h.id], {row: h.row, s: h.s, e: h.e});
-      } else {
-        this.focus(h.s, h.e);  // a merged shape: zoom into it
+      if (h && h.id >= 0) {
+        return Promise.resolve({table: this.meta.rows[h.row].table, id: h.id, row: h.row, s: h.s, e: h.e});
       }
+      const l = this.lineAt(y);
+      if (!l || l.kind !== "row" || x < LABEL_W || this.meta.rows[l.row].table === "counters") {
+        return Promise.resolve(null);
+      }
+      const m = this.meta, tol = 3 * (this.v1 - this.v0) / this.plotW();
+      const q = new URLSearchParams({trace: m.trace, row: l.row, t: Math.round(this.t(x)), tol: Math.ceil(tol)});
+      if (m.rank !== null && m.rank !== undefined) q.set("rank", m.rank);
+      return fetch(m.api.replace(/view$/, "at") + "?" + q.toString())
+        .then(r => r.ok ? r.json() : null).then(d => (d && d.table) ? d : null).catch(() => null);
     }
 
     select(sel, selpos) {
@@ -363,7 +380,7 @@
       if (h) {
         const r = this.meta.rows[h.row], d = this.data, name = d.names[h.data[5][h.j]];
         const txt = h.n > 1 ? `${h.n.toLocaleString()} events (longest: ${name})` : name;
-        html = `<b></b><div>${r.label} · ${fmtDur(h.e - h.s)}${h.n > 1 ? " span · click to zoom" : ""}</div>` +
+        html = `<b></b><div>${r.label} · ${fmtDur(h.e - h.s)}${h.n > 1 ? " span · click selects the event under the pointer" : ""}</div>` +
           `<div class="tl-tip-dim">start ${fmtDur(h.s)} from trace start</div>`;
         tip.innerHTML = html;
         tip.querySelector("b").textContent = txt;
@@ -426,12 +443,15 @@
         ctx.fillStyle = (l.row % 2) ? "#fcfcfd" : "#ffffff";
         ctx.fillRect(0, y, W, l.h);
         ctx.fillStyle = "#333";
-        const lab = this.fitText(r.label, LABEL_W - 8 - l.depth * INDENT) || "";
+        const lab = this.fitText(r.folds ? (this.collapsed.has(r.folds) ? "▸ " : "▾ ") + r.label : r.label,
+          LABEL_W - 8 - l.depth * INDENT) || "";
         ctx.fillText(lab, 4 + l.depth * INDENT, y + Math.min(l.h, ROW_H) / 2);
         if (!d) continue;
         ctx.save();
         ctx.beginPath(); ctx.rect(LABEL_W, y, W - LABEL_W, l.h); ctx.clip();
-        if (r.table === "counters") this.paintCounter(l, r, y);
+        if (r.table === "counters" && d.pending && d.pending.indexOf(l.row) >= 0) {
+          ctx.fillStyle = "#868e96"; ctx.fillText("computing…", LABEL_W + 6, y + l.h / 2);
+        } else if (r.table === "counters") this.paintCounter(l, r, y);
         else this.paintRow(l, r, y);
         ctx.restore();
       }
