@@ -50,6 +50,12 @@
     return out;
   }
   NT.ticks = ticks;
+  // "GPT.blocks.0.attn" -> "attn", "GPT.blocks.0" -> "blocks.0" (a list item keeps its list's name)
+  function shortModule(path) {
+    const p = String(path).split(".");
+    return p.length > 1 && /^\d+$/.test(p[p.length - 1]) ? p.slice(-2).join(".") : p[p.length - 1];
+  }
+  NT.shortModule = shortModule;
   function textColor(hex) {
     const n = parseInt(hex.slice(1), 16), r = n >> 16, g = (n >> 8) & 255, b = n & 255;
     return (0.299 * r + 0.587 * g + 0.114 * b) > 150 ? "#111" : "#fff";
@@ -103,7 +109,10 @@
           const key = path.slice(0, d + 1).join(" / ");
           if (!seen.has(key)) {
             seen.add(key);
-            if (!hidden && !this.folds.has(key)) {  // a hierarchy level: its row's label is the toggle lines.push({kind: "head", key: key, name: path[d], depth: d, y: y, h: ROW_H}); y += ROW_H; }
+            // no header for a hierarchy level: its row's label is the toggle
+            if (!hidden && !this.folds.has(key)) {
+              lines.push({kind: "head", key: key, name: path[d], depth: d, y: y, h: ROW_H}); y += ROW_H;
+            }
           }
           if (this.collapsed.has(key)) hidden = true;
         }
@@ -465,6 +474,7 @@
       const ctx = this.ctx, d = this.data, row = this.byRow.get(l.row);
       if (!row) return;
       const [, s, du, n, c, lab] = row, scale = this.plotW() / (this.v1 - this.v0);
+      const short = r.table === "hierarchy";  // module spans: the last name of the path inside the slice
       const h = l.h - 3, y0 = y + 1.5;
       for (let j = 0; j < s.length; j++) {
         const x0 = LABEL_W + (s[j] - this.v0) * scale;
@@ -478,7 +488,8 @@
         ctx.globalAlpha = 1;
         if (w > 30) {
           const vx = Math.max(x0, LABEL_W), vw = Math.min(x0 + w, this.W) - vx;
-          const nm = n[j] === 1 ? d.names[lab[j]] : d.names[lab[j]] + " +" + (n[j] - 1).toLocaleString();
+          const base = short ? shortModule(d.names[lab[j]]) : d.names[lab[j]];
+          const nm = n[j] === 1 ? base : base + " +" + (n[j] - 1).toLocaleString();
           const txt = this.fitText(nm, vw - 6);
           if (txt) { ctx.fillStyle = textColor(col); ctx.fillText(txt, vx + 3, y + l.h / 2); }
         }
@@ -667,8 +678,37 @@
     best.x += r.left; best.y += r.top;
     return best;
   };
+  // for tests: screen position of the middle of a drawn shape of a row of `table` (merged: count > 1)
+  NT.findShape = function (table, merged) {
+    const a = active;
+    if (!a || !a.data) return null;
+    for (const l of a.lines) {
+      const y = AXIS_H - a.scroll + l.y + l.h / 2;
+      if (l.kind !== "row" || a.meta.rows[l.row].table !== table || y < AXIS_H + 4 || y > a.H - 4) continue;
+      const d = a.byRow.get(l.row);
+      if (!d) continue;
+      for (let j = 0; j < d[1].length; j++) {
+        const x0 = Math.max(a.x(d[1][j]), LABEL_W), x1 = Math.min(a.x(d[1][j] + d[2][j]), a.W);
+        if ((d[3][j] > 1) === !!merged && x1 - x0 >= 3) {
+          const r = a.canvas.getBoundingClientRect();
+          return {x: r.left + (x0 + x1) / 2, y: r.top + y, row: l.row, n: d[3][j]};
+        }
+      }
+    }
+    return null;
+  };
   NT.view = function () { return active ? {t0: active.v0, t1: active.v1, painted: active.painted, seq: active.seq,
-    n: active.data ? active.data.n : 0, thr: active.data ? active.data.thr : null, area: active.area} : null; };
+    n: active.data ? active.data.n : 0, thr: active.data ? active.data.thr : null, area: active.area,
+    pending: active.data && active.data.pending ? active.data.pending.length : 0,
+    shownRows: active.lines.filter(l => l.kind === "row").map(l => l.row)} : null; };
+  // scroll the track list so that row `row` is near the top (tests, links); its screen y
+  NT.reveal = function (row) {
+    const a = active, l = a && a.rowLine.get(row);
+    if (!l) return null;
+    a.scroll = Math.max(0, Math.min(l.y - 2 * ROW_H, a.total - (a.H - AXIS_H)));
+    a.draw();
+    return NT.rowY(row);
+  };
   NT.rowY = function (row) {
     const a = active, l = a && a.rowLine.get(row);
     if (!l) return null;
