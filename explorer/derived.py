@@ -98,27 +98,35 @@ def hierarchy_entries(trace, entries: list, parent_of, row_info) -> pd.DataFrame
 
 
 def dma_engine_entries(trace, entries: list, parent_of, row_info) -> None:
-    """Append one row per (core, DMA engine) to ``entries``: the DMA transfers split by engine."""
+    """Append one row per (core, DMA engine) to ``entries``: the DMA transfers split by engine. None when no
+    transfer says its engine (a row "DMA engine unknown" would repeat the queues); an engine whose transfers are
+    exactly one queue's shares that queue's arrays (no second pyramid)."""
     d = analysis.dma_engines(trace)
-    if not len(d):
+    eng = d["engine"].to_numpy(dtype=np.int64)
+    if not len(d) or int(eng.max()) < 0:
         return
     cores = _core_paths(entries, parent_of)
-    dma = trace.table("dma", ["start_ts", "duration_ns"])
+    queues = {e[1].track: e for e in entries if e[1].table == "dma" and not e[1].alias}
+    dma = trace.table("dma", ["track", "start_ts", "duration_ns"])
     pos = dma.index.get_indexer(d["row"].to_numpy())
+    track = dma["track"].to_numpy(dtype=np.int64)[pos]
     start = dma["start_ts"].to_numpy(dtype=np.int64)[pos]
     stop = start + dma["duration_ns"].to_numpy(dtype=np.int64)[pos]
     rid = d["row"].to_numpy(dtype=np.int64)
-    key = d["core"].to_numpy(dtype=np.int64) * (1 << 20) + (d["engine"].to_numpy(dtype=np.int64) + 1)
-    codes, uniq = pd.factorize(key, sort=True)
+    codes, uniq = pd.factorize(d["core"].to_numpy(dtype=np.int64) * (1 << 20) + (eng + 1), sort=True)
     labels = d["engine_track"].astype(str).to_numpy()
     order = np.argsort(codes, kind="stable")
-    bounds = np.flatnonzero(np.diff(codes[order])) + 1
-    for part in np.split(order, bounds):
-        c, eng = int(uniq[codes[part[0]]]) >> 20, int(uniq[codes[part[0]]]) % (1 << 20) - 1
+    for part in np.split(order, np.flatnonzero(np.diff(codes[order])) + 1):
+        c, e = divmod(int(uniq[codes[part[0]]]), 1 << 20)
         path0, k0 = cores.get(c, (("(no core)",), ()))
-        row, o = Row.build(start[part], stop[part])
+        q = queues.get(int(track[part[0]]))
+        if q is not None and len(q[3]) == len(part) and (track[part] == track[part[0]]).all():
+            row, ids = q[2], q[3]  # the engine ran exactly this queue's transfers
+        else:
+            row, o = Row.build(start[part], stop[part])
+            ids = rid[part][o]
         info = row_info(str(labels[part[0]]), path0 + (DMA_ENGINE_GROUP,), "dma_engine", "dma", c, 0, alias=True)
-        entries.append(((k0, KIND_DMA_ENGINE, eng, 0, c, 0, 0), info, row, rid[part][o]))
+        entries.append(((k0, KIND_DMA_ENGINE, e - 1, 0, c, 0, 0), info, row, ids))
 
 
 def cumulative_entries(trace, entries: list, meta: dict, parent_of, row_info) -> bool:

@@ -95,21 +95,22 @@ def _op_spans(trace) -> pd.DataFrame:
 def _module_runs(ops: pd.DataFrame, paths: list[list[str]], depth: int) -> pd.DataFrame:
     """Module instances at ``depth`` (0-based): runs of consecutive ops (per core, by start) whose module path
     has the same first ``depth + 1`` names; ops with a shorter path break runs and belong to none."""
-    key = np.array([".".join(p[: depth + 1]) if len(p) > depth else "" for p in paths], dtype=object)
+    names = [".".join(p[: depth + 1]) if len(p) > depth else "" for p in paths]
+    code, uniq = pd.factorize(np.asarray(names, dtype=object))
     core = ops["core"].to_numpy()
     brk = np.ones(len(ops), dtype=bool)
-    brk[1:] = (key[1:] != key[:-1]) | (core[1:] != core[:-1])
-    run = np.cumsum(brk) - 1
-    keep = key != ""
+    brk[1:] = (code[1:] != code[:-1]) | (core[1:] != core[:-1])
+    first = np.flatnonzero(brk)
+    keep = np.asarray(uniq, dtype=object)[code[first]] != ""
     if not keep.any():
         return pd.DataFrame(columns=HIERARCHY_COLUMNS)
-    df = pd.DataFrame({"run": run[keep], "name": key[keep], "core": core[keep],
-                       "start_ts": ops["start_ts"].to_numpy()[keep], "end_ts": ops["end_ts"].to_numpy()[keep],
-                       "instructions": ops["instructions"].to_numpy()[keep]})
-    g = df.groupby("run", sort=True)
-    out = g.agg(name=("name", "first"), core=("core", "first"), start_ts=("start_ts", "min"),
-                end_ts=("end_ts", "max"), ops=("name", "size"), instructions=("instructions", "sum"))
-    return out.reset_index(drop=True).assign(level=depth, kind="module", host_op=-1)
+    ends = np.maximum.reduceat(ops["end_ts"].to_numpy(), first)  # ops are sorted by start within a core
+    n_ins = np.add.reduceat(ops["instructions"].to_numpy(), first)
+    n_ops = np.diff(np.append(first, len(ops)))
+    return pd.DataFrame({"name": np.asarray(uniq, dtype=object)[code[first]][keep], "core": core[first][keep],
+                         "start_ts": ops["start_ts"].to_numpy()[first][keep], "end_ts": ends[keep],
+                         "ops": n_ops[keep], "instructions": n_ins[keep]}).assign(level=depth, kind="module",
+                                                                                 host_op=-1)
 
 
 def _common_levels(paths: list[list[str]]) -> int:
