@@ -256,15 +256,28 @@ def area_panel(ctx: Ctx, state: ViewState, area: dict):
              dcc.Link("open this range", href=window_href(state, index.origin, index.origin + t0, index.origin + t1,
                                                            pad=0.0), className="nx-hint")]
     if len(names):
-        parts += [html.H5("By name"), data_table(names, id="tl-area-names", page_size=12, analysis="area_stats",
-                                                 wrap=("name",))]
+        parts += [html.H5("By name"), _wrapped(data_table(names, id="tl-area-names", page_size=12,
+                                                          analysis="area_stats", wrap=("name",),
+                                                          hidden=("mean_ns",)))]  # in the data: total / events
     if len(tracks):
-        parts += [html.H5("By track"), data_table(tracks, id="tl-area-tracks", page_size=12, analysis="area_stats",
-                                                  wrap=("track",))]
+        parts += [html.H5("By track"), _wrapped(data_table(tracks, id="tl-area-tracks", page_size=12,
+                                                           analysis="area_stats", wrap=("track",)))]
     if len(counters):
-        parts += [html.H5("Counters"), data_table(counters, id="tl-area-counters", page_size=8, analysis="area_stats",
-                                                  wrap=("counter",))]
+        parts += [html.H5("Counters"), _wrapped(data_table(counters, id="tl-area-counters", page_size=8,
+                                                           analysis="area_stats", wrap=("counter",)))]
     if not len(names) and not len(counters):
         parts.append(note("no event of the selected tracks in this range"))
     return html.Div(parts)
 
+
+
+def _wrapped(grid):
+    """A Selection grid in the narrow side panel: its text column wraps (full names, never "aten::a…") in a
+    column narrow enough to leave the numbers room."""
+    pad = {"paddingLeft": "6px", "paddingRight": "6px"}
+    for c in grid.columnDefs:
+        if c.get("wrapText"):
+            c.update(minWidth=130, flex=2, tooltipField=c["field"], cellStyle={**c.get("cellStyle", {}), **pad})
+        elif c.get("type") == "rightAligned":
+            c.update(minWidth=80, flex=1, cellStyle=pad)
+    return grid

@@ -138,3 +138,28 @@ def test_cumulative_counters_and_dma_engine_rows_are_drawn(site):
         assert label in rows and label in drawn, label
     page.close()
     assert errors == []
+
+
+def test_selection_table_shows_full_names(site):
+    """Drag across the engine rows: every name of the Selection's "By name" grid is shown whole (wrapped), none
+    cut to "aten::a…"."""
+    page, errors = _timeline(site, "capture")
+    rows = page.evaluate("() => window.neuronTimeline.active.meta.rows")
+    engine = next(i for i, r in enumerate(rows) if r["table"] == "instructions" and r["kind"] != "hierarchy")
+    y0 = page.evaluate(f"() => window.neuronTimeline.reveal({engine})")
+    x0 = page.evaluate("() => window.neuronTimeline.plotX(0.2)")
+    x1 = page.evaluate("() => window.neuronTimeline.plotX(0.5)")
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move(x1, y0 + 90, steps=5)
+    page.mouse.up()
+    page.wait_for_selector("#tl-area-names .ag-row", timeout=20000)
+    # the text's own extent (a Range over it, overflow included) must lie inside the cell
+    cells = page.evaluate("""() => [...document.querySelectorAll('#tl-area-names .ag-row [col-id="name"]')]
+        .map(c => { const r = document.createRange(); r.selectNodeContents(c);
+                    const t = r.getBoundingClientRect(), b = c.getBoundingClientRect();
+                    return [c.innerText, t.right <= b.right + 1 && t.left >= b.left - 1]; })""")
+    assert cells and any(t.startswith("aten::") for t, _ in cells)
+    assert all(ok and "…" not in t for t, ok in cells), cells
+    page.close()
+    assert errors == []
