@@ -136,6 +136,12 @@ def test_cumulative_counters_and_dma_engine_rows_are_drawn(site):
     drawn = {label for label, ok in got if ok}
     for label in ("Estimated Cumulative MFU", "Cumulative DMA Throughput", "DMA-E0", "Layer"):
         assert label in rows and label in drawn, label
+    v = page.evaluate("() => window.neuronTimeline.view()")
+    page.evaluate(f"() => window.neuronTimeline.reveal({rows.index('Estimated Cumulative MFU')})")
+    page.mouse.move(5, 5)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")  # redrawn
+    assert page.evaluate("() => window.neuronTimeline.view().painted") >= v["painted"]
+    _shot(page, "timeline_tracks", "timeline_tracks.png")
     page.close()
     assert errors == []
 

@@ -170,3 +170,22 @@ def test_a_click_selects_the_event_under_the_pointer(indexed):
                 assert got is None if not len(near) else min(abs(got["s"] - tt), abs(got["e"] - tt)) == dist.min()
             checked += 1
     assert checked >= 5
+
+
+def test_op_spans_do_not_depend_on_the_table_order():
+    """The run-length path (instructions written op by op) and the hash path (any order) give the same spans."""
+    from analysis.analyses.timeline_tracks import _op_spans
+
+    t = analysis.load(SAMPLES / "gpt_train_step.nprof")
+
+    class Shuffled:
+        def table(self, name, columns=None):
+            df = t.table(name, columns)
+            return df.sample(frac=1.0, random_state=1) if name == "instructions" else df
+
+        def whole_table(self, name, columns=None):
+            return t.whole_table(name, columns)
+
+    a, b = _op_spans(t), _op_spans(Shuffled())
+    pd.testing.assert_frame_equal(a, b)
+    assert len(a) == 1424 and int(a["instructions"].sum()) == int((t.table("instructions")["framework_op"] >= 0).sum())
