@@ -231,16 +231,17 @@ def cumulative_utilization(trace, bins: int = 1000) -> pd.DataFrame:
     mfu_estimated_percent), dma_bytes (DMA bytes moved by ts, each transfer spread over its duration; at the
     last step the summary's dma_transfer_total_bytes), dma_throughput_bytes_per_s (dma_bytes / elapsed).
     Work outside the span counts at its edge. NaN where unknown: MFU without a matrix peak or when the model
-    FLOPs are unknown (as in the summary). Empty when the span is empty."""
+    FLOPs are unknown (as in the summary). Empty when the span is empty or the trace has no device work."""
     if bins < 1:
         raise ValueError(f"bins must be >= 1, got {bins}")
     lo, hi = analysis_span(trace)
-    if hi <= lo:
+    w = instruction_work(trace)
+    dma = trace.table("dma", ["start_ts", "duration_ns", "transfer_bytes"])
+    if hi <= lo or not (len(w) or len(dma)):  # no device work: nothing accumulates
         return pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("ts", "elapsed_ns") else float)
                              for c in CUMULATIVE_COLUMNS})
     edges = lo + np.round(np.linspace(0, hi - lo, bins + 1)).astype(np.int64)
     edges = np.unique(edges)
-    w = instruction_work(trace)
     total_flops = _flop_totals(w, work_source(trace))[0]
     _, peaks, cores = primary_device(trace, w)
     peak = (peaks.matrix_peak() if peaks is not None else math.nan) * cores
@@ -249,7 +250,6 @@ def cumulative_utilization(trace, bins: int = 1000) -> pd.DataFrame:
     flops = np.cumsum(_spread(s, s + w["duration_ns"].to_numpy()[mm], w["flops"].to_numpy()[mm], edges))
     if not np.isfinite(total_flops):
         flops = np.full(len(flops), math.nan)
-    dma = trace.table("dma", ["start_ts", "duration_ns", "transfer_bytes"])
     ds = dma["start_ts"].to_numpy(dtype=np.int64)
     nbytes = np.cumsum(_spread(ds, ds + dma["duration_ns"].to_numpy(dtype=np.int64),
                                dma["transfer_bytes"].to_numpy(), edges)) if len(dma) else np.zeros(len(edges) - 1)
