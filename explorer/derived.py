@@ -130,8 +130,8 @@ def dma_engine_entries(trace, entries: list, parent_of, row_info) -> None:
 
 
 def cumulative_entries(trace, entries: list, meta: dict, parent_of, row_info) -> bool:
-    """Append the cumulative counter rows (data computed later, :class:`Cumulative`) to ``entries`` when the
-    trace has device instructions or DMA; returns whether it did."""
+    """Append the cumulative counter rows (data computed later, :class:`Cumulative`) to ``entries``: MFU when the
+    trace has device instructions, the DMA ones when it has DMA rows; returns whether it added any."""
     cores = _core_paths(entries, parent_of)
     if not cores:
         return False
@@ -139,7 +139,11 @@ def cumulative_entries(trace, entries: list, meta: dict, parent_of, row_info) ->
     path, order = cores[c]
     if str(meta.get(c, {}).get("kind", "")) == "core" and len(path) > 1:  # Neuron: the device above the cores
         path, order = path[:-1], order[:-1]
-    for i, (label, _, unit) in enumerate(CUMULATIVE):
+    has = {"mfu_percent": len(trace.table("instructions", ["start_ts"])) > 0}
+    has["dma_bytes"] = has["dma_throughput_bytes_per_s"] = len(trace.table("dma", ["start_ts"])) > 0
+    for i, (label, col, unit) in enumerate(CUMULATIVE):
+        if not has[col]:  # no DMA rows (a GPU trace): no DMA counters reading 0
+            continue
         info = row_info(label, path, "counter", "counters", CUMULATIVE_TRACK0 - i, 0, unit=unit, derived=True)
         entries.append(((order, KIND_CUMULATIVE, i, 0, 0, 0, 0), info, None, np.zeros(0, dtype=np.int64)))
     return True

@@ -209,7 +209,8 @@ def _spread(start: np.ndarray, end: np.ndarray, amount: np.ndarray, edges: np.nd
     b1 = np.clip(np.searchsorted(edges, e, side="left") - 1, 0, nb - 1)
     b1 = np.maximum(b1, b0)
     dur = e - s
-    out = np.bincount(b0[b0 == b1], weights=a[b0 == b1], minlength=nb)
+    out = np.zeros(nb)
+    out += np.bincount(b0[b0 == b1], weights=a[b0 == b1], minlength=nb)  # (an empty bincount is int64)
     sp = b0 != b1
     if sp.any():
         s0, e0, r = s[sp], e[sp], a[sp] / dur[sp]

@@ -140,6 +140,8 @@ def test_spread_puts_each_amount_over_its_duration():
     # [-10, 5) of 30, clipped to [0, 5): the whole amount in bin 0
     got = _spread(np.array([5, 12, -10]), np.array([25, 12, 5]), np.array([20.0, 7.0, 30.0]), edges)
     assert got.tolist() == pytest.approx([35.0, 17.0, 5.0])
+    # only items spanning several bins (the single-bin part is empty)
+    assert _spread(np.array([5]), np.array([25]), np.array([20.0]), edges).tolist() == pytest.approx([5, 10, 5])
     # the same at trace-clock times (ns near 1.8e18: a float64 there is 256 ns coarse)
     o = 1_796_212_138_124_972_261
     got = _spread(np.array([5, 12, -10]) + o, np.array([25, 12, 5]) + o, np.array([20.0, 7.0, 30.0]), edges + o)
@@ -189,3 +191,23 @@ def test_op_spans_do_not_depend_on_the_table_order():
     a, b = _op_spans(t), _op_spans(Shuffled())
     pd.testing.assert_frame_equal(a, b)
     assert len(a) == 1424 and int(a["instructions"].sum()) == int((t.table("instructions")["framework_op"] >= 0).sum())
+
+
+@pytest.mark.slow
+def test_gpu_trace_has_op_spans_and_an_mfu_counter_only(realtraces_dir):
+    """An imported H100 trace (no modules recorded, no DMA rows): the hierarchy is the Op row alone, each op's span
+    holds its kernels, no DMA engine or DMA counter rows (they would read 0 for something absent), and the
+    cumulative MFU ends at the summary's."""
+    t = analysis.load(realtraces_dir / "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz")
+    idx = build_index(t)
+    assert [i.label for i in idx.infos if i.derived] == ["Estimated Cumulative MFU"]
+    assert not [i for i in idx.infos if i.kind == "dma_engine"]
+    h = idx.hierarchy
+    assert set(h["kind"]) == {"op"}
+    ins = t.table("instructions")
+    for _, op in h.iterrows():
+        k = ins[ins["framework_op"] == op["host_op"]]
+        assert op["start_ts"] == k["start_ts"].min() and op["end_ts"] == (k["start_ts"] + k["duration_ns"]).max()
+    idx.cumulative.compute()
+    s = analysis.summary(t).set_index("metric")["value"]
+    assert idx.counters[CUMULATIVE_TRACK0][1][-1] == pytest.approx(s["mfu_estimated_percent"], rel=1e-9)
