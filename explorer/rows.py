@@ -2,8 +2,9 @@
 
 Rows follow Neuron Explorer's device timeline: per rank and device core the engine rows (``Tensor``,
 ``TensorMatrix``, ``Vector``, ``Scalar``, ``GpSimd``, ``Sync``), DMA queues, CC cores, then GPU streams,
-host threads (one row per nesting depth) and counter rows. Only layout and lookup live here; every
-metric comes from :mod:`analysis`.
+host threads (one row per nesting depth) and counter rows, plus the derived rows of :mod:`explorer.derived`
+(per core the hierarchy before the engines and the DMA engines after the queues; the cumulative counters of the
+device). Only layout and lookup live here; every metric comes from :mod:`analysis`.
 """
 from __future__ import annotations
 
@@ -324,6 +325,27 @@ def _table_rows(entries: list, meta: dict, table: str, df: pd.DataFrame, start: 
                             row, r[m][o]))
 
 
+def _counter_entries(trace, meta: dict, entries: list, group_and_key) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Append one row per counter track to ``entries``; returns {track: (ts, value)} sorted by time."""
+    counters: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    cdf = trace.table("counters")
+    if not len(cdf):
+        return counters
+    ts = cdf["ts"].to_numpy(dtype=np.int64)
+    val = cdf["value"].to_numpy(dtype=np.float64)
+    trk = cdf["track"].to_numpy(dtype=np.int64)
+    order = np.lexsort((ts, trk))
+    for part in np.split(order, np.flatnonzero(np.diff(trk[order])) + 1):
+        tid = int(trk[part[0]])
+        name = str(meta.get(tid, {}).get("name", f"counter {tid}"))
+        path, k = group_and_key(tid, "counter", "counters", 0)
+        info = RowInfo(name, " / ".join(path), "counter", "counters", tid, 0, str(meta.get(tid, {}).get("unit", "")),
+                       path)
+        entries.append((k, info, None, np.asarray(part)))
+        counters[tid] = (ts[part], val[part])
+    return counters
+
+
 def build_index(trace, progress: bool = False) -> TimelineIndex:
     """Split every event table by track (and host ops by depth) into sorted rows."""
     from tqdm import tqdm
@@ -365,24 +387,9 @@ def build_index(trace, progress: bool = False) -> TimelineIndex:
             keep = None if host == 0 else (start != 0)  # 0 = not measured
             _table_rows(entries, meta, table, df, start, stop, keep,
                         lambda tid, kind, d, h=host, tb=table: group_and_key(tid, kind, tb, d, h), measured=host == 1)
-    counters = {}
-    cdf = trace.table("counters")
+    counters = _counter_entries(trace, meta, entries, group_and_key)
     bar.update(1)
     bar.close()
-    if len(cdf):
-        ts = cdf["ts"].to_numpy(dtype=np.int64)
-        val = cdf["value"].to_numpy(dtype=np.float64)
-        trk = cdf["track"].to_numpy(dtype=np.int64)
-        order = np.lexsort((ts, trk))
-        bounds = np.flatnonzero(np.diff(trk[order])) + 1
-        for part in np.split(order, bounds):
-            tid = int(trk[part[0]])
-            name = str(meta.get(tid, {}).get("name", f"counter {tid}"))
-            path, k = group_and_key(tid, "counter", "counters", 0)
-            info = RowInfo(name, " / ".join(path), "counter", "counters", tid, 0,
-                           str(meta.get(tid, {}).get("unit", "")), path)
-            entries.append((k, info, None, np.asarray(part)))
-            counters[tid] = (ts[part], val[part])
     hierarchy = derived.hierarchy_entries(trace, entries, parent_of, row_info)
     derived.dma_engine_entries(trace, entries, parent_of, row_info)
     has_cumulative = derived.cumulative_entries(trace, entries, meta, parent_of, row_info)
