@@ -89,6 +89,8 @@ def hierarchy_entries(trace, entries: list, parent_of, row_info) -> pd.DataFrame
                             folds=" / ".join(path + (label,)))
             entries.append(((order, KIND_HIERARCHY, lvl, 0, c, 0, 0), info, row, np.asarray(ids, dtype=np.int64)))
             chain.append(label)
+        if not chain:  # no op of this core has a span: no hierarchy (its instructions stay on the engine rows)
+            continue
         path = path0 + (HIERARCHY_GROUP,) + tuple(chain)
         for k, info, row, ids in engines[c]:
             entries.append(((order, KIND_HIERARCHY, 1 << 20, k[2], k[3], k[4], 0),

@@ -644,7 +644,9 @@
   NT.setFlows = function (f) {
     if (!active || !f) return "";
     active.flows = f.flows || [];
-    if (f.sel) active.selpos = {row: f.sel[0], s: f.sel[1], e: f.sel[2]};
+    // the row clicked keeps the mark (a hierarchy Op row shows the op at its device span); a selection from the
+    // URL is marked on the event's own row
+    if (f.sel && !active.selpos) active.selpos = {row: f.sel[0], s: f.sel[1], e: f.sel[2]};
     active.draw();
     return "";
   };
