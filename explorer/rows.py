@@ -92,7 +92,10 @@ class TimelineIndex:
         info = self.infos[i]
         if info.derived and self.cumulative is not None and not self.cumulative.ready():
             return None
-        return self.counters.get(info.track)
+        c = self.counters.get(info.track)
+        if c is None:  # a derived counter whose computation failed (logged): drawn empty, not pending forever
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return c
 
     def color_codes(self, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
         """(codes aligned with ``table`` row ids, labels) for colouring by ``mode`` in ``COLOR_MODES``."""

@@ -211,3 +211,18 @@ def test_gpu_trace_has_op_spans_and_an_mfu_counter_only(realtraces_dir):
     idx.cumulative.compute()
     s = analysis.summary(t).set_index("metric")["value"]
     assert idx.counters[CUMULATIVE_TRACK0][1][-1] == pytest.approx(s["mfu_estimated_percent"], rel=1e-9)
+
+
+def test_a_failed_cumulative_counter_is_drawn_empty_not_pending(monkeypatch):
+    """When the analysis fails, the view stops answering "pending" (the canvas would ask again forever)."""
+    import explorer.derived as derived
+
+    t = analysis.load(SAMPLES / "gpt_train_step.nprof")
+    idx = build_index(t)
+    monkeypatch.setattr(derived.analysis, "cumulative_utilization", lambda trace: 1 / 0)
+    idx.cumulative.compute()
+    assert idx.cumulative.error and "ZeroDivisionError" in idx.cumulative.error
+    v = query_view(idx, None, None, 800)
+    assert not v.pending
+    rows = [i for i, info in enumerate(idx.infos) if info.derived]
+    assert rows and all(len(v.counters[i][0]) == 0 for i in rows)
