@@ -111,8 +111,9 @@ def test_one_click_selects_an_instruction_and_double_click_zooms_to_it(site, whi
     assert errors == []
 
 
-def test_mousedown_on_the_canvas_does_not_scroll_the_page(site):
-    page, errors = _timeline(site, "capture")
+@pytest.mark.parametrize("which", ["capture", "ddp"])
+def test_mousedown_on_the_canvas_does_not_scroll_the_page(site, which):
+    page, errors = _timeline(site, which)
     tall = page.evaluate("() => document.documentElement.scrollHeight > window.innerHeight")
     assert tall, "the page fits the window: the test would not see a scroll"
     assert page.evaluate("() => window.scrollY") == 0
