@@ -32,6 +32,7 @@ from .analyses import source_lines as _source_lines
 from .analyses import steps as _steps
 from .analyses import summary as _summary
 from .analyses import summary_items as _items
+from .analyses import timeline_tracks as _tracks
 from .analyses.breakdown import TRACE_TABLES
 
 __all__ = ["TraceAnalyses", "TraceSetAnalyses"]
@@ -142,6 +143,19 @@ class TraceAnalyses:
     def source_lines(self) -> pd.DataFrame:
         """Device time per Python source line of the recorded stacks: :func:`analysis.source_lines`."""
         return _source_lines.source_lines(self)
+
+    # ---------------------------------------------------------------- derived timeline tracks
+    def op_hierarchy(self) -> pd.DataFrame:
+        """Module -> op spans on the device timeline (the hierarchy view): :func:`analysis.op_hierarchy`."""
+        return _tracks.op_hierarchy(self)
+
+    def dma_engines(self) -> pd.DataFrame:
+        """The DMA engine track of every DMA transfer: :func:`analysis.dma_engines`."""
+        return _tracks.dma_engines(self)
+
+    def cumulative_utilization(self, bins: int = 1000) -> pd.DataFrame:
+        """Cumulative MFU and DMA throughput over the span: :func:`analysis.cumulative_utilization`."""
+        return _tracks.cumulative_utilization(self, bins=bins)
 
     def measured_flops(self) -> pd.DataFrame:
         """FLOPs the trace's own hardware counters measured (CUPTI profiler ranges): :func:`analysis.measured_flops`."""

@@ -5,7 +5,11 @@ answers one view (``explorer.tiles.view_payload``): the level-of-detail shapes o
 ``g`` (positions in the index's group list; absent = all) in [t0, t1) ns from the trace start, at one
 shape per pixel of ``w``. Every parameter is parsed as a plain bounded int or string: an invalid one (``t0=inf``,
 ``rank=1e400``, ``pick=-1``) answers 400 naming it; the trace key goes through the store (only served traces,
-else 404); other errors answer a short JSON message (500), never a traceback.
+else 404); other errors answer a short JSON message (500), never a traceback. ``pending`` lists the derived
+counter rows still being computed (the canvas asks again).
+
+``GET /api/timeline/at?trace=KEY[&rank=R]&row=I&t=NS&tol=NS`` answers the one event a click at ``t`` on row ``I``
+selects (:func:`explorer.viewport.event_at`), also where the view drew a merged shape.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from .rows import COLOR_MODES
 from .state import INT_LIMIT, _int, _str, parse_int
 from .store import TraceAccessError, TraceStore
 from .tiles import view_payload
-from .viewport import query_view
+from .viewport import event_at, query_view
 
 LOG = logging.getLogger("explorer")
 MAX_WIDTH_PX = 4000
@@ -94,6 +98,25 @@ def timeline_view(store: TraceStore, args, picked_of) -> dict:
     return view_payload(index, view, color)
 
 
+def timeline_event(store: TraceStore, args) -> dict:
+    """The event under the pointer: ``GET /api/timeline/at?trace=KEY[&rank=R]&row=I&t=NS&tol=NS`` answers
+    :func:`explorer.viewport.event_at` (``{"table", "id", "row", "s", "e"}``, or ``{}`` when there is none)."""
+    key = _str(args.get("trace"))
+    if key is None:
+        raise TraceAccessError("no trace selected")
+    try:
+        rank = parse_int(args.get("rank"), "rank", 0, (1 << 31) - 1)
+        row = parse_int(args.get("row"), "row", 0, 1 << 30)
+        t = parse_int(args.get("t"), "t")
+        tol = parse_int(args.get("tol"), "tol", 0, INT_LIMIT)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if row is None or t is None:
+        raise BadRequest("row and t are required")
+    index = store.timeline(key, rank)
+    return event_at(index, row, float(t), float(tol or 0)) or {}
+
+
 def register_api(server, store: TraceStore, picked_of) -> None:
     """Add the routes to the Flask ``server``; ``picked_of(index, pick)`` gives a roofline pick's marks."""
 
@@ -109,14 +132,23 @@ def register_api(server, store: TraceStore, picked_of) -> None:
                             "repository.", status=404, mimetype="text/plain")
         return Response(path.read_text(encoding="utf-8"), mimetype="text/plain; charset=utf-8")
 
+    @server.route("/api/timeline/at")
+    def _timeline_at():
+        return _answer(lambda: timeline_event(store, request.args))
+
     @server.route("/api/timeline/view")
     def _timeline_view():
-        try:
-            return _json(timeline_view(store, request.args, picked_of))
-        except BadRequest as exc:
-            return _json({"error": str(exc)}, 400)
-        except TraceAccessError as exc:
-            return _json({"error": str(exc)}, 404)
-        except Exception as exc:  # noqa: BLE001 - short message to the browser, traceback to the log
-            LOG.exception("timeline view failed")
-            return _json({"error": short_error(exc)}, 500)
+        return _answer(lambda: timeline_view(store, request.args, picked_of))
+
+
+def _answer(fn) -> Response:
+    """``fn()`` as JSON; a bad parameter answers 400, an unknown trace 404, anything else a short 500."""
+    try:
+        return _json(fn())
+    except BadRequest as exc:
+        return _json({"error": str(exc)}, 400)
+    except TraceAccessError as exc:
+        return _json({"error": str(exc)}, 404)
+    except Exception as exc:  # noqa: BLE001 - short message to the browser, traceback to the log
+        LOG.exception("timeline request failed")
+        return _json({"error": short_error(exc)}, 500)

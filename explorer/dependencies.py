@@ -21,6 +21,8 @@ def dependencies_panel(ctx: Ctx, state: ViewState | None):
     """The panel's content for the selected event of ``state`` (a hint without one)."""
     if state is None or not state.sel:
         return note("Click a slice to see what it waited for and what waited for it.")
+    if state.sel[0] == "hierarchy":
+        return note("A module span has no dependencies of its own: click one of its ops or instructions.")
     return guarded(_panel, ctx, state)
 
 

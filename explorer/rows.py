@@ -2,8 +2,9 @@
 
 Rows follow Neuron Explorer's device timeline: per rank and device core the engine rows (``Tensor``,
 ``TensorMatrix``, ``Vector``, ``Scalar``, ``GpSimd``, ``Sync``), DMA queues, CC cores, then GPU streams,
-host threads (one row per nesting depth) and counter rows. Only layout and lookup live here; every
-metric comes from :mod:`analysis`.
+host threads (one row per nesting depth) and counter rows, plus the derived rows of :mod:`explorer.derived`
+(per core the hierarchy before the engines and the DMA engines after the queues; the cumulative counters of the
+device). Only layout and lookup live here; every metric comes from :mod:`analysis`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import derived
 from .timeline import Row
 
 EVENT_TABLES = ("instructions", "dma", "collectives", "host_ops")
@@ -44,6 +46,15 @@ class RowInfo:
     unit: str = ""
     path: tuple[str, ...] = ()   # the track tree above this row (group = " / ".join(path))
     measured: bool = False       # host ops drawn at the capturing machine's measured times (projected traces)
+    alias: bool = False          # repeats events of other rows (hierarchy, DMA engines): locate() skips it
+    folds: str = ""              # the track group this row's label folds / unfolds (hierarchy levels)
+    derived: bool = False        # counter computed by an analysis on first use (explorer.derived.Cumulative)
+
+
+def row_info(label: str, path: tuple[str, ...], kind: str, table: str, track: int, depth: int = 0, *,
+             unit: str = "", alias: bool = False, folds: str = "", derived: bool = False) -> RowInfo:
+    """A :class:`RowInfo` whose group is its path."""
+    return RowInfo(label, " / ".join(path), kind, table, track, depth, unit, path, False, alias, folds, derived)
 
 
 @dataclass
@@ -58,6 +69,8 @@ class TimelineIndex:
     origin: int
     end: int
     trace: object = None
+    hierarchy: pd.DataFrame | None = None  # analysis.op_hierarchy (the "hierarchy" table of the rows)
+    cumulative: object = None              # explorer.derived.Cumulative: the derived counters
     _colors: dict = field(default_factory=dict)
     memo: dict = field(default_factory=dict)  # per-index results of page lookups (e.g. picked roofline points)
 
@@ -67,7 +80,22 @@ class TimelineIndex:
         return list(dict.fromkeys(i.group for i in self.infos))
 
     def n_events(self) -> int:
-        return int(sum(len(r) for r in self.rows if r is not None))
+        """Events of the trace's rows (alias rows repeat events and are not counted)."""
+        return int(sum(len(r) for r, i in zip(self.rows, self.infos) if r is not None and not i.alias))
+
+    def folded(self) -> list[str]:
+        """Track groups folded by default: every hierarchy level below the first."""
+        return [i.folds for i in self.infos if i.folds]
+
+    def counter(self, i: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(ts, value) of counter row ``i``, None while a derived counter is being computed."""
+        info = self.infos[i]
+        if info.derived and self.cumulative is not None and not self.cumulative.ready():
+            return None
+        c = self.counters.get(info.track)
+        if c is None:  # a derived counter whose computation failed (logged): drawn empty, not pending forever
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return c
 
     def color_codes(self, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
         """(codes aligned with ``table`` row ids, labels) for colouring by ``mode`` in ``COLOR_MODES``."""
@@ -78,7 +106,12 @@ class TimelineIndex:
     def _codes(self, table: str, mode: str) -> tuple[np.ndarray, list[str]]:
         key = (table, mode)
         if key not in self._colors:
-            self._colors[key] = _color_codes(self.trace, table, mode)
+            if table == "hierarchy":
+                h = self.hierarchy if self.hierarchy is not None else pd.DataFrame({"name": []})
+                codes, labels = _codes(h, "name")
+                self._colors[key] = (codes.astype(np.int32), labels)
+            else:
+                self._colors[key] = _color_codes(self.trace, table, mode)
         return self._colors[key]
 
     def picked(self, table: str, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -97,7 +130,7 @@ class TimelineIndex:
             n = len(self._codes(table, "op")[0])
             pos = np.full(n, -1, dtype=np.int32)
             for i, info in enumerate(self.infos):
-                if info.table == table and not info.measured and self.rows[i] is not None:
+                if info.table == table and not info.measured and not info.alias and self.rows[i] is not None:
                     pos[self.ids[i]] = i
             df = self.trace.table(table, ["start_ts", "duration_ns"])
             st = np.zeros(n, dtype=np.int64)
@@ -116,7 +149,7 @@ class TimelineIndex:
         (so an op name finds its GPU kernels too), contains ``q`` (case-insensitive)."""
         q = q.strip().lower()
         out = None
-        for mode in ("op", "launcher") if table != "host_ops" else ("op",):
+        for mode in ("op", "launcher") if table not in ("host_ops", "hierarchy") else ("op",):
             codes, labels = self._codes(table, mode)
             hit = np.array([q in lab.lower() for lab in labels] + [False], dtype=bool)  # code -1 -> False
             m = hit[codes]
@@ -295,6 +328,27 @@ def _table_rows(entries: list, meta: dict, table: str, df: pd.DataFrame, start: 
                             row, r[m][o]))
 
 
+def _counter_entries(trace, meta: dict, entries: list, group_and_key) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Append one row per counter track to ``entries``; returns {track: (ts, value)} sorted by time."""
+    counters: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    cdf = trace.table("counters")
+    if not len(cdf):
+        return counters
+    ts = cdf["ts"].to_numpy(dtype=np.int64)
+    val = cdf["value"].to_numpy(dtype=np.float64)
+    trk = cdf["track"].to_numpy(dtype=np.int64)
+    order = np.lexsort((ts, trk))
+    for part in np.split(order, np.flatnonzero(np.diff(trk[order])) + 1):
+        tid = int(trk[part[0]])
+        name = str(meta.get(tid, {}).get("name", f"counter {tid}"))
+        path, k = group_and_key(tid, "counter", "counters", 0)
+        info = RowInfo(name, " / ".join(path), "counter", "counters", tid, 0, str(meta.get(tid, {}).get("unit", "")),
+                       path)
+        entries.append((k, info, None, np.asarray(part)))
+        counters[tid] = (ts[part], val[part])
+    return counters
+
+
 def build_index(trace, progress: bool = False) -> TimelineIndex:
     """Split every event table by track (and host ops by depth) into sorted rows."""
     from tqdm import tqdm
@@ -306,6 +360,9 @@ def build_index(trace, progress: bool = False) -> TimelineIndex:
     bar = tqdm(total=len(EVENT_TABLES) + 1, desc=f"indexing {trace.name}", disable=not progress, unit="table")
 
     host_groups = host_timeline_groups(trace)
+
+    def parent_of(tid: int) -> int:
+        return int(meta.get(tid, {}).get("parent", -1))
 
     def group_and_key(tid: int, kind: str, table: str, depth: int, host: int = 0) -> tuple[tuple, tuple]:
         anc = _ancestors(meta, tid)
@@ -333,24 +390,15 @@ def build_index(trace, progress: bool = False) -> TimelineIndex:
             keep = None if host == 0 else (start != 0)  # 0 = not measured
             _table_rows(entries, meta, table, df, start, stop, keep,
                         lambda tid, kind, d, h=host, tb=table: group_and_key(tid, kind, tb, d, h), measured=host == 1)
-    counters = {}
-    cdf = trace.table("counters")
+    counters = _counter_entries(trace, meta, entries, group_and_key)
     bar.update(1)
     bar.close()
-    if len(cdf):
-        ts = cdf["ts"].to_numpy(dtype=np.int64)
-        val = cdf["value"].to_numpy(dtype=np.float64)
-        trk = cdf["track"].to_numpy(dtype=np.int64)
-        order = np.lexsort((ts, trk))
-        bounds = np.flatnonzero(np.diff(trk[order])) + 1
-        for part in np.split(order, bounds):
-            tid = int(trk[part[0]])
-            name = str(meta.get(tid, {}).get("name", f"counter {tid}"))
-            path, k = group_and_key(tid, "counter", "counters", 0)
-            info = RowInfo(name, " / ".join(path), "counter", "counters", tid, 0,
-                           str(meta.get(tid, {}).get("unit", "")), path)
-            entries.append((k, info, None, np.asarray(part)))
-            counters[tid] = (ts[part], val[part])
+    hierarchy = derived.hierarchy_entries(trace, entries, parent_of, row_info)
+    derived.dma_engine_entries(trace, entries, parent_of, row_info)
+    has_cumulative = derived.cumulative_entries(trace, entries, meta, parent_of, row_info)
     entries.sort(key=lambda x: x[0])
-    return TimelineIndex([e[1] for e in entries], [e[2] for e in entries], [e[3] for e in entries],
-                         counters, int(origin), int(end), trace)
+    index = TimelineIndex([e[1] for e in entries], [e[2] for e in entries], [e[3] for e in entries],
+                          counters, int(origin), int(end), trace, hierarchy)
+    if has_cumulative:
+        index.cumulative = derived.Cumulative(trace, counters)
+    return index

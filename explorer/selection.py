@@ -34,17 +34,27 @@ def _opcodes(index: TimelineIndex, table: str) -> np.ndarray | None:
 def area_stats(index: TimelineIndex, t0: int, t1: int, rows: list[int]
                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(per track, per name, counters) of the events of ``rows`` (row indexes of the index) overlapping
-    [t0, t1) ns from the trace start: :func:`analysis.area_stats` of the events the index holds there."""
+    [t0, t1) ns from the trace start: :func:`analysis.area_stats` of the events the index holds there. A row
+    repeating events of other rows (hierarchy, DMA engines) counts only when no row of its table is selected, module
+    spans only when no event row is."""
     a, b = index.origin + int(t0), index.origin + max(int(t1), int(t0) + 1)
     tracks: list[str] = []
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     counters: list[pd.DataFrame] = []
-    for i in dict.fromkeys(int(r) for r in rows if 0 <= int(r) < len(index.infos)):
+    sel = list(dict.fromkeys(int(r) for r in rows if 0 <= int(r) < len(index.infos)))
+    # alias rows (hierarchy, DMA engines) repeat events: counted only when no row of their table is selected
+    own = {index.infos[i].table for i in sel if not index.infos[i].alias}
+    for i in sel:
         info = index.infos[i]
+        if info.alias and (info.table in own or (info.table == "hierarchy" and own)):
+            continue  # module spans count only in a selection of hierarchy rows alone
         label = _row_label(index, i)
         label = label if label not in tracks else f"{label} ({i})"  # two rows never merge
         if info.table == "counters":
-            ts, val = index.counters[info.track]
+            c = index.counter(i)
+            if c is None:  # a derived counter still being computed
+                continue
+            ts, val = c
             m = (ts >= a) & (ts < b)
             counters.append(pd.DataFrame({"counter": label, "unit": info.unit, "ts": ts[m], "value": val[m]}))
             continue

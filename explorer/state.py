@@ -18,7 +18,7 @@ PAGES = ("summary", "timeline", "roofline", "hot_ops", "dma", "memory", "collect
 PAGE_TITLES = {"summary": "Summary", "timeline": "Timeline", "roofline": "Roofline", "hot_ops": "Hot ops",
                "dma": "DMA", "memory": "Memory", "collectives": "Collectives", "compare": "Compare", "query": "SQL"}
 DIFF_KEYS = ("op", "module", "shape")
-SEL_TABLES = ("instructions", "dma", "collectives", "host_ops")
+SEL_TABLES = ("instructions", "dma", "collectives", "host_ops", "hierarchy")  # hierarchy: a module span
 COLOR_MODES = ("op", "engine", "module")
 ROOF_COLORS = ("bound", "engine")
 _MAX_LEN = 1024

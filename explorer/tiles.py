@@ -63,5 +63,5 @@ def view_payload(index: TimelineIndex, view: ViewData, color: str = "op") -> dic
         v = np.where(np.isfinite(val), val, 0.0)
         counters.append([i, (ts - o).tolist(), v.tolist(), lo, hi])
     return {"t0": view.t0, "t1": view.t1, "thr": float(view.threshold_ns), "n": view.n_shapes, "rows": rows,
-            "hl": hl, "counters": counters, "names": names, "colors": [color_of(c) for c in cnames],
-            "cnames": cnames}
+            "hl": hl, "counters": counters, "pending": view.pending, "names": names,
+            "colors": [color_of(c) for c in cnames], "cnames": cnames}

@@ -50,6 +50,12 @@
     return out;
   }
   NT.ticks = ticks;
+  // "GPT.blocks.0.attn" -> "attn", "GPT.blocks.0" -> "blocks.0" (a list item keeps its list's name)
+  function shortModule(path) {
+    const p = String(path).split(".");
+    return p.length > 1 && /^\d+$/.test(p[p.length - 1]) ? p.slice(-2).join(".") : p[p.length - 1];
+  }
+  NT.shortModule = shortModule;
   function textColor(hex) {
     const n = parseInt(hex.slice(1), 16), r = n >> 16, g = (n >> 8) & 255, b = n & 255;
     return (0.299 * r + 0.587 * g + 0.114 * b) > 150 ? "#111" : "#fff";
@@ -83,6 +89,8 @@
       this.collapsed = new Set();
       const shown = meta.shown ? new Set(meta.shown) : null;
       if (shown) meta.groups.forEach((g, i) => { if (!shown.has(i)) this.collapsed.add(g); });
+      else (meta.folded || []).forEach(g => this.collapsed.add(g));  // hierarchy levels below the first
+      this.folds = new Set(meta.rows.filter(r => r.folds).map(r => r.folds));
       this.textW = new Map();
       this.layout();
       this.bind();
@@ -101,7 +109,10 @@
           const key = path.slice(0, d + 1).join(" / ");
           if (!seen.has(key)) {
             seen.add(key);
-            if (!hidden) { lines.push({kind: "head", key: key, name: path[d], depth: d, y: y, h: ROW_H}); y += ROW_H; }
+            // no header for a hierarchy level: its row's label is the toggle
+            if (!hidden && !this.folds.has(key)) {
+              lines.push({kind: "head", key: key, name: path[d], depth: d, y: y, h: ROW_H}); y += ROW_H;
+            }
           }
           if (this.collapsed.has(key)) hidden = true;
         }
@@ -168,6 +179,8 @@
         this.hlByRow = new Map(d.hl.map(x => [x[0], x]));
         this.ctrByRow = new Map(d.counters.map(x => [x[0], x]));
         this.lastFetchMs = performance.now() - started;
+        clearTimeout(this.pendingTimer);
+        if (d.pending && d.pending.length) this.pendingTimer = setTimeout(() => this.fetchView(), 700);
         this.draw();
         this.painted = seq;
         this.box.setAttribute("data-painted", String(seq));
@@ -269,8 +282,8 @@
       c.addEventListener("mouseleave", () => { this.mouse = null; this.hover = null; this.tip.style.display = "none"; this.draw(); });
       c.addEventListener("mousedown", e => {
         const [x, y] = pos(e);
-        c.focus();
-        if (x < LABEL_W) return;
+        c.focus({preventScroll: true});  // focusing must not scroll the page to the (tall) canvas
+        if (x < LABEL_W) { e.preventDefault(); return; }
         const mode = (e.button === 1 || e.altKey) ? "pan" : "area";
         this.drag = {mode: mode, x0: x, y0: y, x1: x, y1: y, v0: this.v0, v1: this.v1};
         e.preventDefault();
@@ -289,17 +302,19 @@
         }
         this.draw();
       });
-      c.addEventListener("dblclick", e => {
+      c.addEventListener("dblclick", e => {  // zoom to the event under the pointer
         const [x, y] = pos(e);
-        const h = this.shapeAt(x, y);
-        if (h) this.focus(h.s, h.e);
+        if (x < LABEL_W) return;
+        this.eventAt(x, y).then(ev => { if (ev) this.focus(ev.s, ev.e); });
       });
       c.addEventListener("click", e => {
         const [x, y] = pos(e);
         if (x >= LABEL_W) return;
         const l = this.lineAt(y);
-        if (l && l.kind === "head") {
-          if (this.collapsed.has(l.key)) this.collapsed.delete(l.key); else this.collapsed.add(l.key);
+        const fold = l && l.kind === "row" ? this.meta.rows[l.row].folds : null;
+        if (l && (l.kind === "head" || fold)) {
+          const key = l.kind === "head" ? l.key : fold;
+          if (this.collapsed.has(key)) this.collapsed.delete(key); else this.collapsed.add(key);
           this.layout();
           this.scroll = Math.max(0, Math.min(this.scroll, this.total - (this.H - AXIS_H)));
           this.request(true);
@@ -318,15 +333,26 @@
       }, {passive: false});
     }
 
+    // one click selects the event under the pointer, also inside a merged shape (the server finds it)
     clickAt(x, y) {
+      this.eventAt(x, y).then(ev => { if (ev) this.select([ev.table, ev.id], {row: ev.row, s: ev.s, e: ev.e}); });
+    }
+
+    // the event under the pointer: a drawn single event, else asked from the server (GET /api/timeline/at)
+    eventAt(x, y) {
       const h = this.shapeAt(x, y);
-      if (!h) return;
-      if (h.id >= 0) {
-        const table = this.meta.rows[h.row].table;
-        this.select([table, h.id], {row: h.row, s: h.s, e: h.e});
-      } else {
-        this.focus(h.s, h.e);  // a merged shape: zoom into it
+      if (h && h.id >= 0) {
+        return Promise.resolve({table: this.meta.rows[h.row].table, id: h.id, row: h.row, s: h.s, e: h.e});
       }
+      const l = this.lineAt(y);
+      if (!l || l.kind !== "row" || x < LABEL_W || this.meta.rows[l.row].table === "counters") {
+        return Promise.resolve(null);
+      }
+      const m = this.meta, tol = 3 * (this.v1 - this.v0) / this.plotW();
+      const q = new URLSearchParams({trace: m.trace, row: l.row, t: Math.round(this.t(x)), tol: Math.ceil(tol)});
+      if (m.rank !== null && m.rank !== undefined) q.set("rank", m.rank);
+      return fetch(m.api.replace(/view$/, "at") + "?" + q.toString())
+        .then(r => r.ok ? r.json() : null).then(d => (d && d.table) ? d : null).catch(() => null);
     }
 
     select(sel, selpos) {
@@ -363,7 +389,7 @@
       if (h) {
         const r = this.meta.rows[h.row], d = this.data, name = d.names[h.data[5][h.j]];
         const txt = h.n > 1 ? `${h.n.toLocaleString()} events (longest: ${name})` : name;
-        html = `<b></b><div>${r.label} · ${fmtDur(h.e - h.s)}${h.n > 1 ? " span · click to zoom" : ""}</div>` +
+        html = `<b></b><div>${r.label} · ${fmtDur(h.e - h.s)}${h.n > 1 ? " span · click selects the event under the pointer" : ""}</div>` +
           `<div class="tl-tip-dim">start ${fmtDur(h.s)} from trace start</div>`;
         tip.innerHTML = html;
         tip.querySelector("b").textContent = txt;
@@ -426,12 +452,15 @@
         ctx.fillStyle = (l.row % 2) ? "#fcfcfd" : "#ffffff";
         ctx.fillRect(0, y, W, l.h);
         ctx.fillStyle = "#333";
-        const lab = this.fitText(r.label, LABEL_W - 8 - l.depth * INDENT) || "";
+        const lab = this.fitText(r.folds ? (this.collapsed.has(r.folds) ? "▸ " : "▾ ") + r.label : r.label,
+          LABEL_W - 8 - l.depth * INDENT) || "";
         ctx.fillText(lab, 4 + l.depth * INDENT, y + Math.min(l.h, ROW_H) / 2);
         if (!d) continue;
         ctx.save();
         ctx.beginPath(); ctx.rect(LABEL_W, y, W - LABEL_W, l.h); ctx.clip();
-        if (r.table === "counters") this.paintCounter(l, r, y);
+        if (r.table === "counters" && d.pending && d.pending.indexOf(l.row) >= 0) {
+          ctx.fillStyle = "#868e96"; ctx.fillText("computing…", LABEL_W + 6, y + l.h / 2);
+        } else if (r.table === "counters") this.paintCounter(l, r, y);
         else this.paintRow(l, r, y);
         ctx.restore();
       }
@@ -445,6 +474,7 @@
       const ctx = this.ctx, d = this.data, row = this.byRow.get(l.row);
       if (!row) return;
       const [, s, du, n, c, lab] = row, scale = this.plotW() / (this.v1 - this.v0);
+      const short = r.table === "hierarchy";  // module spans: the last name of the path inside the slice
       const h = l.h - 3, y0 = y + 1.5;
       for (let j = 0; j < s.length; j++) {
         const x0 = LABEL_W + (s[j] - this.v0) * scale;
@@ -458,7 +488,8 @@
         ctx.globalAlpha = 1;
         if (w > 30) {
           const vx = Math.max(x0, LABEL_W), vw = Math.min(x0 + w, this.W) - vx;
-          const nm = n[j] === 1 ? d.names[lab[j]] : d.names[lab[j]] + " +" + (n[j] - 1).toLocaleString();
+          const base = short ? shortModule(d.names[lab[j]]) : d.names[lab[j]];
+          const nm = n[j] === 1 ? base : base + " +" + (n[j] - 1).toLocaleString();
           const txt = this.fitText(nm, vw - 6);
           if (txt) { ctx.fillStyle = textColor(col); ctx.fillText(txt, vx + 3, y + l.h / 2); }
         }
@@ -613,7 +644,9 @@
   NT.setFlows = function (f) {
     if (!active || !f) return "";
     active.flows = f.flows || [];
-    if (f.sel) active.selpos = {row: f.sel[0], s: f.sel[1], e: f.sel[2]};
+    // the row clicked keeps the mark (a hierarchy Op row shows the op at its device span); a selection from the
+    // URL is marked on the event's own row
+    if (f.sel && !active.selpos) active.selpos = {row: f.sel[0], s: f.sel[1], e: f.sel[2]};
     active.draw();
     return "";
   };
@@ -647,8 +680,37 @@
     best.x += r.left; best.y += r.top;
     return best;
   };
+  // for tests: screen position of the middle of a drawn shape of a row of `table` (merged: count > 1)
+  NT.findShape = function (table, merged) {
+    const a = active;
+    if (!a || !a.data) return null;
+    for (const l of a.lines) {
+      const y = AXIS_H - a.scroll + l.y + l.h / 2;
+      if (l.kind !== "row" || a.meta.rows[l.row].table !== table || y < AXIS_H + 4 || y > a.H - 4) continue;
+      const d = a.byRow.get(l.row);
+      if (!d) continue;
+      for (let j = 0; j < d[1].length; j++) {
+        const x0 = Math.max(a.x(d[1][j]), LABEL_W), x1 = Math.min(a.x(d[1][j] + d[2][j]), a.W);
+        if ((d[3][j] > 1) === !!merged && x1 - x0 >= 3) {
+          const r = a.canvas.getBoundingClientRect();
+          return {x: r.left + (x0 + x1) / 2, y: r.top + y, row: l.row, n: d[3][j]};
+        }
+      }
+    }
+    return null;
+  };
   NT.view = function () { return active ? {t0: active.v0, t1: active.v1, painted: active.painted, seq: active.seq,
-    n: active.data ? active.data.n : 0, thr: active.data ? active.data.thr : null, area: active.area} : null; };
+    n: active.data ? active.data.n : 0, thr: active.data ? active.data.thr : null, area: active.area,
+    pending: active.data && active.data.pending ? active.data.pending.length : 0,
+    shownRows: active.lines.filter(l => l.kind === "row").map(l => l.row)} : null; };
+  // scroll the track list so that row `row` is near the top (tests, links); its screen y
+  NT.reveal = function (row) {
+    const a = active, l = a && a.rowLine.get(row);
+    if (!l) return null;
+    a.scroll = Math.max(0, Math.min(l.y - 2 * ROW_H, a.total - (a.H - AXIS_H)));
+    a.draw();
+    return NT.rowY(row);
+  };
   NT.rowY = function (row) {
     const a = active, l = a && a.rowLine.get(row);
     if (!l) return null;

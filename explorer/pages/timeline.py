@@ -55,8 +55,9 @@ def meta_of(index, state: ViewState, notes: list[dict]) -> dict:
     return {"trace": state.trace, "rank": state.rank, "span": span, "t0": t0, "t1": t1, "color": state.color,
             "q": state.q, "pick": state.pick, "sel": list(state.sel) if state.sel else None,
             "api": "/api/timeline/view", "groups": groups, "shown": shown, "notes": notes,
+            "folded": index.folded(),
             "rows": [{"label": i.label, "path": list(i.path) or [i.group], "kind": i.kind, "table": i.table,
-                      "unit": i.unit} for i in index.infos]}
+                      "unit": i.unit, "folds": i.folds or None} for i in index.infos]}
 
 
 def _controls(state: ViewState, index) -> html.Div:
@@ -69,7 +70,8 @@ def _controls(state: ViewState, index) -> html.Div:
                       w=240),
         dmc.Button("Whole trace", id="tl-reset", size="xs", variant="default"),
         dmc.Button("Zoom to area", id="tl-fit", size="xs", variant="default"),
-        html.Span("W/S zoom · A/D pan · drag: select area · F fit · Ctrl+wheel zoom · click a ▾ to fold",
+        html.Span("click: select · double-click: zoom to it · W/S zoom · A/D pan · drag: select area · F fit · "
+                  "Ctrl+wheel zoom · click a ▸ to unfold",
                   className="nx-hint"),
         html.Span(f"{index.n_events():,} events", className="nx-hint"),
         html.Span(id="tl-stats-live", className="nx-hint"),
@@ -254,12 +256,28 @@ def area_panel(ctx: Ctx, state: ViewState, area: dict):
              dcc.Link("open this range", href=window_href(state, index.origin, index.origin + t0, index.origin + t1,
                                                            pad=0.0), className="nx-hint")]
     if len(names):
-        parts += [html.H5("By name"), data_table(names, id="tl-area-names", page_size=12, analysis="area_stats")]
+        parts += [html.H5("By name"), _wrapped(data_table(names, id="tl-area-names", page_size=12,
+                                                          analysis="area_stats", wrap=("name",),
+                                                          hidden=("mean_ns",)))]  # in the data: total / events
     if len(tracks):
-        parts += [html.H5("By track"), data_table(tracks, id="tl-area-tracks", page_size=12, analysis="area_stats")]
+        parts += [html.H5("By track"), _wrapped(data_table(tracks, id="tl-area-tracks", page_size=12,
+                                                           analysis="area_stats", wrap=("track",)))]
     if len(counters):
-        parts += [html.H5("Counters"), data_table(counters, id="tl-area-counters", page_size=8, analysis="area_stats")]
+        parts += [html.H5("Counters"), _wrapped(data_table(counters, id="tl-area-counters", page_size=8,
+                                                           analysis="area_stats", wrap=("counter",)))]
     if not len(names) and not len(counters):
         parts.append(note("no event of the selected tracks in this range"))
     return html.Div(parts)
 
+
+
+def _wrapped(grid):
+    """A Selection grid in the narrow side panel: its text column wraps (full names, never "aten::a…") in a
+    column narrow enough to leave the numbers room."""
+    pad = {"paddingLeft": "6px", "paddingRight": "6px"}
+    for c in grid.columnDefs:
+        if c.get("wrapText"):
+            c.update(minWidth=130, flex=2, tooltipField=c["field"], cellStyle={**c.get("cellStyle", {}), **pad})
+        elif c.get("type") == "rightAligned":
+            c.update(minWidth=80, flex=1, cellStyle=pad)
+    return grid

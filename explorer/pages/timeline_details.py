@@ -10,6 +10,7 @@ from dash import dcc, html
 
 import analysis
 
+from ..derived import level_label
 from ..labels import column_unit, fmt_ns, table_column_label
 from ..rows import EVENT_TABLES, event_label
 from ..state import ViewState
@@ -82,9 +83,30 @@ def _name(trace, table: str, row: pd.Series) -> str:
     return str(event_label(pd.DataFrame([row]), table).iloc[0])
 
 
+def _module_details(state: ViewState, index, rid: int):
+    """Details of a module span of the hierarchy rows (:func:`analysis.op_hierarchy`)."""
+    h = index.hierarchy
+    if h is None or not 0 <= rid < len(h):
+        return error_box(f"no module span #{rid} in this trace")
+    r = h.iloc[rid]
+    s, e = int(r["start_ts"]), int(r["end_ts"])
+    items = [("Level", level_label(str(r["kind"]), int(r["level"]))), ("Start", f"{fmt_ns(s - index.origin)} from "
+             "trace start"), ("Span on the device", fmt_ns(e - s)), ("Ops", f"{int(r['ops']):,}"),
+             ("Instructions", f"{int(r['instructions']):,}")]
+    href = window_href(state, index.origin, s, e, sel=("hierarchy", rid), pad=0.1)
+    return html.Div([html.H4(f"Module: {r['name']}", id="tl-details-title"),
+                     html.Div(f"hierarchy #{rid}: consecutive ops under this module, first instruction start to "
+                              "last instruction end", className="nx-hint"),
+                     dcc.Link("Zoom to this span", href=href, className="jump"),
+                     html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in items], className="nx-fields")],
+                    className="details")
+
+
 def _details(ctx: Ctx, state: ViewState):
     table, rid = state.sel
     index = ctx.store.timeline(state.trace, state.rank)
+    if table == "hierarchy":
+        return _module_details(state, index, int(rid))
     trace = index.trace
     row = _event_row(trace, table, rid)
     if row is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import plotly
 import pytest
 
@@ -185,8 +186,15 @@ def test_view_payload_ids_name_real_events(ctx):
     pay = view_payload(idx, query_view(idx, 0, span // 1000, 1400))
     checked = 0
     for row, start, dur, count, _c, _n, ids in pay["rows"]:
-        table = idx.infos[row].table
-        df = idx.trace.table(table, ["start_ts", "duration_ns"])
+        info = idx.infos[row]
+        table = info.table
+        if info.kind == "hierarchy" and table != "instructions":  # module / op spans: the op_hierarchy frame's
+            h = idx.hierarchy
+            if table == "host_ops":
+                h = h[(h["kind"] == "op") & (h["core"] == info.track)].set_index("host_op")
+            df = pd.DataFrame({"start_ts": h["start_ts"], "duration_ns": h["end_ts"] - h["start_ts"]})
+        else:
+            df = idx.trace.table(table, ["start_ts", "duration_ns"])
         for s0, d0, n0, rid in zip(start, dur, count, ids):
             if n0 == 1:
                 assert rid >= 0 and df.loc[rid, "start_ts"] - idx.origin == s0 and df.loc[rid, "duration_ns"] == d0
