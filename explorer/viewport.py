@@ -106,14 +106,15 @@ def event_at(index: TimelineIndex, row: int, t: float, tol: float) -> dict | Non
     if not 0 <= row < len(index.infos) or index.rows[row] is None or not len(index.rows[row]):
         return None
     lvl = index.rows[row].levels[0]
-    a, b = index.origin + t - max(tol, 0.0), index.origin + t + max(tol, 0.0)
+    # integer ns: at trace-clock origins (~1.8e18) a float is 256 ns coarse
+    tt, dt = index.origin + int(round(t)), int(round(max(tol, 0.0)))
+    a, b = tt - dt, tt + dt
     lo = int(np.searchsorted(lvl.start, a - lvl.max_dur, side="left"))
     hi = int(np.searchsorted(lvl.start, b, side="right"))
     s, e = lvl.start[lo:hi], lvl.end[lo:hi]
     near = np.flatnonzero(e >= a)
     if not len(near):
         return None
-    tt = index.origin + t
     s, e = s[near], e[near]
     inside = (s <= tt) & (e >= tt)
     if inside.any():
