@@ -6,7 +6,7 @@ Those rows are the calibration set; other published AWS figures are an independe
 
     nice -n 10 python bench/bench_calibration_e2e.py              # all rows
     nice -n 10 python bench/bench_calibration_e2e.py --rows C1,C4
-    python bench/bench_calibration_e2e.py --fit     # refit the two efficiencies on the last run's rows
+    python bench/bench_calibration_e2e.py --fit     # refit the matmul peak fraction on the last run's rows
     python bench/bench_calibration_e2e.py --fit --write   # ... and store them in hardware/predict_table.json
 
 Where a row's recipe differs from the calibration file's wording, ``NOTES`` says which public source was used.
@@ -48,7 +48,6 @@ LAST = Path(tempfile.gettempdir()) / "neuron_predict_calibration.json"
 
 
 GRID_PF = [round(0.20 + 0.01 * i, 2) for i in range(81)]     # matmul peak fraction 0.20 .. 1.00
-GRID_OV = [round(0.01 * i, 2) for i in range(96)]             # TP overlap 0 .. 0.95
 
 
 def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, None), reduced: bool = False,
@@ -83,8 +82,11 @@ def row_error(r: dict, i_pf: int, ov: float) -> float:
 
 
 def best(rows: list[dict]) -> tuple[int, float]:
-    """(GRID_PF index, TP overlap) minimising the squared log errors of ``rows``."""
-    return min(((i, ov) for i in range(len(GRID_PF)) for ov in GRID_OV),
+    """(GRID_PF index, TP overlap) minimising the squared log errors of ``rows``; the TP overlap is the
+    framework's (predict_table.json ``framework``: 0, TP collectives are not overlapped), not fitted."""
+    from neuron_profiler.predict.compose import framework
+    ov = framework("tp_overlap")
+    return min(((i, ov) for i in range(len(GRID_PF))),
                key=lambda e: sum(math.log(1 + row_error(r, *e)) ** 2 for r in rows))
 
 
@@ -105,15 +107,10 @@ def write_fit(f: dict, results: list[dict], table: Path | None = None) -> Path:
     errs = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["errors"].items())
     loo = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["leave_one_out"].items())
     how = ("least squares on log(predicted / published) over calibration rows "
-           f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01), jointly with ")
-    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "tp_overlap; no matrix "
-        "multiply of a production compiled graph runs faster than this fraction of the Tensor engine's peak for "
-        f"its dtype. Errors at the fit: {errs}.")
-    t["fitted"]["tp_overlap"].update(value=f["tp_overlap"], fit=how + "matmul_peak_fraction: the share of the "
-        "simulated tensor-parallel collective time that does not add to the step. It absorbs both the compiler's "
-        "overlap of collectives with compute and the topology model's pessimism for 32-rank NeuronLink rings "
-        "(MODEL constants cc_ring_link_fraction, cc_step_latency_ns; issue 22 reworks them): refit when the "
-        "simulator changes.")
+           f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01)")
+    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
+        "fitted: no matrix multiply of a production compiled graph runs faster than this fraction of the Tensor "
+        f"engine's peak for its dtype. Errors at the fit: {errs}.")
     lo, hi = min(f["leave_one_out"].values()), max(f["leave_one_out"].values())
     t["fitted"]["band"].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
         f"leave-one-out errors (each row predicted with the constants fitted on the others): {loo}; a "
@@ -128,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
     ap.add_argument("--efficiency", default=None, help="PEAK_FRACTION,TP_OVERLAP: override the fitted constants")
-    ap.add_argument("--fit", action="store_true", help="fit the two efficiencies on the last run's rows")
+    ap.add_argument("--fit", action="store_true", help="fit the matmul peak fraction on the last run's rows")
     ap.add_argument("--compiled", action="store_true", help="dry-run through torch.compile(backend='neuron')")
     ap.add_argument("--write", action="store_true", help="with --fit: store the fit in predict_table.json")
     a = ap.parse_args(argv)
