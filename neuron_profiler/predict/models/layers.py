@@ -138,6 +138,9 @@ class TransformerConfig:
     bias: bool = True
     tp: int = 1
     sp: bool = False           # sequence parallelism (Megatron / NxD): norms and residuals on t/tp rows
+    dropout: float = 0.0       # hidden dropout (after each sublayer, before the residual add) while training;
+    # the attention probabilities' dropout is not priced: the fused attention kernel has none, and SDPA with
+    # dropout_p > 0 on CPU falls back to the unfused math path (an attention the compiled graph does not run)
 
     @property
     def head_dim(self) -> int:
@@ -203,7 +206,11 @@ class Block(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         self.ln1, self.attn, self.ln2, self.mlp = _norm(c), Attention(c), _norm(c), MLP(c)
+        self.p = c.dropout
+
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(x, self.p, self.training) if self.p > 0 else x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + self._drop(self.attn(self.ln1(x)))
+        return x + self._drop(self.mlp(self.ln2(x)))
