@@ -77,8 +77,8 @@ def test_published_dropout_of_the_built_in_models():
 
 
 def test_dropout_runs_in_training_only():
-    """Two per layer (after attention and after the MLP) plus one on the embeddings, in train mode; none in
-    eval mode."""
+    """Three per layer (the attention probabilities, after attention, after the MLP) plus one on the embeddings,
+    in train mode; none in eval mode."""
     import dataclasses
     m = MODELS["bert-large"]
     m = dataclasses.replace(m, layers=dataclasses.replace(m.layers, hidden=64, heads=4, ffn=128), vocab=100, seq=16)
@@ -94,7 +94,7 @@ def test_dropout_runs_in_training_only():
     try:
         st.train()
         st(x, x)
-        assert calls == [(0.1, True)] * (1 + 2 * 2)
+        assert calls == [(0.1, True)] * (1 + 3 * 2)
         calls.clear()
         st.eval()
         st(x, x)
@@ -111,3 +111,69 @@ def test_bf16_images_match_the_weights(tmp_path):
     x, _ = _inputs(m, 2, True, False, torch.bfloat16)
     assert x.dtype == torch.bfloat16 and tuple(x.shape) == (2, 3, 224, 224)
     assert np.isclose(layout(PredictConfig(model="vit-base", precision="bf16"), 12, 12).dp, 32)
+
+
+def _small(name: str, **layers):
+    import dataclasses
+    m = MODELS[name]
+    return dataclasses.replace(m, layers=dataclasses.replace(m.layers, **layers))
+
+
+@pytest.mark.parametrize("causal,kv_heads", [(False, 0), (True, 0), (True, 2)])
+def test_eager_attention_computes_what_the_fused_kernel_does(causal, kv_heads):
+    """HF's eager attention (matmul, scale, mask, softmax, matmul) against torch's SDPA on real tensors: same
+    output, bidirectional, causal and grouped-query."""
+    from neuron_profiler.predict.models.layers import Attention, TransformerConfig
+    torch.manual_seed(0)
+    c = TransformerConfig(hidden=64, layers=1, heads=4, ffn=128, kv_heads=kv_heads, causal=causal)
+    a = Attention(c).eval()
+    q = torch.randn(2, 4, 10, 16)
+    k, v = (torch.randn(2, kv_heads or 4, 10, 16) for _ in range(2))
+    fused = a.core(q, k, v)
+    a.c = TransformerConfig(hidden=64, layers=1, heads=4, ffn=128, kv_heads=kv_heads, causal=causal, attention="eager",
+                            pad_mask=True, attn_dropout=0.1)
+    torch.testing.assert_close(a.core(q, k, v), fused, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_of_the_built_in_models():
+    """The HF recipes (ViT-Base, BERT-Large) run HF's eager attention, BERT with its attention-probability
+    dropout 0.1 and padding mask; Megatron's GPT-3 and NxD's Llamas the fused kernel."""
+    assert MODELS["vit-base"].layers.attention == MODELS["bert-large"].layers.attention == "eager"
+    assert (MODELS["bert-large"].layers.attn_dropout, MODELS["vit-base"].layers.attn_dropout) == (0.1, 0.0)
+    assert MODELS["bert-large"].layers.pad_mask and not MODELS["vit-base"].layers.pad_mask
+    assert {MODELS[n].layers.attention for n in ("gpt3-23b", "llama3.1-8b", "llama2-70b")} == {"fused"}
+
+
+@pytest.mark.parametrize("name", ["vit-base", "llama3.1-8b"])
+def test_dry_run_records_the_recipes_attention(name, tmp_path):
+    """One layer of each, dry-run: ViT's eager attention records two batched matmuls and a softmax over the
+    [batch, heads, tokens, tokens] scores forward (and their backward), no fused kernel; Llama's the fused
+    kernel and no softmax."""
+    m = _small(name, hidden=128, heads=2, kv_heads=0, ffn=256)
+    m = dataclasses_replace(m, seq=64 if name != "vit-base" else m.seq, vocab=512 if m.vocab else 0)
+    x = (torch.randn(2, 3, m.image, m.image) if m.input == "patches" else torch.randint(0, 512, (2, m.seq)))
+    y = torch.randint(0, 10, (2, m.seq))
+
+    def build():
+        st = Stage(m, 1, True, True)
+        return st, lambda: st(x, y).backward()
+    with fake_group(0, 1):
+        r = run_stage(build, lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path), Target.parse("trn1"), "attn",
+                      num_cores=2)
+    ops = _ops(r.trace)
+    ops = ops[:next(i for i, o in enumerate(ops) if o.startswith("Optimizer.step"))]
+    fused = [o for o in ops if "scaled_dot_product" in o]
+    if name == "vit-base":
+        assert not fused
+        n = ops.count("aten::_softmax")     # the fake-tensor dispatch may record an op at two levels
+        assert n >= 1 and ops.count("aten::_softmax_backward_data") == n
+        assert ops.count("aten::bmm") == 6 * n     # q k^T and p v forward, two gradients of each backward
+        assert ops.count("aten::matmul") == 2 * ops.count("aten::softmax") >= 2   # HF: two torch.matmul
+    else:
+        assert fused
+        assert "aten::_softmax" not in ops and "aten::bmm" not in ops
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+    return dataclasses.replace(obj, **kw)
