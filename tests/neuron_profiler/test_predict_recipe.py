@@ -142,6 +142,11 @@ def test_attention_of_the_built_in_models():
     assert (MODELS["bert-large"].layers.attn_dropout, MODELS["vit-base"].layers.attn_dropout) == (0.1, 0.0)
     assert MODELS["bert-large"].layers.pad_mask and not MODELS["vit-base"].layers.pad_mask
     assert {MODELS[n].layers.attention for n in ("gpt3-23b", "llama3.1-8b", "llama2-70b")} == {"fused"}
+    from neuron_profiler.predict.config import predict_table
+    stated = predict_table()["framework"]["attention"]["value"]   # what the trace header tells the user
+    kinds = dict(part.split(": ") for part in stated.split("; "))
+    assert {n: k for k, names in kinds.items() for n in names.split(", ")} == {
+        n: m.layers.attention for n, m in MODELS.items()}
 
 
 @pytest.mark.parametrize("name", ["vit-base", "llama3.1-8b"])
