@@ -1,6 +1,9 @@
 """What a training step does besides forward and backward, as the dry run prices it: gradient accumulation into
-``.grad``, hidden dropout of the published recipes, images in the weights' dtype under BF16."""
+``.grad``, hidden dropout of the published recipes, images in the weights' dtype under BF16, and the attention
+each recipe runs (HF's eager attention for the HF rows, the fused kernel for NeMo / NxD)."""
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -79,7 +82,6 @@ def test_published_dropout_of_the_built_in_models():
 def test_dropout_runs_in_training_only():
     """Three per layer (the attention probabilities, after attention, after the MLP) plus one on the embeddings,
     in train mode; none in eval mode."""
-    import dataclasses
     m = MODELS["bert-large"]
     m = dataclasses.replace(m, layers=dataclasses.replace(m.layers, hidden=64, heads=4, ffn=128), vocab=100, seq=16)
     st = Stage(m, 2, True, False)
@@ -114,7 +116,6 @@ def test_bf16_images_match_the_weights(tmp_path):
 
 
 def _small(name: str, **layers):
-    import dataclasses
     m = MODELS[name]
     return dataclasses.replace(m, layers=dataclasses.replace(m.layers, **layers))
 
@@ -155,7 +156,7 @@ def test_dry_run_records_the_recipes_attention(name, tmp_path):
     [batch, heads, tokens, tokens] scores forward (and their backward), no fused kernel; Llama's the fused
     kernel and no softmax."""
     m = _small(name, hidden=128, heads=2, kv_heads=0, ffn=256)
-    m = dataclasses_replace(m, seq=64 if name != "vit-base" else m.seq, vocab=512 if m.vocab else 0)
+    m = dataclasses.replace(m, seq=64 if name != "vit-base" else m.seq, vocab=512 if m.vocab else 0)
     x = (torch.randn(2, 3, m.image, m.image) if m.input == "patches" else torch.randint(0, 512, (2, m.seq)))
     y = torch.randint(0, 10, (2, m.seq))
 
@@ -178,7 +179,3 @@ def test_dry_run_records_the_recipes_attention(name, tmp_path):
         assert fused
         assert "aten::_softmax" not in ops and "aten::bmm" not in ops
 
-
-def dataclasses_replace(obj, **kw):
-    import dataclasses
-    return dataclasses.replace(obj, **kw)
