@@ -6,7 +6,7 @@ Those rows are the calibration set; other published AWS figures are an independe
 
     nice -n 10 python bench/bench_calibration_e2e.py              # all rows
     nice -n 10 python bench/bench_calibration_e2e.py --rows C1,C4
-    python bench/bench_calibration_e2e.py --fit     # refit the two efficiencies on the last run's rows
+    python bench/bench_calibration_e2e.py --fit     # refit the matmul peak fraction on the last run's rows
     python bench/bench_calibration_e2e.py --fit --write   # ... and store them in hardware/predict_table.json
 
 Where a row's recipe differs from the calibration file's wording, ``NOTES`` says which public source was used.
@@ -28,27 +28,34 @@ sys.path.insert(0, str(ROOT))
 #: row -> (expected samples/s, PredictConfig keyword arguments)
 ROWS: dict[str, tuple[float, dict]] = {
     "C1": (5232.78, dict(model="vit-base", instances=1, microbatch=64, global_batch=2048,
-                         precision="bf16-autocast", optimizer="adamw")),
+                         precision="bf16", optimizer="adamw")),
     "C2": (32482.34, dict(model="bert-large", instances=16, microbatch=8, global_batch=1048576, precision="fp32",
                           optimizer="lamb")),
     "C3": (102.0, dict(model="gpt3-23b", instances=32, tp=8, pp=4, microbatch=1, global_batch=1024,
                        precision="bf16", optimizer="adamw")),
     "C4": (47.95, dict(model="llama3.1-8b", instances=32, tp=32, microbatch=1, global_batch=1024,
-                       precision="bf16-autocast", optimizer="adamw", zero1=True)),
+                       precision="bf16", optimizer="adamw", zero1=True)),
     "C5": (15.34, dict(model="llama2-70b", instances=32, tp=32, pp=4, microbatch=1, global_batch=1024,
-                       precision="bf16-autocast", optimizer="adamw")),
+                       precision="bf16", optimizer="adamw")),
 }
 NOTES = {
+    "C1": "'Autocast:BF16+SR' (the AWS table's label for C1 and C3): the ViT notebook of that release "
+          "(aws-neuron-samples hf_image_classification/vit.ipynb, 2023-12) sets XLA_USE_BF16=1, BF16 weights, as "
+          "C3's script does. It pins transformers 4.28.1, whose ViT attention is eager (no SDPA before 4.36).",
     "C2": "FP32: neuronx-cc casts FP32 matmuls to BF16 by default (--auto-cast matmult); the calibration file "
-          "says the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %).",
+          "says the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %). HF eager attention with the padding mask and "
+          "probability dropout 0.1 (dp_bert_hf_pretrain, transformers 4.44: SDPA on XLA is the math decomposition).",
     "C3": "neuronx-nemo-megatron train_setup.sh's default recipe 'bf16SR' sets XLA_USE_BF16=1 (BF16 weights); "
-          "gpt_23b.sh: selective recompute, sequence parallel.",
+          "gpt_23b.sh: selective recompute, sequence parallel; hidden dropout 0.1 (test.sh).",
+    "C4": "'Autocast:BF16+FP32Optimizer': BF16 weights on the device, FP32 master weights and optimizer state "
+          "(NxD training_llama_tp_zero1.rst: 'we use XLA_DOWNCAST_BF16 ... the weights on device are on bf16'; "
+          "standard_mixed_precision.rst: FP32 master weights in the ZeRO-1 optimizer).",
+    "C5": "as C4 (NxD, XLA_DOWNCAST_BF16): BF16 weights on the device, FP32 optimizer.",
 }
 LAST = Path(tempfile.gettempdir()) / "neuron_predict_calibration.json"
 
 
 GRID_PF = [round(0.20 + 0.01 * i, 2) for i in range(81)]     # matmul peak fraction 0.20 .. 1.00
-GRID_OV = [round(0.01 * i, 2) for i in range(96)]             # TP overlap 0 .. 0.95
 
 
 def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, None), reduced: bool = False,
@@ -83,8 +90,11 @@ def row_error(r: dict, i_pf: int, ov: float) -> float:
 
 
 def best(rows: list[dict]) -> tuple[int, float]:
-    """(GRID_PF index, TP overlap) minimising the squared log errors of ``rows``."""
-    return min(((i, ov) for i in range(len(GRID_PF)) for ov in GRID_OV),
+    """(GRID_PF index, TP overlap) minimising the squared log errors of ``rows``; the TP overlap is the
+    framework's (predict_table.json ``framework``: 0, TP collectives are not overlapped), not fitted."""
+    from neuron_profiler.predict.compose import framework
+    ov = framework("tp_overlap")
+    return min(((i, ov) for i in range(len(GRID_PF))),
                key=lambda e: sum(math.log(1 + row_error(r, *e)) ** 2 for r in rows))
 
 
@@ -105,15 +115,10 @@ def write_fit(f: dict, results: list[dict], table: Path | None = None) -> Path:
     errs = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["errors"].items())
     loo = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["leave_one_out"].items())
     how = ("least squares on log(predicted / published) over calibration rows "
-           f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01), jointly with ")
-    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "tp_overlap; no matrix "
-        "multiply of a production compiled graph runs faster than this fraction of the Tensor engine's peak for "
-        f"its dtype. Errors at the fit: {errs}.")
-    t["fitted"]["tp_overlap"].update(value=f["tp_overlap"], fit=how + "matmul_peak_fraction: the share of the "
-        "simulated tensor-parallel collective time that does not add to the step. It absorbs both the compiler's "
-        "overlap of collectives with compute and the topology model's pessimism for 32-rank NeuronLink rings "
-        "(MODEL constants cc_ring_link_fraction, cc_step_latency_ns; issue 22 reworks them): refit when the "
-        "simulator changes.")
+           f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01)")
+    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
+        "fitted: no matrix multiply of a production compiled graph runs faster than this fraction of the Tensor "
+        f"engine's peak for its dtype. Errors at the fit: {errs}.")
     lo, hi = min(f["leave_one_out"].values()), max(f["leave_one_out"].values())
     t["fitted"]["band"].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
         f"leave-one-out errors (each row predicted with the constants fitted on the others): {loo}; a "
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
     ap.add_argument("--efficiency", default=None, help="PEAK_FRACTION,TP_OVERLAP: override the fitted constants")
-    ap.add_argument("--fit", action="store_true", help="fit the two efficiencies on the last run's rows")
+    ap.add_argument("--fit", action="store_true", help="fit the matmul peak fraction on the last run's rows")
     ap.add_argument("--compiled", action="store_true", help="dry-run through torch.compile(backend='neuron')")
     ap.add_argument("--write", action="store_true", help="with --fit: store the fit in predict_table.json")
     a = ap.parse_args(argv)

@@ -20,7 +20,7 @@ from neuron_profiler.predict.stages import StageCost, dry_run_stages
 __all__ = ["Prediction", "predict", "MODEL_VERSION"]
 
 #: bumped when the composition changes what it predicts
-MODEL_VERSION = "predict-1"
+MODEL_VERSION = "predict-3"
 
 
 @dataclass
@@ -205,7 +205,10 @@ def _assumptions(p: Prediction) -> dict[str, Any]:
         "fitted": t["fitted"],
         "instance": t["instances"][lay.inst.name],
         "composition": ["1F1B: (m + p - 1) slots of the slowest stage; p - 1 of them are the bubble",
-                        "tensor-parallel collectives synchronous (on the critical path of every layer)",
+                        "tensor-parallel collectives synchronous (on the critical path of every layer; "
+                        "compute-comm-overlap.rst: TP CC cannot be overlapped), KangaRing when the TP group holds "
+                        "both cores of its chips",
+                        "gradient accumulation: every micro-step priced adding into .grad (exact for m - 1 of m)",
                         "stage cost = T(1 layer) + (k - 1) x (T(2) - T(1)) unless simulate_layers",
                         "optimizer: for-loop form priced op by op; ZeRO-1 divides it by DP",
                         "DP groups share EFA / NeuronLink with the other groups of their kind"],

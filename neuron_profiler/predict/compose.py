@@ -49,9 +49,9 @@ def stage_slot(s: StageCost, peak_fraction: float, tp_overlap: float) -> tuple[f
 def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: float, grad_bytes_per_param: float,
             eff: tuple[float | None, float | None] = (None, None)) -> Step:
     """The optimizer step of ``stages`` under layout ``lay``. ``act_bytes``: bytes one pipeline send carries;
-    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted constants."""
+    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted peak fraction and the framework's overlap."""
     pf = fitted("matmul_peak_fraction") if eff[0] is None else eff[0]
-    ov = fitted("tp_overlap") if eff[1] is None else eff[1]
+    ov = framework("tp_overlap") if eff[1] is None else eff[1]
     m, p = lay.accumulation, lay.pp
     p2p = comm.p2p_ns(lay, 0, act_bytes) if p > 1 else 0.0
     slots = {s.name: stage_slot(s, pf, ov) for s in stages}

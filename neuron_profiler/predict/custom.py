@@ -109,7 +109,7 @@ def dry_run_custom(c: PredictConfig, lay: Layout, scratch: str) -> tuple[list[St
                 return module, micro
             try:
                 r = run_stage(build, lambda ps: make_optimizer(c.optimizer, ps), scratch, lay.inst.target,
-                              f"{name}_custom", num_cores=lay.inst.cores_per_chip)
+                              f"{name}_custom", num_cores=lay.inst.cores_per_chip, accumulate=lay.accumulation > 1)
             except ConfigError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the user's stage failed: one line naming it

@@ -81,9 +81,13 @@ def _saved_bytes(fn: Callable[[], None]) -> int:
 
 
 def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
-              out_dir: str, target: Target, run_id: str, num_cores: int | None = None) -> StageRun:
+              out_dir: str, target: Target, run_id: str, num_cores: int | None = None,
+              accumulate: bool = False) -> StageRun:
     """Profile forward + backward + optimizer step of the stage ``build`` makes (under FakeTensorMode,
-    inside the caller's fake process group) on the simulated ``target``; returns the measurements."""
+    inside the caller's fake process group) on the simulated ``target``; returns the measurements.
+    ``accumulate``: the profiled micro-step adds its gradients into ``.grad`` left by an earlier one (gradient
+    accumulation: every micro-step of an optimizer step but the first reads and writes the accumulated
+    gradients, torch's ``AccumulateGrad``), else it writes fresh gradients."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     import neuron_profiler
@@ -93,9 +97,10 @@ def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]
         module, micro = build()
         params = [p for p in module.parameters() if p.requires_grad]
         opt = optimizer(params)
-        saved = _saved_bytes(micro)
-        for p in params:
-            p.grad = None
+        saved = _saved_bytes(micro)   # also the earlier micro-step whose gradients an accumulating one adds to
+        if not accumulate:
+            for p in params:
+                p.grad = None
         with neuron_profiler.profile(profile_output_dir=out_dir, run_id=run_id, target=target, runtime="simulated",
                                      with_modules=False, num_cores=num_cores,
                                      schedule=torch.profiler.schedule(wait=0, warmup=0, active=1, repeat=1)) as prof:

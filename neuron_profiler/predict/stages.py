@@ -72,8 +72,8 @@ def _inputs(m: ModelSpec, mb: int, first: bool, sp: bool, dtype: torch.dtype) ->
     tgt = torch.randint(0, max(m.vocab, m.labels), (mb, m.seq))
     if not first:
         return torch.randn(mb, t, m.layers.hidden, dtype=dtype, requires_grad=True), tgt
-    if m.input == "patches":
-        return torch.randn(mb, 3, m.image, m.image), tgt
+    if m.input == "patches":   # images in the weights' dtype (XLA_USE_BF16 casts the batch with the model)
+        return torch.randn(mb, 3, m.image, m.image, dtype=dtype), tgt
     return torch.randint(0, m.vocab, (mb, m.seq)), tgt
 
 
@@ -114,7 +114,8 @@ def _one(m: ModelSpec, n: int, s: tuple, c: PredictConfig, lay: Layout, out: str
         try:
             rec = c.recompute or m.recompute
             return run_stage(_builder(m, n, first, last, c, lay, rec), lambda ps: make_optimizer(c.optimizer, ps),
-                             out, lay.inst.target, run_id, num_cores=lay.inst.cores_per_chip)
+                             out, lay.inst.target, run_id, num_cores=lay.inst.cores_per_chip,
+                             accumulate=lay.accumulation > 1)
         finally:
             TPGroup.group = None
 

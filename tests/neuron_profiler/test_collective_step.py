@@ -92,12 +92,12 @@ def _dp_program(out: str) -> Path:
     import neuron_profiler
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
     torch.manual_seed(0)
-    model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)])
+    model = nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(4)])   # 16 MiB gradients: all-reduces outlast the host
     works: list = []
     for prm in model.parameters():
         prm.register_post_accumulate_grad_hook(lambda q: works.append(dist.all_reduce(q.grad, async_op=True)))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(64, 1024)
+    x = torch.randn(64, 2048)
     with neuron_profiler.profile(profile_output_dir=out, run_id="dp", target="trn1", runtime="simulated",
                                  with_modules=False,
                                  schedule=torch.profiler.schedule(wait=1, warmup=0, active=1)) as p:

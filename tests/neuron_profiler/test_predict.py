@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from neuron_profiler.predict import PredictConfig, predict
-from neuron_profiler.predict.compose import fitted
+from neuron_profiler.predict.compose import fitted, framework
 from neuron_profiler.predict.flops import layer_params
 from neuron_profiler.predict.models.zoo import get_model
 from neuron_profiler.trace import read_trace
@@ -39,7 +39,7 @@ def test_breakdown_adds_up_to_the_step_and_gives_the_throughput(pred):
 def test_1f1b_composition_by_hand(pred):
     """m micro-batches through p stages: m slots of work plus p - 1 slots of bubble of the slowest stage."""
     s, m, p = pred.step, pred.layout.accumulation, pred.layout.pp
-    pf, ov = fitted("matmul_peak_fraction"), fitted("tp_overlap")
+    pf, ov = fitted("matmul_peak_fraction"), framework("tp_overlap")
     slots = [st.micro_ns + st.mm_extra_ns(pf) + st.tp_comm_ns * (1 - ov) + 2 * s.detail["p2p_ns"]
              for st in pred.stages]
     assert s.slot_ns == pytest.approx(max(slots))

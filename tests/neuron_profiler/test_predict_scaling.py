@@ -38,11 +38,11 @@ def test_reduced_calibration_case(tmp_path):
     """C5's layout (TP=32, PP=4, DP=8 over 32 trn1.32xlarge) with 8 layers at seq 512, through the bench: the
     bench's own re-implementation of the composition (used by --fit) gives predict's step time."""
     import bench.bench_calibration_e2e as b
-    from neuron_profiler.predict.compose import fitted
+    from neuron_profiler.predict.compose import fitted, framework
     r = b.run_row("C5", str(tmp_path), reduced=True)
     assert r["m"] == 128 and r["pp"] == 4 and r["wall_s"] < 120 and r["rss_gib"] < 8
     i = b.GRID_PF.index(fitted("matmul_peak_fraction"))
-    assert b.step_at(r, i, fitted("tp_overlap")) == pytest.approx(r["step_ns"], rel=1e-9)
+    assert b.step_at(r, i, framework("tp_overlap")) == pytest.approx(r["step_ns"], rel=1e-9)
     assert sum(r["breakdown_ns"].values()) == pytest.approx(r["step_ns"], rel=1e-12)
     assert r["breakdown_ns"]["pipeline bubble"] > 0 and r["breakdown_ns"]["dp all_reduce"] > 0
     f = b.fit([r, dict(r, row="C5b")])   # two identical rows: the fit lands where both are right or equal

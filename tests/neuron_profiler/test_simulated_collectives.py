@@ -38,7 +38,9 @@ def test_all_reduce_ring_over_neuronlink(n):
     c = b.table("collectives").iloc[0]
     nbytes = nelems * 4
     topo = _topo()
-    link = topo.neuronlink_bytes_per_s * topo.ring_fraction
+    # a group over all 16 chips of the torus drives both Hamiltonian cycles (every link); fewer chips, one cycle
+    frac = topo.full_torus_fraction if n == topo.chips_per_instance else topo.ring_fraction
+    link = topo.neuronlink_bytes_per_s * frac
     t = 2 * (n - 1) / n * nbytes / link * 1e9 + 2 * (n - 1) * LAT
     assert c.duration_ns == pytest.approx(t, abs=1)
     assert (c.operation, c.algorithm, c.process_group, c.group_size, c.sequence_number) == (
@@ -130,3 +132,51 @@ def test_real_nccl_trace_collectives(realtraces_dir):
     assert (sim.group_size == 2).all() and (sim.duration_ns > 0).all()
     assert np.allclose(sim.bus_bandwidth[sim.operation == "all_reduce"],
                        sim.algorithm_bandwidth[sim.operation == "all_reduce"] * 1.0)  # 2(n-1)/n = 1 for n=2
+
+
+# --- KangaRing and the full torus (aws-neuron-sdk neuron-runtime/explore/intranode-collective-comm.rst) ---
+TRN1_NL = 384e9                         # NeuronLink-v2 per chip (hardware table)
+TRN1_CHIP_HBM = 2 * 440234147840        # 820 GiB/s per chip
+KR_AG = model_param("cc_kangaring_hbm_touches_all_gather")
+KR_RS = model_param("cc_kangaring_hbm_touches_reduce_scatter")
+
+
+def test_tp32_on_trn1_is_a_kangaring_over_the_whole_torus():
+    """TP=32 on one trn1.32xlarge: both cores of all 16 chips. KangaRing: 15 hops per phase, the chip's data
+    over all 4 links once (30/32 B at 384 GB/s), bounded by 3 (all-gather) / 4 (reduce-scatter) HBM accesses
+    per byte of the chip (820 GiB/s): for 128 MiB the HBM is the bound."""
+    topo = Topology.for_target("trn1", 2)
+    b = 128 << 20
+    members = list(range(32))
+    ag = topo.cost("all_gather", b, members)
+    assert ag.algorithm.startswith("KangaRing")
+    assert ag.latency_ns == pytest.approx(15 * LAT)
+    wire, hbm = 30 / 32 * b / TRN1_NL * 1e9, KR_AG * b / TRN1_CHIP_HBM * 1e9
+    assert hbm > wire and ag.transfer_ns == pytest.approx(hbm, rel=1e-9)
+    rs = topo.cost("reduce_scatter", b, members)
+    assert rs.transfer_ns == pytest.approx(KR_RS * b / TRN1_CHIP_HBM * 1e9, rel=1e-9)
+    ar = topo.cost("all_reduce", b, members)
+    assert ar.latency_ns == pytest.approx(2 * 15 * LAT)
+    assert ar.transfer_ns == pytest.approx((KR_AG + KR_RS) * b / TRN1_CHIP_HBM * 1e9, rel=1e-9)
+    # the flat ring it replaces: 31 hops, 96 GB/s per core (half the links, the chip's two cores sharing them)
+    flat = 31 / 32 * b / (TRN1_NL / 2 * topo.ring_fraction) * 1e9 + 31 * LAT
+    assert ag.ns < flat / 2
+
+
+def test_kangaring_on_part_of_the_torus_uses_one_cycle_and_is_wire_bound_when_small_groups():
+    """TP=8 (4 chips of trn1, both cores each): one Hamiltonian cycle's links (cc_ring_link_fraction), 3 hops."""
+    topo = Topology.for_target("trn1", 2)
+    b = 32 << 20
+    c = topo.cost("all_gather", b, list(range(8)))
+    assert c.algorithm.startswith("KangaRing") and c.latency_ns == pytest.approx(3 * LAT)
+    wire = 6 / 8 * b / (TRN1_NL * topo.ring_fraction) * 1e9
+    assert c.transfer_ns == pytest.approx(max(wire, KR_AG * b / TRN1_CHIP_HBM * 1e9), rel=1e-9)
+
+
+def test_groups_with_one_core_per_chip_keep_the_ring():
+    """One rank per chip (every other core): no chip holds two members, so no KangaRing; 16 chips: full torus."""
+    topo = Topology.for_target("trn1", 2)
+    b = 64 << 20
+    c = topo.cost("all_gather", b, list(range(0, 32, 2)))
+    assert c.algorithm == "ring (NeuronLink)"
+    assert c.transfer_ns == pytest.approx(15 / 16 * b / (TRN1_NL * topo.full_torus_fraction) * 1e9, rel=1e-9)

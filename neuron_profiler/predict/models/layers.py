@@ -9,6 +9,7 @@ replicated (one per rank), as NeuronX Distributed does for grouped-query attenti
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -138,6 +139,12 @@ class TransformerConfig:
     bias: bool = True
     tp: int = 1
     sp: bool = False           # sequence parallelism (Megatron / NxD): norms and residuals on t/tp rows
+    dropout: float = 0.0       # hidden dropout (after each sublayer, before the residual add) while training
+    attention: str = "fused"   # "fused": one flash-style kernel (scaled_dot_product_attention, as NxD's and
+    # Megatron's attention); "eager": HF transformers' eager self-attention, separate ops over the score tensor
+    # (matmul q k^T, / sqrt(d), + padding mask, softmax, dropout, matmul with v), see ``Attention.eager``
+    attn_dropout: float = 0.0  # dropout of the attention probabilities ("eager" only: the fused kernel has none)
+    pad_mask: bool = False     # "eager": the scores get the additive padding mask (HF's extended attention mask)
 
     @property
     def head_dim(self) -> int:
@@ -149,7 +156,8 @@ def _norm(c: TransformerConfig) -> nn.Module:
 
 
 class Attention(nn.Module):
-    """Self-attention of one TP rank (scaled_dot_product_attention: the fused, flash-style kernel)."""
+    """Self-attention of one TP rank: the fused, flash-style kernel (scaled_dot_product_attention) or HF's eager
+    attention (``TransformerConfig.attention``)."""
 
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
@@ -173,7 +181,25 @@ class Attention(nn.Module):
 
     def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """softmax(q k^T / sqrt(d)) v (recomputed in the backward under selective recompute)."""
+        if self.c.attention == "eager":
+            return self.eager(q, k, v)
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.c.causal, enable_gqa=self.kv != self.heads)
+
+    def eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """HF transformers' eager self-attention (``BertSelfAttention`` / ``ViTSelfAttention`` before SDPA):
+        every step a separate op over the [batch, heads, tokens, tokens] scores."""
+        if self.kv != self.heads:
+            k, v = (y.repeat_interleave(self.heads // self.kv, dim=1) for y in (k, v))
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.c.head_dim)
+        t = s.shape[-1]
+        if self.c.causal:
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        if self.c.pad_mask:   # HF's extended mask: (1 - mask) * dtype-min, one row per sequence
+            s = s + s.new_zeros(s.shape[0], 1, 1, t)
+        p = F.softmax(s, dim=-1)
+        if self.c.attn_dropout > 0:
+            p = F.dropout(p, self.c.attn_dropout, self.training)
+        return torch.matmul(p, v)
 
 
 class MLP(nn.Module):
@@ -203,7 +229,11 @@ class Block(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         self.ln1, self.attn, self.ln2, self.mlp = _norm(c), Attention(c), _norm(c), MLP(c)
+        self.p = c.dropout
+
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(x, self.p, self.training) if self.p > 0 else x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + self._drop(self.attn(self.ln1(x)))
+        return x + self._drop(self.mlp(self.ln2(x)))

@@ -5,7 +5,19 @@ embedding) and an output stage (language-model, masked-LM or classification head
 of it that one pipeline stage of one tensor-parallel rank holds. Sources of the configurations:
 - ``vit-base``: HF ``google/vit-base-patch16-224`` (hidden 768, 12 layers, 12 heads, MLP 3072, patch 16, 224x224).
 - ``bert-large``: HF ``bert-large-uncased`` (hidden 1024, 24 layers, 16 heads, FFN 4096, vocab 30522); the
-  pretraining heads (masked-LM transform + decoder over every position, next-sentence classifier).
+  pretraining heads (masked-LM transform + decoder over every position, next-sentence classifier); hidden
+  dropout 0.1 (``hidden_dropout_prob`` of the BertConfig the Neuron BERT pretraining tutorial prints, aws-neuron-sdk
+  archive/nxd-training/bert.rst). GPT-3 23B: hidden dropout 0.1 (``test.sh`` ``model.hidden_dropout=0.1``). ViT
+  (``hidden_dropout_prob`` 0.0) and Llama (no hidden dropout) train without.
+- Attention: ViT-Base and BERT-Large run HF transformers' eager self-attention (``attention="eager"``: matmul,
+  scale, mask, softmax, dropout, matmul as separate ops), as the Neuron recipes run them: the ViT notebook of
+  SDK 2.16 pins transformers 4.28.1 (aws-neuron-samples ``hf_image_classification/vit.ipynb``, 2023-12), which
+  predates SDPA in transformers (4.36, huggingface/transformers#28005; BERT's in #28802, ViT's after it); BERT's
+  pretraining script (``dp_bert_hf_pretrain``, transformers 4.44) passes ``attention_mask`` (the additive
+  padding mask) and, on an XLA device, SDPA has no fused kernel: it runs as ``_scaled_dot_product_attention_math``,
+  the same separate ops (pytorch/pytorch#108180). BERT's ``attention_probs_dropout_prob`` 0.1 is priced; ViT's
+  is 0.0. GPT-3 23B (NeMo Megatron's fused core attention) and the Llamas (NxD's flash attention) keep the
+  fused kernel, whose attention-probability dropout is not priced.
 - ``gpt3-23b``: aws-neuron/neuronx-nemo-megatron ``gpt_23b.sh`` + ``test.sh`` (hidden 8192, 28 layers, 64 heads,
   FFN 4 x hidden, GPT-2 vocabulary 50257, LayerNorm, GELU, learned positions, selective recompute).
 - ``llama3.1-8b``: Meta Llama-3.1-8B ``config.json`` (hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336,
@@ -56,11 +68,13 @@ def _t(**kw) -> TransformerConfig:
 
 
 MODELS: dict[str, ModelSpec] = {m.name: m for m in (
-    ModelSpec("vit-base", _t(hidden=768, layers=12, heads=12, ffn=3072, causal=False), seq=197, input="patches",
-              head="classify", labels=10, source="HF google/vit-base-patch16-224"),
-    ModelSpec("bert-large", _t(hidden=1024, layers=24, heads=16, ffn=4096, causal=False), seq=128, vocab=30522,
-              head="mlm", positions=True, source="HF bert-large-uncased"),
-    ModelSpec("gpt3-23b", _t(hidden=8192, layers=28, heads=64, ffn=32768), seq=2048, vocab=50257, positions=True,
+    ModelSpec("vit-base", _t(hidden=768, layers=12, heads=12, ffn=3072, causal=False, attention="eager"), seq=197,
+              input="patches", head="classify", labels=10, source="HF google/vit-base-patch16-224"),
+    ModelSpec("bert-large", _t(hidden=1024, layers=24, heads=16, ffn=4096, causal=False, dropout=0.1,
+                               attention="eager", attn_dropout=0.1, pad_mask=True), seq=128,
+              vocab=30522, head="mlm", positions=True, source="HF bert-large-uncased"),
+    ModelSpec("gpt3-23b", _t(hidden=8192, layers=28, heads=64, ffn=32768, dropout=0.1),
+              seq=2048, vocab=50257, positions=True,
               recompute="selective", source="aws-neuron/neuronx-nemo-megatron gpt_23b.sh, test.sh"),
     ModelSpec("llama3.1-8b", _t(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, norm="rms", mlp="swiglu",
                                 bias=False), seq=8192, vocab=128256, source="meta-llama/Llama-3.1-8B config.json"),
@@ -96,7 +110,9 @@ class _Input(nn.Module):
             h = self.proj(x).flatten(2).transpose(1, 2)
             return torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
         h = self.tok(x.remainder(self.tok.num_embeddings))
-        return h + self.pos_emb.weight[: x.shape[1]] if self.pos_emb is not None else h
+        h = h + self.pos_emb.weight[: x.shape[1]] if self.pos_emb is not None else h
+        p = self.m.layers.dropout   # BERT: dropout of the embeddings' output
+        return F.dropout(h, p, self.training) if p > 0 else h
 
 
 class _Output(nn.Module):

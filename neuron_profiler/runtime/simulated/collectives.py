@@ -8,7 +8,11 @@ with twice trn1's EFA). A group's members decide the levels it crosses:
   HBM and written to the receiver's (``cc_intra_chip_hbm_bytes_per_byte``), so a core's ring link runs at
   min(its DMA bandwidth, its HBM bandwidth / that factor), and bus bandwidth stays under the memory roof;
 - several chips of one instance: NeuronLink; a ring drives ``cc_ring_link_fraction`` of a chip's links,
-  shared by the group's cores on that chip;
+  shared by the group's cores on that chip, and all of them (``cc_full_torus_link_fraction``) when the group
+  spans every chip of the instance (the torus's two Hamiltonian cycles, both ways). A group holding both cores
+  of each of its trn1 chips runs KangaRing (Neuron's intra-node algorithm for such TP groups): one primary core
+  per chip in a cycle of the chips (half the hops), the chip's data crossing its links once, and the chip's HBM
+  touched ``cc_kangaring_hbm_touches_*`` times per byte: its time is the slower of link and HBM;
 - several instances: hierarchical (intra-instance reduce-scatter, inter-instance ring over EFA on
   1/m of the data for m members per instance, intra-instance all-gather).
 Algorithms (n members, B message bytes, bw link bandwidth, L step latency):
@@ -17,6 +21,7 @@ Algorithms (n members, B message bytes, bw link bandwidth, L step latency):
   broadcast, send, recv      B / bw + L;   barrier 2(n-1) L
   mesh (one-shot)            the same data over ``cc_mesh_link_fraction`` of the links in 2 steps (all_reduce)
                              or 1 step, chosen when faster (small messages: latency-bound).
+  KangaRing (c chips, p = 2 members each)   phases (c-1) L + max(phases (n-p)/n B / bw, touches B / HBM of a chip)
 A collective's time = latency (the L terms) + transfer (the bytes over the link). Its ``link`` (the chip's HBM,
 the instance's NeuronLink, EFA) is shared (``SharedLink``): collectives whose transfers overlap on one link
 split its bandwidth equally while they overlap (processor sharing), so each one's busbw stays under the link's
@@ -75,6 +80,9 @@ class Topology:
     mesh_fraction: float
     step_ns: float
     efa_step_ns: float
+    full_torus_fraction: float = 1.0
+    chip_hbm_bytes_per_s: float = 0.0   # one chip's HBM bandwidth (KangaRing's bound); 0 = no KangaRing
+    kangaring_touches: tuple[float, float] = (3.0, 4.0)   # HBM accesses per byte: all_gather, reduce_scatter
 
     @classmethod
     def for_target(cls, target: Target, cores_per_chip: int, instance: str | None = None) -> Topology:
@@ -85,11 +93,14 @@ class Topology:
         hbm = float(t["hbm_bandwidth_per_core_bytes_per_s"]["value"])
         dma = float(t["dma_bandwidth_per_core_bytes_per_s"]["value"])
         intra = min(dma, hbm / model_param("cc_intra_chip_hbm_bytes_per_byte"))
-        return cls(target, max(int(cores_per_chip), 1), int(inst["chips"]), inst["name"],
+        cores = max(int(cores_per_chip), 1)
+        return cls(target, cores, int(inst["chips"]), inst["name"],
                    float(t["interconnect_bandwidth_bytes_per_s"]["value"]), float(inst["efa_bytes_per_s"]),
                    intra, model_param("cc_ring_link_fraction"),
                    model_param("cc_mesh_link_fraction"), model_param("cc_step_latency_ns"),
-                   model_param("efa_step_latency_ns"))
+                   model_param("efa_step_latency_ns"), model_param("cc_full_torus_link_fraction"),
+                   hbm * cores, (model_param("cc_kangaring_hbm_touches_all_gather"),
+                                 model_param("cc_kangaring_hbm_touches_reduce_scatter")))
 
     def place(self, rank: int) -> tuple[int, int, int]:
         """(instance, chip in the instance, core on the chip) of a rank."""
@@ -116,8 +127,10 @@ class Topology:
                                "ring (one chip)", f"HBM of chip {inst}.{chip}")
         link = self.neuronlink_bytes_per_s / per_chip
         if len(instances) == 1:
-            ring = self._split(self._ring, op, nbytes, n, link * self.ring_fraction, self.step_ns,
-                               "ring (NeuronLink)", "NeuronLink")
+            frac = self.full_torus_fraction if len(chips) >= self.chips_per_instance > 1 else self.ring_fraction
+            ring = self._kangaring(op, nbytes, n, len(chips), frac) if self._is_kangaring(op, places, chips) \
+                else self._split(self._ring, op, nbytes, n, link * frac, self.step_ns, "ring (NeuronLink)",
+                                 "NeuronLink")
             mesh = self._split(self._mesh, op, nbytes, n, link * self.mesh_fraction, self.step_ns,
                                "mesh (NeuronLink)", "NeuronLink")
             return ring if ring.ns <= mesh.ns else mesh
@@ -129,6 +142,22 @@ class Topology:
                             self.efa_step_ns, "", "")
         return Cost(intra.latency_ns + inter.latency_ns, intra.transfer_ns + inter.transfer_ns,
                     "hierarchical ring (NeuronLink + EFA)", "EFA")
+
+    def _is_kangaring(self, op: str, places: list[tuple[int, int, int]], chips: set) -> bool:
+        """KangaRing applies: a ring-family collective whose group holds both cores of every chip it uses."""
+        return (op in ("all_reduce", "all_gather", "reduce_scatter") and self.cores_per_chip == 2
+                and self.chip_hbm_bytes_per_s > 0 and len(places) == 2 * len(chips))
+
+    def _kangaring(self, op: str, b: float, n: int, c: int, frac: float) -> Cost:
+        """KangaRing over ``c`` chips of 2 members each: the primaries' cycle (c - 1 hops per phase), every
+        chip's share of the data over its links once, bounded by the HBM accesses of the chip."""
+        phases = _RING_PHASES[op]
+        lat = phases * (c - 1) * self.step_ns
+        ag, rs = self.kangaring_touches
+        touches = {"all_gather": ag, "reduce_scatter": rs, "all_reduce": ag + rs}[op]
+        wire = phases * (n - 2) / n * b / (self.neuronlink_bytes_per_s * frac) * 1e9
+        hbm = touches * b / self.chip_hbm_bytes_per_s * 1e9
+        return Cost(lat, max(wire, hbm), "KangaRing (NeuronLink)", "NeuronLink")
 
     @staticmethod
     def _split(fn, op: str, b: float, n: int, bw: float, step: float, algorithm: str, link: str) -> Cost:
