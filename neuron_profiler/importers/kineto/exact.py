@@ -36,7 +36,10 @@ def needs_exact(events: list[Any]) -> bool:
             return False
     except (AttributeError, TypeError):  # an event that is not an object, a ts that is not a number
         pass
-    ts: list[Any] = [e.ts if type(e) is Event else None for e in events]
+    try:  # C-speed when every element is an event; else a per-event pass
+        ts: list[Any] = list(map(_GET_TS, events))
+    except AttributeError:
+        ts = [e.ts if type(e) is Event else None for e in events]
     if float not in set(map(type, ts)):  # integer microseconds are exact (the common no-base case)
         return False
     try:

@@ -48,7 +48,7 @@ def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     return list(map(memo.setdefault, values, values))
 
 
-_FLOW_FIELDS = attrgetter("ph", "cat", "id", "pid", "tid", "ts")
+_FLOW_FIELDS = tuple(map(attrgetter, ("ph", "cat", "id", "pid", "tid", "ts")))
 
 
 def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[list[Any], ...] | None:
@@ -57,7 +57,7 @@ def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[list[Any], ...] |
     if not flows:
         return None
     try:
-        cols = tuple(map(list, zip(*map(_FLOW_FIELDS, flows))))
+        cols = tuple(list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
         if not set(cols[1]) <= FLOW_CATEGORIES:
             return None
     except TypeError:  # an unhashable cat
@@ -83,9 +83,19 @@ def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np
         frames = list(map(args.__getitem__, rows))
         out[:, 0] = rows
         out[:, 0] += first
-        out[:, 1] = [_frame_id(f.get("Python id")) for f in frames]
-        out[:, 2] = [_frame_id(f.get("Python parent id")) for f in frames]
+        out[:, 1] = _frame_ids(list(map(dict.get, frames, repeat("Python id"))))
+        out[:, 2] = _frame_ids(list(map(dict.get, frames, repeat("Python parent id"))))
     return out
+
+
+def _frame_ids(values: list[Any]) -> np.ndarray:
+    """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself."""
+    if set(map(type, values)) <= {int}:
+        try:
+            return np.array(values, dtype=np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
+        except OverflowError:
+            pass
+    return np.fromiter(map(_frame_id, values), dtype=np.int64, count=len(values))
 
 
 def _frame_id(v: Any) -> int:
@@ -245,8 +255,10 @@ class EventColumns:
 
     def _add_x(self, cat: list[Any], name: list[Any], pid: list[Any], tid: list[Any], ts: list[Any] | np.ndarray,
                dur: list[Any] | np.ndarray, args: list[Any], ns: bool = False) -> None:
-        if not set(map(type, args)) <= {dict}:
-            args = [a if type(a) is dict else EMPTY_ARGS for a in args]
+        if not set(map(type, args)) <= {dict}:  # absent or not an object: the shared empty args
+            args = list(args)
+            for i in compress(count(), map(is_not, map(type, args), repeat(dict))):
+                args[i] = EMPTY_ARGS
         cat = _str_list(cat, self._memo)
         cls = np.fromiter(map(CLASS_OF_CAT.get, cat, repeat(HOST)), dtype=np.int8, count=len(cat))
         self._append_x(cat, _str_list(name, self._memo), pid, tid, ts_to_ns(ts, ns), us_to_ns(dur), cls, args)
