@@ -327,7 +327,9 @@ class EventColumns:
         return out
 
 
-_BATCH = 20000  # events extracted per step
+#: events extracted per step: few enough for a batch's structs and columns to stay in the CPU caches
+#: (measured on the real traces: 2,000-4,000 fastest, 20,000 15-30 % slower)
+_BATCH = 4000
 
 
 def extract_events(events: list[Any], text: bytes | msgspec.Raw | None = None) -> EventColumns:
