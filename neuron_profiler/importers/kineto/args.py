@@ -104,8 +104,9 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
     except TypeError:
         uniq = None
     if uniq is not None and len(uniq) * 2 <= len(vals):
-        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike)
-        types = {type(x) for u in uniq for x in u}
+        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike: the types
+        # of every value, not only of the kept tuples, since (False,) and (0,) are one key)
+        types = set(map(type, chain.from_iterable(vals)))
         if bool not in types and not (int in types and float in types):
             enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
             return list(map(enc.__getitem__, vals))
