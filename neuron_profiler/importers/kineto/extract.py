@@ -51,21 +51,24 @@ def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
 _FLOW_FIELDS = tuple(map(attrgetter, ("ph", "cat", "id", "pid", "tid", "ts")))
 
 
-def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[list[Any], ...] | None:
-    """Columns (ph, cat, id, pid, tid, ts) of flow halves when all are readable, else None (checked one by
-    one by the caller: a missing key, an unknown category, a null id, an unusable ts)."""
+def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
+    """Columns (ph codes, cat codes, id, pid, tid, ts: a float64 array of microseconds, or the int ns as read
+    when ``ns``) of flow halves when all are readable, else None (checked one by one by the caller: a missing
+    key, an unknown category, a null id, an unusable ts). The categories' codes are read by one dict look-up
+    per half, which also checks them."""
     if not flows:
         return None
+    ph, cat, fid, pid, tid, ts = (list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
     try:
-        cols = tuple(list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
-        if not set(cols[1]) <= FLOW_CATEGORIES:
-            return None
-    except TypeError:  # an unhashable cat
+        cat_codes = np.fromiter(map(_CAT_CODE.__getitem__, cat), dtype=np.int8, count=len(cat))
+    except (KeyError, TypeError):  # an unknown or unhashable cat
         return None
-    ph, cat, fid, pid, tid, ts = cols
-    if None in fid or not set(map(type, ts)) <= {int, float} or usable_ts_array(ts, ns) is None:
+    if type(None) in set(map(type, fid)) or not set(map(type, ts)) <= {int, float}:
         return None
-    return cols
+    t_arr = usable_ts_array(ts, ns)
+    if t_arr is None:
+        return None
+    return _flow_codes(ph, _FLOW_PHASES), cat_codes, fid, pid, tid, ts if ns else t_arr
 
 
 _KEY_LIMIT = 2**62
@@ -161,6 +164,9 @@ FLOW_CATS = tuple(sorted(FLOW_CATEGORIES))  # flows["cat"] codes index these
 _FLOW_PHASES, _FLOW_CATS = FLOW_PHASES, FLOW_CATS
 
 
+_CAT_CODE = {c: i for i, c in enumerate(_FLOW_CATS)}
+
+
 def _flow_codes(values: list[str], categories: tuple[str, ...]) -> np.ndarray:
     """Codes of values known to be among ``categories`` (flow phases and categories)."""
     index = {c: i for i, c in enumerate(categories)}
@@ -233,14 +239,13 @@ class EventColumns:
         if cols is None:
             ok = [f for f in flows if ok_ts(f.ts, ns) and type(f.cat) is str and f.cat in FLOW_CATEGORIES
                   and f.id is not None]
-            cols = ([f.ph for f in ok], [f.cat for f in ok], [f.id for f in ok], [f.pid for f in ok],
-                    [f.tid for f in ok], [f.ts for f in ok])
+            cols = (_flow_codes([f.ph for f in ok], _FLOW_PHASES), _flow_codes([f.cat for f in ok], _FLOW_CATS),
+                    [f.id for f in ok], [f.pid for f in ok], [f.tid for f in ok], [f.ts for f in ok])
         self.bad_flows += len(flows) - len(cols[0])
-        if not cols[0]:
+        if not len(cols[0]):
             return
         ph, cat, fid, pid, tid, ts = cols
-        self._append_flows(_flow_codes(ph, _FLOW_PHASES), _flow_codes(cat, _FLOW_CATS), int_column(fid), pid, tid,
-                           ts_to_ns(ts, ns))
+        self._append_flows(ph, cat, int_column(fid), pid, tid, ts_to_ns(ts, ns))
 
     def _append_flows(self, ph: np.ndarray, cat: np.ndarray, fid: np.ndarray, pid: list[Any], tid: list[Any],
                       ts_ns: np.ndarray) -> None:
