@@ -112,4 +112,47 @@ def test_args_columns_match_a_row_by_row_oracle(rows: list) -> None:
         for col, (key, default) in ka.INT_ARGS.items():
             want = int_column([a[key]], default)[0] if key in a else default
             assert got[col][i] == want, (col, a)
+        for col, key in ka.JSON_ARGS.items():  # the value's text; "" when absent or null
+            assert got[col][i] == ("" if a.get(key) is None else msgspec.json.encode(a[key]).decode()), (col, a)
     assert got["coll"].tolist() == [i for i, (a, _c) in enumerate(rows) if "Collective name" in a]
+
+
+_FRAME_VALUES = st.one_of(st.integers(-(2**64), 2**64), st.sampled_from([-(2**63), 2**63 - 1, 2**63, True, False]),
+                          st.none(), st.floats(allow_nan=False), st.text(max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_FRAME_VALUES, max_size=20))
+def test_frame_ids_in_one_pass_are_the_per_value_ids(values: list) -> None:
+    """``_frame_ids`` (numpy when every value is an int) gives each value's ``_frame_id``: the int when it is
+    an int64 above ``NO_FRAME_ID``, else ``NO_FRAME_ID`` (bools, floats, strings, None, ints beyond int64)."""
+    from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, _frame_id, _frame_ids
+
+    want = [v if type(v) is int and NO_FRAME_ID < v < 2**63 else NO_FRAME_ID for v in values]
+    assert _frame_ids(values).tolist() == want == [_frame_id(v) for v in values]
+
+
+_PHASES = st.sampled_from(["X", "s", "f", "t", "M", "i", "I", "C"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(phases=st.lists(st.tuples(_PHASES, st.sampled_from([0, 1.5, 2.0**43 + 0.5, None])), max_size=40))
+def test_split_by_sorted_phase_codes_is_the_per_event_split(phases: list) -> None:
+    """The fast ``split_events`` (events gathered by a stable sort of their phase codes) against the per-event
+    path: the same complete-event columns and the very same events in each group, in file order, and the same
+    need for exact timestamps (a float ts >= 2^43 us on an event whose ts is read)."""
+    from neuron_profiler.importers.kineto import events as ke
+    from neuron_profiler.importers.kineto.decode import Event
+
+    evs = [Event(ph=ph, cat="cpu_op", name=f"e{i}", pid=1, tid=2, ts=ts if ph != "X" or ts is not None else 3,
+                 dur=1, id=i, args={"External id": i}) for i, (ph, ts) in enumerate(phases)]
+    fast, slow = ke.split_events(evs), ke._split_slow(evs)
+    assert [list(c) for c in fast.x_cols] == [list(c) for c in slow.x_cols]
+    for group in ("flows", "meta", "instants", "counters"):
+        f, w = getattr(fast, group), getattr(slow, group)
+        assert len(f) == len(w) and all(a is b for a, b in zip(f, w)), group
+    assert fast.skipped == slow.skipped
+    # a metadata event's ts is never read: the per-event path ignores it, the fast one may count it (both then
+    # give the same columns, re-read or not)
+    big_meta = any(ph == "M" and ts == 2.0**43 + 0.5 for ph, ts in phases)
+    assert fast.big_float_ts == slow.big_float_ts or (big_meta and fast.big_float_ts)

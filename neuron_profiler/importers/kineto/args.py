@@ -69,10 +69,14 @@ def objects(values: list[Any]) -> np.ndarray:
     return arr
 
 
-def _json_or_empty(values: list[Any]) -> list[str]:
+def _json_or_empty(values: list[Any]) -> np.ndarray:
+    """The JSON text of each value ("" for None) as an object array."""
     if None not in values:
-        return safe_dumps_all(values)
-    return ["" if v is None else safe_dumps(v) for v in values]
+        return objects(safe_dumps_all(values))
+    keep = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=len(values))
+    out = np.full(len(values), "", dtype=object)
+    out[keep] = safe_dumps_all(list(compress(values, keep.tolist())))
+    return out
 
 
 #: int columns read from args: column -> (args key, default)
@@ -92,7 +96,7 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
         vals = list(map(itemgetter(kept[0]), ga))
         if set(map(type, vals)) <= {int, str}:  # not bool/float: 1 == True == 1.0 would share a text
             enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
-            return [enc[v] for v in vals]
+            return list(map(enc.__getitem__, vals))
         return _one_key_texts(kept[0], vals)
     vals = list(map(itemgetter(*kept), ga))
     try:
@@ -100,11 +104,12 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
     except TypeError:
         uniq = None
     if uniq is not None and len(uniq) * 2 <= len(vals):
-        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike)
-        types = {type(x) for u in uniq for x in u}
+        # equal value tuples share one text, unless 1 / 1.0 / True could be confused (they hash alike: the types
+        # of every value, not only of the kept tuples, since (False,) and (0,) are one key)
+        types = set(map(type, chain.from_iterable(vals)))
         if bool not in types and not (int in types and float in types):
             enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
-            return [enc[v] for v in vals]
+            return list(map(enc.__getitem__, vals))
     texts = _int_args_text(kept, vals)
     if texts is not None:
         return texts
@@ -189,7 +194,7 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
                 out[c][rows] = int_column(list(map(itemgetter(k), ga)), d)
         for c, k in JSON_ARGS.items():
             if k in present:
-                out[c][rows] = objects(_json_or_empty(list(map(itemgetter(k), ga))))
+                out[c][rows] = _json_or_empty(list(map(itemgetter(k), ga)))
         if "Collective name" in present:
             coll.append(rows)
         g_cls = cls[rows]

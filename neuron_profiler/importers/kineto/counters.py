@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from itertools import compress, repeat
+from operator import attrgetter, eq, itemgetter
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ _CPU_DEVICE_TYPE = 0  # c10::DeviceType::CPU
 def memory_samples(instants: list[Event], skipped: Counter, ns: bool = False) -> tuple[np.ndarray, ...]:
     """``[memory]`` events -> column arrays (pid, device id or -1 for host memory, counter name, ts_ns, bytes),
     one sample per event and counter (Total Allocated, Total Reserved), in event order."""
-    mem = [e for e in instants if e.name == "[memory]"]
+    mem = list(compress(instants, map(eq, map(_GET_NAME, instants), repeat("[memory]"))))  # instants: events
     fast = _fast_memory(mem, ns)
     if fast is not None:
         return fast
@@ -65,8 +66,8 @@ def memory_samples(instants: list[Event], skipped: Counter, ns: bool = False) ->
     return (pids[keep], np.repeat(dev, 2)[keep], names[keep], np.repeat(t, 2)[keep], vals[keep])
 
 
-_MEM_EVENT = attrgetter("ts", "args", "pid")
-_MEM_ARGS = itemgetter("Device Type", "Device Id", *_MEMORY_KEYS)
+_GET_NAME, _GET_TS, _GET_ARGS, _GET_PID = map(attrgetter, ("name", "ts", "args", "pid"))
+_MEM_ARGS = tuple(map(itemgetter, ("Device Type", "Device Id", *_MEMORY_KEYS)))
 
 
 def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] | None:
@@ -75,11 +76,11 @@ def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] |
     if not mem:
         return None
     try:
-        ts, args, pid = zip(*map(_MEM_EVENT, mem))
+        ts, args, pid = (list(map(g, mem)) for g in (_GET_TS, _GET_ARGS, _GET_PID))  # one C-level pass each
         if not (set(map(type, args)) <= {dict} and set(map(type, ts)) <= {int, float}
                 and set(map(type, pid)) <= {int, str}):
             return None
-        dtype, did, alloc, res = zip(*map(_MEM_ARGS, args))
+        dtype, did, alloc, res = (list(map(g, args)) for g in _MEM_ARGS)
     except (KeyError, TypeError):
         return None
     if not (set(map(type, dtype)) <= {int} and set(map(type, did)) <= {int}

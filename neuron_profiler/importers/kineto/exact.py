@@ -12,7 +12,6 @@ stored back into the events as int ns. Callers then treat that batch's ``ts`` as
 """
 from __future__ import annotations
 
-import functools
 import operator
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -25,26 +24,27 @@ from neuron_profiler.importers.kineto.decode import Event
 LIMIT_US = float(2**43)
 _PLAIN = re.compile(rb"^(-?)([0-9]+)(?:\.([0-9]+))?$")
 _GET_TS = operator.attrgetter("ts")
-_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def needs_exact(events: list[Any]) -> bool:
     """True when some event's ``ts`` is a float too large for float64 to keep its ns (see module doc)."""
-    try:  # one C-speed pass when every ts is a number or absent, all below the limit (the usual case)
-        present: Any = filter(_NOT_NONE, map(_GET_TS, events))  # numbers (or a TypeError below)
-        if max(present, default=0) < LIMIT_US:
-            return False
-    except (AttributeError, TypeError):  # an event that is not an object, a ts that is not a number
-        pass
-    ts: list[Any] = [e.ts if type(e) is Event else None for e in events]
-    if float not in set(map(type, ts)):  # integer microseconds are exact (the common no-base case)
+    try:  # C-speed passes when every element is an event
+        ts: list[Any] = list(map(_GET_TS, events))
+    except AttributeError:  # an element that is not an object
+        ts = [e.ts if type(e) is Event else None for e in events]
+    types = set(map(type, ts))
+    if float not in types:  # integer microseconds are exact (the common no-base case)
         return False
-    try:
-        if max(ts) < LIMIT_US:  # C-speed when every ts is a number
-            return False
-    except TypeError:
-        pass
+    if types <= _NUM_OR_NONE:  # absent ts (metadata events) are NaN here, which fmax skips
+        try:
+            if not np.fmax.reduce(np.array(ts, dtype=np.float64)) >= LIMIT_US:
+                return False
+        except OverflowError:  # an int beyond float range: one by one
+            pass
     return any(type(t) is float and t >= LIMIT_US for t in ts)
+
+
+_NUM_OR_NONE = frozenset({int, float, type(None)})
 
 
 def text_to_ns(text: bytes) -> int | None:

@@ -60,7 +60,7 @@ def _bind(h_thread: np.ndarray, h_ts: np.ndarray, e_thread: np.ndarray, e_ts: np
         return np.full(len(h_ts), -1, dtype=np.int64)
     key = _pair_key(np.concatenate([e_thread, h_thread]), np.concatenate([e_ts, h_ts]))
     ek, hk = key[:len(e_ts)], key[len(e_ts):]
-    order = np.lexsort((np.arange(len(ek)), e_prio, ek))
+    order = np.lexsort((e_prio, ek))  # stable: equal (key, prio) stay in row order
     return lookup(ek[order], order.astype(np.int64), hk)
 
 
