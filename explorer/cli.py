@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     path = resolve_path(args.path)
     try:
-        from .app import create_app
+        from .app import create_app, start_precompute
         from .store import TraceError, TraceStore
     except ImportError as exc:  # a dependency of the web app is missing: one line, what to install
         print(f"neuron-explorer: error: the explorer needs {exc.name or exc} (pip install 'neuron-profiler' "
@@ -71,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             break
     app = create_app(store=store)
     if store.preferred:  # the first trace's page analyses, computed while the user looks at the first page
-        from .frames import warm
-
-        warm(app._explorer_ctx, store.preferred)
+        start_precompute(app._explorer_ctx, store.preferred)
     from .hostcheck import protect
 
     protect(app.server, args.host, args.port, args.allow_host)  # every route, under either server

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import analysis
+from analysis.core.memo import handout
 from neuron_profiler.importers import is_trace_source
 from neuron_profiler.importers.source import names_trace_content
 
@@ -40,8 +42,15 @@ _REQUEST = threading.local()
 
 
 def new_request() -> None:
-    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not."""
+    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not; the
+    frames still computing when it ends are in :func:`pending_futures` (the page waits on them: long-poll)."""
     _REQUEST.pending = False
+    _REQUEST.futures = []
+
+
+def pending_futures() -> list[concurrent.futures.Future]:
+    """The computations this request found still running (each raised :class:`FramePending`)."""
+    return list(getattr(_REQUEST, "futures", ()))
 
 
 def _in_worker(fn):
@@ -127,6 +136,9 @@ class TraceStore:
         self._entries: list[TraceEntry] | None = None
         self.preferred: str | None = None
         self._executor = None
+        self._foreground = 0  # frames a page is waiting for, computing in the pool (the warm-up yields to them)
+        self._watches: OrderedDict[str, list[concurrent.futures.Future]] = OrderedDict()
+        self.on_open = None  # called with a key after a page opened it (the app precomputes its pages then)
 
     # ------------------------------------------------------------------ listing and containment
     def entries(self, refresh: bool = False) -> list[TraceEntry]:
@@ -253,6 +265,15 @@ class TraceStore:
                     return t
         return members[0]
 
+    def claim_precompute(self, key: str) -> bool:
+        """True the first time it is asked for an open trace (its background precompute is started then), False
+        afterwards; opens the trace."""
+        slot = self._slot(key)
+        with self._lock:
+            first = not slot.get("precompute")
+            slot["precompute"] = True
+        return first
+
     def timeline(self, key: str, rank: int | None = None) -> TimelineIndex:
         """The timeline index of one trace (built once per LRU slot)."""
         slot = self._slot(key)
@@ -277,25 +298,66 @@ class TraceStore:
         slot = self._slot(key)
         memo = slot["memo"]
         if sub in memo:
-            return memo[sub]
+            return handout(memo[sub])
         if getattr(_WORKER, "active", False):  # nested frames compute inline (a worker never waits on the pool)
-            return self._compute(slot, sub, fn)
+            return handout(self._compute(slot, sub, fn))
         with self._lock:
             fut = slot["memo_locks"].get(("future", sub))
             if fut is not None and fut.done() and fut.exception() is not None:
                 fut = None  # a failure is not cached: ask again
             if fut is None and wait is not None:
+                self._foreground += 1
                 fut = self._pool().submit(_in_worker, lambda: self._compute(slot, sub, fn))
+                fut.add_done_callback(self._foreground_done)
                 slot["memo_locks"][("future", sub)] = fut
         if fut is None:  # inline (the warm-up, scripts)
-            return self._compute(slot, sub, fn)
+            return handout(self._compute(slot, sub, fn))
         if wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
             wait = min(wait, 0.05)
         try:
-            return fut.result(timeout=wait)
+            return handout(fut.result(timeout=wait))
         except concurrent.futures.TimeoutError:
             _REQUEST.pending = True
+            if not hasattr(_REQUEST, "futures"):
+                _REQUEST.futures = []
+            _REQUEST.futures.append(fut)
             raise FramePending(sub) from None
+
+    def _foreground_done(self, _fut) -> None:
+        with self._lock:
+            self._foreground -= 1
+
+    def foreground_busy(self) -> bool:
+        """Whether a page is waiting for a frame (the background precompute pauses between frames then)."""
+        with self._lock:
+            return self._foreground > 0
+
+    # ------------------------------------------------------------------ push: pages wait on their frames
+    def watch(self, futures: list[concurrent.futures.Future]) -> str | None:
+        """A token for the frames a page found still computing (None when there are none): the page's long-poll
+        (:meth:`wait_watch`, ``/api/frames/wait``) returns as soon as one of them is ready."""
+        if not futures:
+            return None
+        token = uuid.uuid4().hex
+        with self._lock:
+            self._watches[token] = list(futures)
+            while len(self._watches) > 512:  # pages that never came back
+                self._watches.popitem(last=False)
+        return token
+
+    def wait_watch(self, token: str, timeout: float) -> dict:
+        """Block until one of the token's frames is computed (or failed), or ``timeout`` s pass. Returns
+        ``{"ready": bool, "pending": n}``; an unknown token answers ready (the page rebuilds and asks anew)."""
+        with self._lock:
+            futs = self._watches.get(token)
+        if futs is None:
+            return {"ready": True, "pending": 0}
+        done, not_done = concurrent.futures.wait(futs, timeout=max(0.0, timeout),
+                                                 return_when=concurrent.futures.FIRST_COMPLETED)
+        if done:
+            with self._lock:
+                self._watches.pop(token, None)
+        return {"ready": bool(done), "pending": len(not_done)}
 
     def _compute(self, slot: dict, sub, fn):
         """``fn()`` into the slot's memo under the value's own lock: the inline path (warm-up) and the worker

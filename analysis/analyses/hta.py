@@ -204,14 +204,22 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     return ins.iloc[np.repeat(np.arange(len(ins)), reps)]
 
 
+#: the instruction columns the HTA selection and an activity frame read (the others are not copied by the selection)
+_ACTIVITY_COLUMNS = ("track", "start_ts", "duration_ns", "name", "opcode", "engine", "framework_op", "correlation_id")
+
+
+def _activity_columns(ins: pd.DataFrame) -> pd.DataFrame:
+    return ins[[c for c in _ACTIVITY_COLUMNS if c in ins.columns]]
+
+
 def hta_activity(trace) -> pd.DataFrame:
     """The activity HTA 0.5.0 analyses on a trace, memoised: :func:`hta_kernel_selection` of its instructions,
     quantised (with HTA's float64 reading, :func:`hta_origin_ns`) and sorted by start; no DMA or collectives
     tables (HTA knows only Kineto events)."""
     def compute() -> pd.DataFrame:
         origin = hta_origin_ns(trace)
-        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks,
-                                   origin_ns=origin)
+        sel = hta_kernel_selection(_activity_columns(trace.analysis_table("instructions")), trace.table("host_ops"),
+                                   tracks=trace.tracks, origin_ns=origin)
         return quantise(activity_frame(sel), sort=True, origin_ns=origin)
     return trace.memo("hta_activity", compute)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..core.categorical import cat_where
+from ..core.categorical import cat_values, cat_where
 from ..core.intervals import union_ns
 from ..registry import Column, register
 from .activity import analysis_span
@@ -65,11 +65,11 @@ def time_split(trace) -> pd.DataFrame:
     if span <= 0:
         return pd.DataFrame(columns=[c.name for c in TIME_SPEC])
     act = device_activity(trace)
-    kt = act["kernel_type"].astype(str).to_numpy()
+    kt = act["kernel_type"]
     s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
     rows, covered, mask = [], 0, np.zeros(len(act), dtype=bool)
     for part, kind in TIME_PARTS:
-        mask |= kt == kind
+        mask |= cat_values(kt, [kind])  # on the category codes, not millions of strings
         cum = union_ns(s[mask], e[mask], lo, hi)
         rows.append((part, cum - covered))
         covered = cum
