@@ -23,7 +23,7 @@ from .banner import banner
 from .hostcheck import protect
 from .pages import collectives, compare, dma, hot_ops, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
-from .push import pending_marker, register_push
+from .push import register_push
 from .state import PAGE_TITLES, PAGES, ViewState
 from .store import TraceStore, new_request
 
@@ -45,8 +45,7 @@ def build_page(ctx: Ctx, state: ViewState):
     notice = [url_problems(state.problems)] if state.problems else []
     page = PAGE_MODULES[state.page].layout(ctx, state)
     start_precompute(ctx, state.trace)
-    marker = pending_marker(ctx.store)
-    return html.Div([*notice, guarded(banner, ctx, state), page, *([marker] if marker is not None else [])])
+    return html.Div([*notice, guarded(banner, ctx, state), page])
 
 
 def start_precompute(ctx: Ctx, key: str | None):
@@ -79,7 +78,7 @@ def _nav(state: ViewState) -> list:
 
 
 def create_app(path: str | Path | None = None, *, store: TraceStore | None = None, cache_size: int = 4,
-               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0,
+               progress: bool = False, width_px: int = 1400, wait_s: float | None = 1.0,
                allow_hosts: tuple[str, ...] = (), precompute: bool = True) -> dash.Dash:
     """Build the app serving the traces under ``path`` (a trace file or a directory). A page waits up to
     ``wait_s`` seconds for an analysis frame, then shows "computing" in that section and is pushed again when a
@@ -108,7 +107,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
     ], className="nx-header")
     app.layout = dmc.MantineProvider(html.Div([
         dcc.Location(id="url"), dcc.Location(id="url-out", refresh=False), dcc.Store(id="nav-dummy"),
-        dcc.Store(id="last-sync"), dcc.Store(id="width", data=width_px), dcc.Store(id="page-refresh"),
+        dcc.Store(id="last-sync"), dcc.Store(id="width", data=width_px),
         header,
         dcc.Loading(html.Main(id="page", className="nx-page"), type="default", delay_show=300,
                     target_components={"page": "children"},  # page changes only, not in-page callbacks
@@ -120,13 +119,10 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
 
     @app.callback(Output("page", "children"), Output("nav", "children"), Output("trace-picker", "value"),
                   Output("rank-links", "children"), Output("last-sync", "data", allow_duplicate=True),
-                  Input("url", "pathname"), Input("url", "search"), Input("page-refresh", "data"),
-                  State("last-sync", "data"), State("width", "data"), prevent_initial_call="initial_duplicate")
-    def route(pathname, search, refresh, last_sync, width):
-        if dash.ctx.triggered_id == "page-refresh" and isinstance(refresh, dict):
-            # pushed: a frame the page waited for is ready; rebuild the page the address bar shows now
-            pathname, search = str(refresh.get("path") or pathname), str(refresh.get("search") or "")
-        elif last_sync is not None and (pathname or "") + (search or "") == last_sync:
+                  Input("url", "pathname"), Input("url", "search"), State("last-sync", "data"),
+                  State("width", "data"), prevent_initial_call="initial_duplicate")
+    def route(pathname, search, last_sync, width):
+        if last_sync is not None and (pathname or "") + (search or "") == last_sync:
             raise PreventUpdate  # our own URL update (a page changed its view in place)
         state = ctx.decode(pathname, search)
         ctx.width_px = int(width or width_px)
@@ -146,7 +142,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         }""" % (json.dumps(store.default_key()).replace("<", "\\u003c"), json.dumps(_RESET_KEYS)),  # noqa: UP031 (JS braces)
         Output("nav-dummy", "data"), Input("trace-picker", "value"), prevent_initial_call=True)
 
-    register_push(app, store)  # a section still computing: the page is pushed again when its frame is ready
+    register_push(app, store)  # a section still computing: pushed when its frame is ready (explorer.push)
 
     for mod in PAGE_MODULES.values():
         reg = getattr(mod, "register", None)

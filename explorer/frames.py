@@ -71,6 +71,12 @@ def collectives(ctx, state):
     return _memo(ctx, state, "collectives", lambda: analysis.collectives(t))
 
 
+def source_lines(ctx, state):
+    """``analysis.source_lines``: device time per Python source line (the Timeline's source view)."""
+    t = _trace(ctx, state)
+    return _memo(ctx, state, "source_lines", lambda: analysis.source_lines(t))
+
+
 def dma(ctx, state, what: str):
     """``analysis.dma_queues`` / ``dma_sizes`` (``what`` = "queues" / "sizes")."""
     t = _trace(ctx, state)
@@ -118,6 +124,7 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
     """(name, fetch) of every frame the pages of one trace show, in the order they are precomputed: the
     Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA. Each fetch goes through the
     store's per-trace cache, so what a page later asks for is ready."""
+    from .pages.query import database
     from .regions import regions
 
     fig = lambda n: (n, lambda: named(ctx, state, n))  # noqa: E731
@@ -130,7 +137,8 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
             ("hot_ops", lambda: hot_ops(ctx, state, "op")), fig("module_treemap"),
             ("roofline", lambda: roofline(ctx, state)), ("collectives", lambda: collectives(ctx, state)),
             ("dma queues", lambda: dma(ctx, state, "queues")), ("dma sizes", lambda: dma(ctx, state, "sizes")),
-            fig("dma_throughput")]
+            fig("dma_throughput"), ("source_lines", lambda: source_lines(ctx, state)),
+            ("sql", lambda: database(ctx, state))]
 
 
 def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()) -> threading.Thread:
@@ -144,6 +152,10 @@ def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()
     store = ctx.store
 
     def run():
+        try:
+            store.open(key)
+        except Exception:  # noqa: BLE001 - the page shows why the trace does not open
+            return
         for name, fn in [*page_frames(ctx, state), *extra]:
             while store.foreground_busy():
                 time.sleep(0.02)

@@ -1,64 +1,98 @@
-"""Pages pushed when their analyses are ready: no fixed reload interval.
+"""Sections pushed when their analyses are ready: no fixed reload interval, no page rebuild.
 
-A page whose sections are still computing (:class:`explorer.store.FramePending`) is sent at once with those
-sections as placeholders and a token naming the computations (``pending_marker``: a ``dcc.Store`` with a
-pattern id). A clientside callback then waits on ``GET /api/frames/wait?token=T`` (a long-poll: the server
-answers as soon as one of the token's frames is computed, or after ``timeout`` s, at most 25), and when one is
-ready bumps ``page-refresh``, on which the router rebuilds the page from the cache (the ready sections filled,
-the rest pending again with a new token). Network errors back off (1 s, 2 s, 4 s ... up to 30 s); Dash has no
-server push, so the long-poll is the push.
+A section whose analysis frame is still computing (:class:`explorer.store.FramePending`, caught by
+``pages.common.guarded``) is sent at once as a placeholder: a wrapper ``{"type": "pending-section", "token": T}``
+holding a ``{"type": "section-ready", "token": T}`` store, the token naming the computation and how to build
+the section again (:meth:`explorer.store.TraceStore.watch`). A clientside callback per placeholder long-polls
+``GET /api/frames/wait?token=T1,T2...`` (placeholders shown together share one request; the server answers as
+soon as one of their frames is computed, or after ``timeout`` s, at most 25) and sets the ready section's
+store; on that the server rebuilds just that section, waiting there for any other frame it needs (computing
+already). Network errors back off (1 s, 2 s, 4 s ... up to 30 s). Dash has no server push: the long-poll is
+the push.
 """
 from __future__ import annotations
 
-from dash import ALL, Input, Output, dcc
+import math
+
+from dash import MATCH, Input, Output, dcc, html
 from flask import request
 
-from .store import TraceStore, pending_futures
+from .store import TraceStore, new_request
 
 WAIT_MAX_S = 25.0
+PENDING_CLASS = "note nx-pending"
+DONE_CLASS = "nx-section-done"
 
-#: the clientside callback: long-poll each token until one of its frames is ready, then ask for a rebuild
-WAIT_JS = """async function(tokens) {
-    const live = (tokens || []).filter(t => t);
-    if (!live.length) { return window.dash_clientside.no_update; }
-    let backoff = 1000;
-    for (let round = 0; round < 240; round++) {
-        try {
-            const r = await fetch('/api/frames/wait?timeout=20&token=' + encodeURIComponent(live[0]),
-                                  {cache: 'no-store'});
-            const j = await r.json();
-            if (j.ready) {
-                return {n: Date.now(), path: window.location.pathname, search: window.location.search};
+#: each placeholder's clientside callback: its token joins the page's next batch (placeholders shown together
+#: share one long-poll, so a page holds few connections); a batch polls until every token of it is ready,
+#: resolving each as it is; network errors back off
+WAIT_JS = """function(id) {
+    if (!id || !id.token) { return window.dash_clientside.no_update; }
+    const nx = window.__nxPush = window.__nxPush || {queue: [], timer: null};
+    const poll = async (batch) => {
+        let backoff = 1000;
+        for (let round = 0; batch.size && round < 720; round++) {
+            try {
+                const r = await fetch('/api/frames/wait?timeout=20&token=' +
+                                      [...batch.keys()].map(encodeURIComponent).join(','), {cache: 'no-store'});
+                for (const t of ((await r.json()).ready || [])) {
+                    const done = batch.get(t);
+                    if (done) { batch.delete(t); done(t); }
+                }
+                backoff = 1000;
+            } catch (e) {
+                await new Promise(res => setTimeout(res, backoff));  // server gone or restarting: back off
+                backoff = Math.min(backoff * 2, 30000);
             }
-            backoff = 1000;
-        } catch (e) {
-            await new Promise(res => setTimeout(res, backoff));  // server gone or restarting: back off
-            backoff = Math.min(backoff * 2, 30000);
         }
-    }
-    return window.dash_clientside.no_update;
+    };
+    return new Promise(resolve => {
+        nx.queue.push([id.token, resolve]);
+        if (!nx.timer) {
+            nx.timer = setTimeout(() => {
+                const batch = new Map(nx.queue);
+                nx.queue = [];
+                nx.timer = null;
+                poll(batch);
+            }, 30);
+        }
+    });
 }"""
 
 
-def pending_marker(store: TraceStore):
-    """A ``dcc.Store`` naming the frames this request found still computing, or None when all were ready."""
-    token = store.watch(pending_futures())
-    return dcc.Store(id={"type": "pending-watch", "token": token}, data=token) if token else None
+def pending_section(store: TraceStore, future, rebuild) -> html.Div:
+    """The placeholder of a section whose frame (``future``) is still computing; ``rebuild()`` builds the
+    section again (called once the frame is ready)."""
+    token = store.watch([future], rebuild)
+    return html.Div([html.Span("Computing this section's analysis… it appears here when ready."),
+                     dcc.Store(id={"type": "section-ready", "token": token})],
+                    id={"type": "pending-section", "token": token}, className=PENDING_CLASS)
 
 
 def register_push(app, store: TraceStore) -> None:
-    """The long-poll endpoint and the clientside callback that waits on it (``page-refresh`` is the router's
-    trigger: a ``dcc.Store`` in the app layout)."""
+    """The long-poll endpoint, the clientside callback waiting on it and the server callback rebuilding a
+    ready section."""
     def wait_frames():
         from .api import _json
 
-        token = str(request.args.get("token", ""))[:64]
+        tokens = [t for t in str(request.args.get("token", ""))[:64 * 64].split(",") if t][:64]
         try:
-            timeout = min(max(float(request.args.get("timeout", "20")), 0.0), WAIT_MAX_S)
+            timeout = float(str(request.args.get("timeout", "20"))[:16])
         except ValueError:
             timeout = 20.0
-        return _json(store.wait_watch(token, timeout))
+        timeout = min(max(timeout, 0.0), WAIT_MAX_S) if math.isfinite(timeout) else 20.0
+        return _json({"ready": store.wait_watch(tokens, timeout)})
 
     app.server.add_url_rule("/api/frames/wait", "frames_wait", wait_frames, methods=["GET"])
-    app.clientside_callback(WAIT_JS, Output("page-refresh", "data"),
-                            Input({"type": "pending-watch", "token": ALL}, "data"), prevent_initial_call=True)
+    app.clientside_callback(WAIT_JS, Output({"type": "section-ready", "token": MATCH}, "data"),
+                            Input({"type": "pending-section", "token": MATCH}, "id"))
+
+    @app.callback(Output({"type": "pending-section", "token": MATCH}, "children"),
+                  Output({"type": "pending-section", "token": MATCH}, "className"),
+                  Input({"type": "section-ready", "token": MATCH}, "data"), prevent_initial_call=True)
+    def rebuild(token):
+        new_request(section=True)  # one of its frames is ready: wait here for the others (no nested placeholder)
+        fn = store.watched(str(token or ""))
+        if fn is None:  # evicted (hundreds of sections since): the page has to be opened again
+            return html.Span("This section expired: reload the page to see it."), "note"
+        return fn(), DONE_CLASS

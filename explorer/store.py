@@ -34,23 +34,28 @@ class TraceAccessError(TraceError, ValueError):
 
 
 class FramePending(TraceError):
-    """An analysis frame is still being computed (the page shows that and asks again)."""
+    """An analysis frame is still being computed (``future``: the computation, in ``store``); the section shows
+    that and is pushed when it is ready (``explorer.push``)."""
+
+    def __init__(self, sub, future: concurrent.futures.Future | None = None, store: TraceStore | None = None):
+        super().__init__(sub)
+        self.future, self.store = future, store
 
 
 _WORKER = threading.local()
 _REQUEST = threading.local()
 
 
-def new_request() -> None:
-    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not; the
-    frames still computing when it ends are in :func:`pending_futures` (the page waits on them: long-poll)."""
+#: how long the rebuild of a pushed section waits for the rest of its frames (explorer.push)
+SECTION_WAIT_S = 300.0
+
+
+def new_request(section: bool = False) -> None:
+    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not. A pushed
+    section's rebuild (``section``) waits for each of its frames (up to :data:`SECTION_WAIT_S`): one of them
+    is ready, the others are computing."""
     _REQUEST.pending = False
-    _REQUEST.futures = []
-
-
-def pending_futures() -> list[concurrent.futures.Future]:
-    """The computations this request found still running (each raised :class:`FramePending`)."""
-    return list(getattr(_REQUEST, "futures", ()))
+    _REQUEST.section = section
 
 
 def _in_worker(fn):
@@ -137,8 +142,7 @@ class TraceStore:
         self.preferred: str | None = None
         self._executor = None
         self._foreground = 0  # frames a page is waiting for, computing in the pool (the warm-up yields to them)
-        self._watches: OrderedDict[str, list[concurrent.futures.Future]] = OrderedDict()
-        self.on_open = None  # called with a key after a page opened it (the app precomputes its pages then)
+        self._watches: OrderedDict[str, tuple] = OrderedDict()  # token -> (futures, rebuild): explorer.push
 
     # ------------------------------------------------------------------ listing and containment
     def entries(self, refresh: bool = False) -> list[TraceEntry]:
@@ -312,16 +316,15 @@ class TraceStore:
                 slot["memo_locks"][("future", sub)] = fut
         if fut is None:  # inline (the warm-up, scripts)
             return handout(self._compute(slot, sub, fn))
-        if wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
+        if wait is not None and getattr(_REQUEST, "section", False):
+            wait = SECTION_WAIT_S
+        elif wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
             wait = min(wait, 0.05)
         try:
             return handout(fut.result(timeout=wait))
         except concurrent.futures.TimeoutError:
             _REQUEST.pending = True
-            if not hasattr(_REQUEST, "futures"):
-                _REQUEST.futures = []
-            _REQUEST.futures.append(fut)
-            raise FramePending(sub) from None
+            raise FramePending(sub, fut, self) from None
 
     def _foreground_done(self, _fut) -> None:
         with self._lock:
@@ -332,32 +335,39 @@ class TraceStore:
         with self._lock:
             return self._foreground > 0
 
-    # ------------------------------------------------------------------ push: pages wait on their frames
-    def watch(self, futures: list[concurrent.futures.Future]) -> str | None:
-        """A token for the frames a page found still computing (None when there are none): the page's long-poll
-        (:meth:`wait_watch`, ``/api/frames/wait``) returns as soon as one of them is ready."""
-        if not futures:
-            return None
+    # ------------------------------------------------------------------ push: sections wait on their frames
+    def watch(self, futures: list[concurrent.futures.Future], rebuild) -> str:
+        """A token for a section waiting on ``futures`` (its frames still computing) and ``rebuild()`` (builds
+        it again): the page's long-poll (:meth:`wait_watch`, ``/api/frames/wait``) answers the token once one of
+        them is computed, and the section is rebuilt (:meth:`watched`). The last 1024 tokens are kept."""
         token = uuid.uuid4().hex
         with self._lock:
-            self._watches[token] = list(futures)
-            while len(self._watches) > 512:  # pages that never came back
+            self._watches[token] = (list(futures), rebuild)
+            while len(self._watches) > 1024:  # pages that never came back
                 self._watches.popitem(last=False)
         return token
 
-    def wait_watch(self, token: str, timeout: float) -> dict:
-        """Block until one of the token's frames is computed (or failed), or ``timeout`` s pass. Returns
-        ``{"ready": bool, "pending": n}``; an unknown token answers ready (the page rebuilds and asks anew)."""
+    def watched(self, token: str):
+        """The rebuild function of a token (None when unknown or expired)."""
         with self._lock:
-            futs = self._watches.get(token)
-        if futs is None:
-            return {"ready": True, "pending": 0}
-        done, not_done = concurrent.futures.wait(futs, timeout=max(0.0, timeout),
-                                                 return_when=concurrent.futures.FIRST_COMPLETED)
+            w = self._watches.get(token)
+        return None if w is None else w[1]
+
+    def wait_watch(self, tokens: list[str], timeout: float) -> list[str]:
+        """Block until the frames of some of ``tokens`` are computed (or failed), or ``timeout`` s pass; the
+        tokens that are ready (an unknown token is ready: its rebuild says it expired). Frames finishing within
+        0.2 s of the first are answered together (fewer rebuilds)."""
+        with self._lock:
+            watches = {t: self._watches.get(t) for t in tokens}
+        ready = [t for t, w in watches.items() if w is None or all(f.done() for f in w[0])]
+        if ready:
+            return ready
+        futs = {f for w in watches.values() for f in w[0]}
+        done, _ = concurrent.futures.wait(futs, timeout=max(0.0, timeout),
+                                          return_when=concurrent.futures.FIRST_COMPLETED)
         if done:
-            with self._lock:
-                self._watches.pop(token, None)
-        return {"ready": bool(done), "pending": len(not_done)}
+            concurrent.futures.wait(futs, timeout=0.2)
+        return [t for t, w in watches.items() if all(f.done() for f in w[0])]
 
     def _compute(self, slot: dict, sub, fn):
         """``fn()`` into the slot's memo under the value's own lock: the inline path (warm-up) and the worker

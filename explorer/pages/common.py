@@ -53,8 +53,12 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
     """Run a page/section builder; any failure becomes an error box instead of a crashed callback."""
     try:
         return build(*args, **kw)
-    except FramePending:
-        return pending_box()
+    except FramePending as exc:
+        if exc.future is None or exc.store is None:
+            return pending_box()
+        from ..push import pending_section  # (push imports the store only)
+
+        return pending_section(exc.store, exc.future, lambda: guarded(build, *args, **kw))
     except (TraceAccessError, TraceOpenError) as exc:
         return error_box(redact_paths(str(exc)))
     except Exception as exc:  # noqa: BLE001 - show a short message, log the traceback, keep serving

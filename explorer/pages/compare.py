@@ -12,7 +12,6 @@ from dash import Input, Output, State, html
 from analysis import figures
 
 from .. import frames
-from ..push import pending_marker
 from ..state import DIFF_KEYS, ViewState
 from ..store import new_request
 from .common import Ctx, data_table, graph, guarded, note, search_of, section
@@ -146,6 +145,4 @@ def register(app, ctx: Ctx) -> None:
         keys = tuple(k for k in keys or () if k in DIFF_KEYS) or DIFF_KEYS
         search = search_of(ViewState(page="compare", trace=a, other=b, keys=keys))  # the pair in the URL
         new_request()
-        out = body(ctx, a, b, keys)
-        marker = pending_marker(ctx.store)  # still computing: pushed when ready (explorer.push)
-        return (html.Div([out, marker]) if marker is not None else out), search, "/compare" + search
+        return body(ctx, a, b, keys), search, "/compare" + search
