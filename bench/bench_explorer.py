@@ -185,10 +185,14 @@ def start_like_cli(folder: Path, key: str):
     store = TraceStore(folder)
     store.timeline(key)
     app = create_app(store=store)
-    return store, app, frames.warm(app._explorer_ctx, key)
+    try:  # the CLI's call (this branch on): the trace's pages and Compare's default diff
+        from explorer.app import start_precompute
+    except ImportError:  # older explorers: the CLI warmed the first trace's frames
+        return store, app, frames.warm(app._explorer_ctx, key)
+    return store, app, start_precompute(app._explorer_ctx, key)
 
 
-def browser_page_times(folder: Path, key: str, other: str) -> list[tuple[str, float, float, float, bool]]:
+def browser_page_times(folder: Path, key: str, other: str, pages=None) -> list[tuple[str, float, float, float, bool]]:
     """(page, first paint s, complete s, cached complete s, error) of every page opened first in Chromium on a
     server started as the CLI starts it (a fresh server per page: nothing of another page computed)."""
     import gc
@@ -199,7 +203,7 @@ def browser_page_times(folder: Path, key: str, other: str) -> list[tuple[str, fl
 
     out = []
     with browser() as bctx:
-        for p in PAGES:
+        for p in pages or PAGES:
             store, app, work = start_like_cli(folder, key)
             with serve(app) as url:
                 u = f"{url}/{p}?trace={key}" + (f"&other={other}" if p == "compare" else "")
@@ -281,6 +285,27 @@ def alone_times(folder: Path, key: str) -> list[tuple[str, float]]:
     return out
 
 
+def pages_first(args) -> int:
+    """``--pages-first``: each page's first render in Chromium and the server memory, on the traces in ``--data``
+    (written once) or in a temporary folder."""
+    import subprocess
+
+    from explorer.state import PAGES
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+
+    pages = [p for p in (args.pages_first or ",".join(PAGES)).split(",") if p in PAGES]
+    with tempfile.TemporaryDirectory(prefix="bench-explorer-") as tmp:
+        d = Path(args.data) if args.data else Path(tmp)
+        for name, seed in (("big.nprof", 0), ("big_b.nprof", 1)):
+            if not (d / name).is_file():
+                write_synthetic_trace(d / name, args.events, cores=2, steps=4, seed=seed)
+        load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").is_file() else []
+        print(f"load average before: {' '.join(load)}", flush=True)
+        browser_page_times(d, "big.nprof", "big_b.nprof", pages)
+        subprocess.run([sys.executable, __file__, "--memory-of", str(d)], check=False)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=5_000_000, help="instruction rows (default 5M)")
@@ -290,11 +315,17 @@ def main(argv=None) -> int:
     ap.add_argument("--alone", action="store_true", help="also time each page built first on a fresh store")
     ap.add_argument("--no-page-browser", action="store_true",
                     help="skip each page's first render in Chromium (a fresh server per page) and the server memory")
+    ap.add_argument("--pages-first", metavar="PAGE,...",
+                    help="only each page's first render in Chromium (these pages, default all) and the server memory: "
+                         "no viewport figures, no layout builds, no timeline interaction (for A/B runs)")
+    ap.add_argument("--data", metavar="DIR", help="use big.nprof and big_b.nprof in DIR (written there if absent)")
     ap.add_argument("--memory-of", metavar="DIR", help=argparse.SUPPRESS)  # the child process measuring memory
     args = ap.parse_args(argv)
     if args.memory_of:
         server_memory(Path(args.memory_of), "big.nprof", "big_b.nprof")
         return 0
+    if args.pages_first is not None:
+        return pages_first(args)
 
     from explorer.store import TraceStore
     from neuron_profiler.synthetic_trace import write_synthetic_trace
