@@ -183,13 +183,17 @@ def start_like_cli(folder: Path, key: str):
     from explorer.store import TraceStore
 
     store = TraceStore(folder)
-    store.timeline(key)
-    app = create_app(store=store)
-    try:  # the CLI's call (this branch on): the trace's pages and Compare's default diff
+    try:  # the CLI (this branch on): the precompute starts when the trace opens, before its index is built
         from explorer.app import start_precompute
-    except ImportError:  # older explorers: the CLI warmed the first trace's frames
+        from explorer.pages.common import Ctx
+    except ImportError:  # older explorers: the CLI warmed the first trace's frames after the index
+        store.timeline(key)
+        app = create_app(store=store)
         return store, app, frames.warm(app._explorer_ctx, key)
-    return store, app, start_precompute(app._explorer_ctx, key)
+    store.open(key)
+    work = start_precompute(Ctx(store=store, precompute=True), key)
+    store.timeline(key)
+    return store, create_app(store=store), work
 
 
 def browser_page_times(folder: Path, key: str, other: str, pages=None) -> list[tuple[str, float, float, float, bool]]:
