@@ -122,8 +122,9 @@ def named(ctx, state, name: str):
 
 def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
     """(name, fetch) of every frame the pages of one trace show, in the order they are precomputed: the
-    Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA. Each fetch goes through the
-    store's per-trace cache, so what a page later asks for is ready."""
+    Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA, the source lines and the SQL
+    database; :data:`LATER` marks where :func:`warm`'s extra frames go. Each fetch goes through the store's
+    per-trace cache, so what a page later asks for is ready."""
     from .pages.query import database
     from .regions import regions
 
@@ -131,7 +132,7 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
     return [("summary", lambda: summary(ctx, state)), fig("summary_items"), fig("time_split"),
             ("recommendations", lambda: recommendations(ctx, state)), fig("flops_breakdown"),
             fig("dma_bytes_by:source"), fig("dma_bytes_by:data_type"), ("steps", lambda: steps(ctx, state)),
-            ("regions", lambda: regions(ctx, state)),
+            LATER, ("regions", lambda: regions(ctx, state)),
             ("neuron_explorer_comparison", lambda: explorer_comparison(ctx, state)),
             fig("temporal"), fig("temporal-note"),
             ("hot_ops", lambda: hot_ops(ctx, state, "op")), fig("module_treemap"),
@@ -141,9 +142,14 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
             ("sql", lambda: database(ctx, state))]
 
 
+#: in :func:`page_frames`, where the ``extra`` frames of :func:`warm` go: after the Summary's answer and sections
+LATER = ("later", None)
+
+
 def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()) -> threading.Thread:
-    """Precompute the frames of every page of ``key`` (:func:`page_frames`, then ``extra``: e.g. Compare's
-    diff with its default partner) in a background thread, one frame after another. It yields to pages: while
+    """Precompute the frames of every page of ``key`` (:func:`page_frames`; ``extra``, e.g. Compare's diff with
+    its default partner, after the Summary's sections) in a background thread, one frame after another. It
+    yields to pages: while
     a page waits for a frame of its own (computing on the store's pool) it pauses between frames, and it
     stops when the trace has left the store's cache. Errors are logged: the page that needs the frame shows
     them."""
@@ -156,7 +162,9 @@ def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()
             store.open(key)
         except Exception:  # noqa: BLE001 - the page shows why the trace does not open
             return
-        for name, fn in [*page_frames(ctx, state), *extra]:
+        todo = page_frames(ctx, state)
+        at = todo.index(LATER)
+        for name, fn in [*todo[:at], *extra, *todo[at + 1:]]:
             while store.foreground_busy():
                 time.sleep(0.02)
             if key not in store.cached_keys():  # evicted: do not open it again for nobody
