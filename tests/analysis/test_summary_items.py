@@ -159,3 +159,18 @@ def test_time_split_equals_the_row_level_split(name):
     for tr in (t, t.window(lo + (hi - lo) // 3, lo + 2 * (hi - lo) // 3)):  # whole, and clipped to a window
         got = tr.time_split().set_index("part")["time_ns"].to_dict()
         assert got == _row_level_split(tr)
+
+
+@pytest.mark.parametrize("name", ["gpt_train_step.nprof", "ddp_train_rank0.nprof"])
+def test_hta_temporal_breakdown_from_unions_equals_the_activity_frame(name):
+    """The HTA-compatible temporal breakdown keeps only the HTA activity's unions (hta_unions), not its rows:
+    the same row as the breakdown computed from the HTA activity frame itself."""
+    from analysis.analyses.hta import hta_activity
+
+    t = analysis.load(SAMPLES / name)
+    got = analysis.temporal_breakdown(t, hta_compatible=True)
+    assert "hta_activity" not in t._memo  # not kept
+    want = analysis.temporal_breakdown(t, activity=hta_activity(analysis.load(SAMPLES / name)))
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(got, want)
