@@ -91,8 +91,11 @@ def register_push(app, store: TraceStore) -> None:
                   Output({"type": "pending-section", "token": MATCH}, "className"),
                   Input({"type": "section-ready", "token": MATCH}, "data"), prevent_initial_call=True)
     def rebuild(token):
-        new_request(section=True)  # one of its frames is ready: wait here for the others (no nested placeholder)
         fn = store.watched(str(token or ""))
         if fn is None:  # evicted (hundreds of sections since): the page has to be opened again
             return html.Span("This section expired: reload the page to see it."), "note"
-        return fn(), DONE_CLASS
+        new_request(section=True)  # one of its frames is ready: wait here for the others (no nested placeholder)
+        try:
+            return fn(), DONE_CLASS
+        finally:
+            new_request()  # this server thread serves other requests next
