@@ -2,6 +2,7 @@
 interaction latency, and the render time of every page.
 
     python bench/bench_explorer.py [--events 5000000] [--views 60] [--no-browser] [--no-pages] [--alone]
+                                   [--no-page-browser]
 
 Prints:
 - open + index time of the trace;
@@ -13,6 +14,12 @@ Prints:
   a page's first build reuses what the pages before it computed (the shared per-trace work: instruction work,
   device activity); ``--alone`` also builds each page first on a store of its own (trace opened and indexed,
   nothing computed), the figure of a page opened first;
+- per page in headless Chromium (``/usr/bin/chromium``, a fresh user-data dir), on a server started as
+  ``neuron-explorer`` starts (trace opened and indexed, its pages' analyses precomputed in the background), a
+  fresh server per page: the first paint (the page's layout shown) and the complete render (no section still
+  computing, every graph drawn, every grid built, the timeline painted) of the page opened first, then the
+  complete render again once the precompute is over (cached); target < 3 s. Compare opens the second 5M trace;
+- the server's resident memory with both traces open and every page built (a child process);
 - in headless Chromium: navigation to a painted timeline relative to an empty plotly page (target < 2x),
   zoom-to-redraw (key W until the new view is painted) and click-to-details (click in a slice until the
   details panel shows it).
@@ -122,6 +129,126 @@ def interactions(ctx, url_timeline: str, n: int = 10) -> tuple[list[float], list
     return zooms, clicks, srv
 
 
+#: a page is rendered when the router has filled it, no section is still computing, no Dash callback is running,
+#: every plotly graph is drawn, every grid built and the timeline canvas painted
+PAGE_READY_JS = """() => {
+  const main = document.querySelector('#page');
+  if (!main || !main.firstElementChild) { return 0; }
+  const first = 1;
+  if (document.querySelector('#page .nx-pending, [data-dash-is-loading="true"]')) { return first; }
+  for (const gd of document.querySelectorAll('#page .dash-graph')) {
+    const p = gd.querySelector('.js-plotly-plot');
+    if (!p || !p._fullLayout) { return first; }
+  }
+  for (const g of document.querySelectorAll('#page .nx-grid')) {
+    if (!g.querySelector('.ag-root-wrapper')) { return first; }
+  }
+  if (document.querySelector('#tl-canvas')) {
+    const v = window.neuronTimeline && window.neuronTimeline.view();
+    if (!(v && v.painted > 0 && v.painted === v.seq)) { return first; }
+  }
+  return 2;
+}"""
+
+
+def browser_render(ctx, url: str, timeout: float = 180.0) -> tuple[float, float, bool]:
+    """(first paint s, complete render s, error shown) of ``url`` in a new tab: polled from here, so a page that
+    reloads itself (the old "computing" placeholder) is followed through its reloads."""
+    page = ctx.new_page()
+    t = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    first = None
+    while time.perf_counter() - t < timeout:
+        try:
+            r = page.evaluate(PAGE_READY_JS)
+        except Exception:  # noqa: BLE001 - the page is reloading: its context went away, poll again
+            r = 0
+        if r and first is None:
+            first = time.perf_counter() - t
+        if r == 2:
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            break
+        time.sleep(0.02)
+    done = time.perf_counter() - t
+    err = page.evaluate("() => !!document.querySelector('#page .error-box')")
+    page.close()
+    return first if first is not None else done, done, err
+
+
+def start_like_cli(folder: Path, key: str):
+    """A store and app as ``neuron-explorer`` starts them: the first trace opened and indexed, then its pages'
+    analyses precomputed in the background. Returns (store, app, the background work to wait for)."""
+    from explorer import frames
+    from explorer.app import create_app
+    from explorer.store import TraceStore
+
+    store = TraceStore(folder)
+    try:  # the CLI (this branch on): the precompute starts when the trace opens, before its index is built
+        from explorer.app import start_precompute
+        from explorer.pages.common import Ctx
+    except ImportError:  # older explorers: the CLI warmed the first trace's frames after the index
+        store.timeline(key)
+        app = create_app(store=store)
+        return store, app, frames.warm(app._explorer_ctx, key)
+    store.open(key)
+    work = start_precompute(Ctx(store=store, precompute=True), key)
+    store.timeline(key)
+    return store, create_app(store=store), work
+
+
+def browser_page_times(folder: Path, key: str, other: str, pages=None) -> list[tuple[str, float, float, float, bool]]:
+    """(page, first paint s, complete s, cached complete s, error) of every page opened first in Chromium on a
+    server started as the CLI starts it (a fresh server per page: nothing of another page computed)."""
+    import gc
+
+    from explorer_browser import browser, serve
+
+    from explorer.state import PAGES
+
+    out = []
+    with browser() as bctx:
+        for p in pages or PAGES:
+            store, app, work = start_like_cli(folder, key)
+            with serve(app) as url:
+                u = f"{url}/{p}?trace={key}" + (f"&other={other}" if p == "compare" else "")
+                first, done, err = browser_render(bctx, u)
+                work.join(600)  # the background precompute, so that the next server starts on a quiet machine
+                _, cached, _ = browser_render(bctx, u)
+            out.append((p, first, done, cached, err))
+            print(f"browser {p:12s}: first paint {first:5.2f} s, rendered {done:5.2f} s, cached {cached:5.2f} s"
+                  f"{'  (ERROR shown)' if err else ''} (target < 3 s)", flush=True)
+            del store, app, work
+            gc.collect()
+    return out
+
+
+def rss_mib() -> tuple[float, float]:
+    """(current, peak) resident memory of this process, MiB (Linux /proc)."""
+    vals = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "VmHWM"):
+            vals[k] = int(v.split()[0]) / 1024
+    return vals.get("VmRSS", float("nan")), vals.get("VmHWM", float("nan"))
+
+
+def server_memory(folder: Path, key: str, other: str) -> None:
+    """In this (fresh) process: start as the CLI does, wait for the precompute, build every page (Compare
+    opening the second trace), print the resident memory."""
+    from explorer.app import build_page
+    from explorer.state import PAGES, ViewState
+
+    base = rss_mib()[0]
+    store, app, work = start_like_cli(folder, key)
+    work.join(900)
+    ctx = type(app._explorer_ctx)(store=store)
+    for p in PAGES:
+        build_page(ctx, ViewState(page=p, trace=key, other=other))
+    now, peak = rss_mib()
+    print(f"server memory, {key} and {other} open, every page built: RSS {now / 1024:.2f} GiB, "
+          f"peak {peak / 1024:.2f} GiB (python + libraries before opening: {base:.0f} MiB)", flush=True)
+
+
 def page_times(store, key: str) -> list[tuple[str, float, float]]:
     """(page, first build s, second build s) of every page's layout on an open trace."""
     from explorer.app import build_page
@@ -162,6 +289,27 @@ def alone_times(folder: Path, key: str) -> list[tuple[str, float]]:
     return out
 
 
+def pages_first(args) -> int:
+    """``--pages-first``: each page's first render in Chromium and the server memory, on the traces in ``--data``
+    (written once) or in a temporary folder."""
+    import subprocess
+
+    from explorer.state import PAGES
+    from neuron_profiler.synthetic_trace import write_synthetic_trace
+
+    pages = [p for p in (args.pages_first or ",".join(PAGES)).split(",") if p in PAGES]
+    with tempfile.TemporaryDirectory(prefix="bench-explorer-") as tmp:
+        d = Path(args.data) if args.data else Path(tmp)
+        for name, seed in (("big.nprof", 0), ("big_b.nprof", 1)):
+            if not (d / name).is_file():
+                write_synthetic_trace(d / name, args.events, cores=2, steps=4, seed=seed)
+        load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").is_file() else []
+        print(f"load average before: {' '.join(load)}", flush=True)
+        browser_page_times(d, "big.nprof", "big_b.nprof", pages)
+        subprocess.run([sys.executable, __file__, "--memory-of", str(d)], check=False)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=5_000_000, help="instruction rows (default 5M)")
@@ -169,7 +317,19 @@ def main(argv=None) -> int:
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--no-pages", action="store_true", help="skip the per-page render times")
     ap.add_argument("--alone", action="store_true", help="also time each page built first on a fresh store")
+    ap.add_argument("--no-page-browser", action="store_true",
+                    help="skip each page's first render in Chromium (a fresh server per page) and the server memory")
+    ap.add_argument("--pages-first", metavar="PAGE,...",
+                    help="only each page's first render in Chromium (these pages, default all) and the server memory: "
+                         "no viewport figures, no layout builds, no timeline interaction (for A/B runs)")
+    ap.add_argument("--data", metavar="DIR", help="use big.nprof and big_b.nprof in DIR (written there if absent)")
+    ap.add_argument("--memory-of", metavar="DIR", help=argparse.SUPPRESS)  # the child process measuring memory
     args = ap.parse_args(argv)
+    if args.memory_of:
+        server_memory(Path(args.memory_of), "big.nprof", "big_b.nprof")
+        return 0
+    if args.pages_first is not None:
+        return pages_first(args)
 
     from explorer.store import TraceStore
     from neuron_profiler.synthetic_trace import write_synthetic_trace
@@ -203,6 +363,14 @@ def main(argv=None) -> int:
                 store = TraceStore(tmp)
         if args.no_browser:
             return 0
+        if not args.no_pages and not args.no_page_browser:
+            del store
+            browser_page_times(Path(tmp), "big.nprof", "big_b.nprof")
+            import subprocess
+
+            subprocess.run([sys.executable, __file__, "--memory-of", tmp], check=False)
+            store = TraceStore(tmp)
+            store.timeline("big.nprof")
         import dash
         from dash import dcc, html
         from explorer_browser import serve

@@ -14,15 +14,17 @@ from pathlib import Path
 
 import dash
 import dash_mantine_components as dmc
-from dash import ALL, Input, Output, State, dcc, html
+from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
+from . import frames
 from .api import register_api
 from .banner import banner
 from .banner import register as register_banner
 from .hostcheck import protect
 from .pages import collectives, compare, dma, hot_ops, memory, query, roofline, summary, timeline
 from .pages.common import Ctx, error_box, guarded
+from .push import register_push
 from .state import PAGE_TITLES, PAGES, ViewState
 from .store import TraceStore, new_request
 
@@ -42,7 +44,24 @@ def build_page(ctx: Ctx, state: ViewState):
     if not state.trace:
         return error_box("no trace found under the served path")
     notice = [url_problems(state.problems)] if state.problems else []
-    return html.Div([*notice, guarded(banner, ctx, state), PAGE_MODULES[state.page].layout(ctx, state)])
+    page = PAGE_MODULES[state.page].layout(ctx, state)
+    start_precompute(ctx, state.trace)
+    return html.Div([*notice, guarded(banner, ctx, state), page])
+
+
+def start_precompute(ctx: Ctx, key: str | None):
+    """Precompute every page of ``key`` in the background, once per open trace (the first page built for it
+    starts it; ``neuron-explorer`` starts it for the first trace when it starts): the frames of each page
+    (``frames.warm``), then Compare's diff with the default partner. Returns the thread, None when it was
+    already started (or the trace does not open: the page shows why)."""
+    if not ctx.precompute or not key:
+        return None
+    try:
+        if not ctx.store.claim_precompute(key):
+            return None
+    except Exception:  # noqa: BLE001 - the page shows the error
+        return None
+    return frames.warm(ctx, key, extra=(("compare", lambda: compare.warm_pair(ctx, key)),))
 
 
 def url_problems(problems: tuple[str, ...]) -> html.Div:
@@ -60,17 +79,19 @@ def _nav(state: ViewState) -> list:
 
 
 def create_app(path: str | Path | None = None, *, store: TraceStore | None = None, cache_size: int = 4,
-               progress: bool = False, width_px: int = 1400, wait_s: float | None = 2.0,
-               allow_hosts: tuple[str, ...] = ()) -> dash.Dash:
+               progress: bool = False, width_px: int = 1400, wait_s: float | None = 1.0,
+               allow_hosts: tuple[str, ...] = (), precompute: bool = True) -> dash.Dash:
     """Build the app serving the traces under ``path`` (a trace file or a directory). A page waits up to
-    ``wait_s`` seconds for an analysis frame, then shows "computing" and reloads when it is ready (None: wait).
+    ``wait_s`` seconds for an analysis frame, then shows "computing" in that section and is pushed again when a
+    frame is ready (``explorer.push``; None: wait). ``precompute``: the first page of a trace starts computing
+    every page's frames in the background (``start_precompute``).
     Requests must name 127.0.0.1, localhost or [::1] (any port) or one of ``allow_hosts`` (``NAME[:PORT]``, ``*``:
     any), else 403: ``explorer.hostcheck``, which ``neuron-explorer`` narrows to the port it serves."""
     if store is None:
         if path is None:
             raise ValueError("create_app needs a path or a store")
         store = TraceStore(path, cache_size=cache_size, progress=progress)
-    ctx = Ctx(store=store, width_px=width_px, wait_s=wait_s)
+    ctx = Ctx(store=store, width_px=width_px, wait_s=wait_s, precompute=precompute)
     app = dash.Dash(__name__, title="neuron-explorer", suppress_callback_exceptions=True,
                     assets_folder=str(Path(__file__).parent / "assets"), update_title=None)
     app._explorer_ctx = ctx  # for tests and the benchmark
@@ -122,11 +143,7 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         }""" % (json.dumps(store.default_key()).replace("<", "\\u003c"), json.dumps(_RESET_KEYS)),  # noqa: UP031 (JS braces)
         Output("nav-dummy", "data"), Input("trace-picker", "value"), prevent_initial_call=True)
 
-    app.clientside_callback(  # a section still computing: reload the page once its interval fires
-        """function(n) { if (n && n.some(x => x)) { window.location.reload(); }
-                         return window.dash_clientside.no_update; }""",
-        Output("nav-dummy", "data", allow_duplicate=True), Input({"type": "pending-refresh", "n": ALL}, "n_intervals"),
-        prevent_initial_call=True)
+    register_push(app, store)  # a section still computing: pushed when its frame is ready (explorer.push)
 
     register_banner(app)
     for mod in PAGE_MODULES.values():

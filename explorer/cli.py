@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     path = resolve_path(args.path)
     try:
-        from .app import create_app
+        from .app import create_app, start_precompute
+        from .pages.common import Ctx
         from .store import TraceError, TraceStore
     except ImportError as exc:  # a dependency of the web app is missing: one line, what to install
         print(f"neuron-explorer: error: the explorer needs {exc.name or exc} (pip install 'neuron-profiler' "
@@ -67,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         singles.insert(0, SAMPLE.name)
     if not singles:
         print(f"neuron-explorer: no traces (.nprof, .json, .json.gz) under {path}", file=sys.stderr)
+    pre = Ctx(store=store, precompute=True)
     for key in singles[:5]:
         try:  # open and index the first good trace now so its progress shows here, not as a slow first page
+            store.open(key)
+            start_precompute(pre, key)  # its pages' analyses, in the background from now (during the index)
             n = store.timeline(key).n_events()
         except TraceError as exc:
             print(f"neuron-explorer: {exc} (the page will show this error)", file=sys.stderr)
@@ -78,10 +82,6 @@ def main(argv: list[str] | None = None) -> int:
             store.preferred = key
             break
     app = create_app(store=store)
-    if store.preferred:  # the first trace's page analyses, computed while the user looks at the first page
-        from .frames import warm
-
-        warm(app._explorer_ctx, store.preferred)
     from .hostcheck import protect
 
     protect(app.server, args.host, args.port, args.allow_host)  # every route, under either server

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 import analysis
+from analysis import figures
 
 from .state import ViewState
 
@@ -68,6 +71,12 @@ def collectives(ctx, state):
     return _memo(ctx, state, "collectives", lambda: analysis.collectives(t))
 
 
+def source_lines(ctx, state):
+    """``analysis.source_lines``: device time per Python source line (the Timeline's source view)."""
+    t = _trace(ctx, state)
+    return _memo(ctx, state, "source_lines", lambda: analysis.source_lines(t))
+
+
 def dma(ctx, state, what: str):
     """``analysis.dma_queues`` / ``dma_sizes`` (``what`` = "queues" / "sizes")."""
     t = _trace(ctx, state)
@@ -94,21 +103,78 @@ def diff(ctx, a: str, b: str, keys: tuple[str, ...]):
                           wait=ctx.wait_s)
 
 
-def warm(ctx, key: str) -> threading.Thread:
-    """Compute the frames of every page of ``key`` in a background thread (errors are logged: the page
-    shows them when asked)."""
+#: the figures pages ask for by name (:func:`figure`), with the builder the page uses: the precompute builds the
+#: same (name, builder) so a page finds its frame ready
+FIGURES = {
+    "summary_items": analysis.summary_items, "time_split": analysis.time_split,
+    "flops_breakdown": analysis.flops_breakdown,
+    "dma_bytes_by:source": lambda t: analysis.dma_bytes_by(t, by="source"),
+    "dma_bytes_by:data_type": lambda t: analysis.dma_bytes_by(t, by="data_type"),
+    "temporal": figures.temporal_breakdown_figure, "temporal-note": figures.temporal_breakdown_note,
+    "module_treemap": figures.module_treemap_figure, "dma_throughput": figures.dma_throughput_figure,
+}
+
+
+def named(ctx, state, name: str):
+    """:func:`figure` of one of :data:`FIGURES`."""
+    return figure(ctx, state, name, FIGURES[name])
+
+
+def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
+    """(name, fetch) of every frame the pages of one trace show, in the order they are precomputed: the
+    Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA, the source lines and the SQL
+    database; :data:`LATER` marks where :func:`warm`'s extra frames go. Each fetch goes through the store's
+    per-trace cache, so what a page later asks for is ready."""
+    from .pages.query import database
+    from .regions import regions
+
+    fig = lambda n: (n, lambda: named(ctx, state, n))  # noqa: E731
+    return [("summary", lambda: summary(ctx, state)), fig("summary_items"), fig("time_split"),
+            ("recommendations", lambda: recommendations(ctx, state)), fig("flops_breakdown"),
+            fig("dma_bytes_by:source"), fig("dma_bytes_by:data_type"), ("steps", lambda: steps(ctx, state)),
+            LATER, ("regions", lambda: regions(ctx, state)),
+            ("neuron_explorer_comparison", lambda: explorer_comparison(ctx, state)),
+            fig("temporal"), fig("temporal-note"),
+            ("hot_ops", lambda: hot_ops(ctx, state, "op")), fig("module_treemap"),
+            ("roofline", lambda: roofline(ctx, state)), ("collectives", lambda: collectives(ctx, state)),
+            ("dma queues", lambda: dma(ctx, state, "queues")), ("dma sizes", lambda: dma(ctx, state, "sizes")),
+            fig("dma_throughput"), ("source_lines", lambda: source_lines(ctx, state)),
+            ("sql", lambda: database(ctx, state))]
+
+
+#: in :func:`page_frames`, where the ``extra`` frames of :func:`warm` go: after the Summary's answer and sections
+LATER = ("later", None)
+
+
+def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()) -> threading.Thread:
+    """Precompute the frames of every page of ``key`` (:func:`page_frames`; ``extra``, e.g. Compare's diff with
+    its default partner, after the Summary's sections) in a background thread, one frame after another. It
+    yields to pages: while
+    a page waits for a frame of its own (computing on the store's pool) it pauses between frames, and it
+    stops when the trace has left the store's cache. Errors are logged: the page that needs the frame shows
+    them."""
     state = ViewState(trace=key)
     ctx = type(ctx)(store=ctx.store, width_px=ctx.width_px, wait_s=None)  # the warm-up itself waits
+    store = ctx.store
 
     def run():
-        for fn in (lambda: summary(ctx, state), lambda: explorer_comparison(ctx, state), lambda: steps(ctx, state),
-                   lambda: recommendations(ctx, state),
-                   lambda: hot_ops(ctx, state, "op"), lambda: roofline(ctx, state), lambda: collectives(ctx, state),
-                   lambda: dma(ctx, state, "queues"), lambda: dma(ctx, state, "sizes")):
+        try:
+            store.open(key)
+        except Exception:  # noqa: BLE001 - the page shows why the trace does not open
+            return
+        todo = page_frames(ctx, state)
+        at = todo.index(LATER)
+        for name, fn in [*todo[:at], *extra, *todo[at + 1:]]:
+            while store.foreground_busy():
+                time.sleep(0.02)
+            if key not in store.cached_keys():  # evicted: do not open it again for nobody
+                return
+            t = time.perf_counter()
             try:
                 fn()
             except Exception:  # noqa: BLE001 - shown by the page that needs it
-                LOG.debug("warm-up of %s: a frame failed", key, exc_info=True)
+                LOG.debug("warm-up of %s: frame %s failed", key, name, exc_info=True)
+            LOG.debug("warm-up of %s: %s in %.2f s", key, name, time.perf_counter() - t)
 
     th = threading.Thread(target=run, name=f"warm {key}", daemon=True)
     th.start()

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import analysis
+from analysis.core.memo import handout
 from neuron_profiler.importers import is_trace_source
 from neuron_profiler.importers.source import names_trace_content
 
@@ -32,16 +34,28 @@ class TraceAccessError(TraceError, ValueError):
 
 
 class FramePending(TraceError):
-    """An analysis frame is still being computed (the page shows that and asks again)."""
+    """An analysis frame is still being computed (``future``: the computation, in ``store``); the section shows
+    that and is pushed when it is ready (``explorer.push``)."""
+
+    def __init__(self, sub, future: concurrent.futures.Future | None = None, store: TraceStore | None = None):
+        super().__init__(sub)
+        self.future, self.store = future, store
 
 
 _WORKER = threading.local()
 _REQUEST = threading.local()
 
 
-def new_request() -> None:
-    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not."""
+#: how long the rebuild of a pushed section waits for the rest of its frames (explorer.push)
+SECTION_WAIT_S = 300.0
+
+
+def new_request(section: bool = False) -> None:
+    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not. A pushed
+    section's rebuild (``section``) waits for each of its frames (up to :data:`SECTION_WAIT_S`): one of them
+    is ready, the others are computing."""
     _REQUEST.pending = False
+    _REQUEST.section = section
 
 
 def _in_worker(fn):
@@ -164,6 +178,8 @@ class TraceStore:
         self._entries: list[TraceEntry] | None = None
         self.preferred: str | None = None
         self._executor = None
+        self._foreground = 0  # frames a page is waiting for, computing in the pool (the warm-up yields to them)
+        self._watches: OrderedDict[str, tuple] = OrderedDict()  # token -> (futures, rebuild): explorer.push
 
     # ------------------------------------------------------------------ listing and containment
     def entries(self, refresh: bool = False) -> list[TraceEntry]:
@@ -291,6 +307,15 @@ class TraceStore:
                     return t
         return members[0]
 
+    def claim_precompute(self, key: str) -> bool:
+        """True the first time it is asked for an open trace (its background precompute is started then), False
+        afterwards; opens the trace."""
+        slot = self._slot(key)
+        with self._lock:
+            first = not slot.get("precompute")
+            slot["precompute"] = True
+        return first
+
     def timeline(self, key: str, rank: int | None = None) -> TimelineIndex:
         """The timeline index of one trace (built once per LRU slot)."""
         slot = self._slot(key)
@@ -315,25 +340,72 @@ class TraceStore:
         slot = self._slot(key)
         memo = slot["memo"]
         if sub in memo:
-            return memo[sub]
+            return handout(memo[sub])
         if getattr(_WORKER, "active", False):  # nested frames compute inline (a worker never waits on the pool)
-            return self._compute(slot, sub, fn)
+            return handout(self._compute(slot, sub, fn))
         with self._lock:
             fut = slot["memo_locks"].get(("future", sub))
             if fut is not None and fut.done() and fut.exception() is not None:
                 fut = None  # a failure is not cached: ask again
             if fut is None and wait is not None:
+                self._foreground += 1
                 fut = self._pool().submit(_in_worker, lambda: self._compute(slot, sub, fn))
+                fut.add_done_callback(self._foreground_done)
                 slot["memo_locks"][("future", sub)] = fut
         if fut is None:  # inline (the warm-up, scripts)
-            return self._compute(slot, sub, fn)
-        if wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
+            return handout(self._compute(slot, sub, fn))
+        if wait is not None and getattr(_REQUEST, "section", False):
+            wait = SECTION_WAIT_S
+        elif wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
             wait = min(wait, 0.05)
         try:
-            return fut.result(timeout=wait)
+            return handout(fut.result(timeout=wait))
         except concurrent.futures.TimeoutError:
             _REQUEST.pending = True
-            raise FramePending(sub) from None
+            raise FramePending(sub, fut, self) from None
+
+    def _foreground_done(self, _fut) -> None:
+        with self._lock:
+            self._foreground -= 1
+
+    def foreground_busy(self) -> bool:
+        """Whether a page is waiting for a frame (the background precompute pauses between frames then)."""
+        with self._lock:
+            return self._foreground > 0
+
+    # ------------------------------------------------------------------ push: sections wait on their frames
+    def watch(self, futures: list[concurrent.futures.Future], rebuild) -> str:
+        """A token for a section waiting on ``futures`` (its frames still computing) and ``rebuild()`` (builds
+        it again): the page's long-poll (:meth:`wait_watch`, ``/api/frames/wait``) answers the token once one of
+        them is computed, and the section is rebuilt (:meth:`watched`). The last 1024 tokens are kept."""
+        token = uuid.uuid4().hex
+        with self._lock:
+            self._watches[token] = (list(futures), rebuild)
+            while len(self._watches) > 1024:  # pages that never came back
+                self._watches.popitem(last=False)
+        return token
+
+    def watched(self, token: str):
+        """The rebuild function of a token (None when unknown or expired)."""
+        with self._lock:
+            w = self._watches.get(token)
+        return None if w is None else w[1]
+
+    def wait_watch(self, tokens: list[str], timeout: float) -> list[str]:
+        """Block until the frames of some of ``tokens`` are computed (or failed), or ``timeout`` s pass; the
+        tokens that are ready (an unknown token is ready: its rebuild says it expired). Frames finishing within
+        0.2 s of the first are answered together (fewer rebuilds)."""
+        with self._lock:
+            watches = {t: self._watches.get(t) for t in tokens}
+        ready = [t for t, w in watches.items() if w is None or all(f.done() for f in w[0])]
+        if ready:
+            return ready
+        futs = {f for w in watches.values() for f in w[0]}
+        done, _ = concurrent.futures.wait(futs, timeout=max(0.0, timeout),
+                                          return_when=concurrent.futures.FIRST_COMPLETED)
+        if done:
+            concurrent.futures.wait(futs, timeout=0.2)
+        return [t for t, w in watches.items() if all(f.done() for f in w[0])]
 
     def _compute(self, slot: dict, sub, fn):
         """``fn()`` into the slot's memo under the value's own lock: the inline path (warm-up) and the worker

@@ -188,12 +188,17 @@ def temporal_breakdown(instructions, rank: int | None = None, *, hta_rounding: b
     NaN (unknown: there is no span to divide; HTA raises there). ``activity``: a precomputed
     :func:`device_activity` frame (then ``instructions``, ``dma``, ``collectives``, ``hta_rounding`` are unused);
     ``span``: (lo, hi) to divide by instead."""
-    act, unions = _source(instructions, dma=dma, collectives=collectives, activity=activity,
-                          hta_rounding=hta_rounding, hta_compatible=hta_compatible)
+    if hta_compatible and activity is None and is_trace(instructions):  # HTA's unions, not its 5M-row activity
+        u = hta.hta_unions(instructions)
+        n_act, unions = u["rows"], lambda k: u[k]
+    else:
+        act, unions = _source(instructions, dma=dma, collectives=collectives, activity=activity,
+                              hta_rounding=hta_rounding, hta_compatible=hta_compatible)
+        n_act = len(act)
     default = activity is None and dma is TRACE_TABLES and collectives is TRACE_TABLES and not hta_compatible
     if span is None and is_trace(instructions) and default:
-        span = analysis_span(instructions) if len(act) else None  # the summary's span
-    if len(act) == 0:
+        span = analysis_span(instructions) if n_act else None  # the summary's span
+    if n_act == 0:
         width = busy = compute = 0
     else:
         gs, ge = unions(None)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as M
-from ..core.categorical import cat_values
+from ..core.categorical import as_cat, cat_values, category_names
 from ..core.devices import device_peaks
 from ..core.devicetime import exclusive_ns, group_sum, group_time, physical
 from ..core.intervals import clip, first_rows, merge
@@ -364,8 +364,7 @@ def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.
     by_dev = np.bincount(codes * nd + dev, minlength=k * nd).reshape(k, nd)
     cores = (np.bincount(codes * nc + core, minlength=k * nc).reshape(k, nc) > 0).sum(axis=1)
     main = by_dev.argmax(axis=1) - 1
-    kinds = pd.DataFrame({"g": codes, "mm": w["is_matmul"].to_numpy(), "dt": w["dtype"].astype(str).to_numpy(),
-                          "eng": w["engine"].astype(str).to_numpy()}).drop_duplicates()
+    kinds = _kinds(w, codes)
     for d in np.unique(main):
         p = device_peaks(trace, int(d))
         if p is None:
@@ -382,6 +381,21 @@ def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.
             best[g] = np.fmax(best[g], cache[key])
         peak[sel] = best[sel] * cores[sel]
     return peak, roof
+
+
+def _kinds(w: pd.DataFrame, codes: np.ndarray) -> pd.DataFrame:
+    """The distinct (group code ``g``, ``mm`` is_matmul, ``dt`` dtype, ``eng`` engine) of the rows: one int key
+    per row from the category codes (no per-row strings), the names looked up once per distinct key (a missing
+    dtype or engine is NaN, as the strings of the column were)."""
+    dt, eng = as_cat(w["dtype"]), as_cat(w["engine"])
+    n_dt, n_eng = len(dt.cat.categories) + 1, len(eng.cat.categories) + 1
+    key = np.asarray(codes, dtype=np.int64) * 2 + w["is_matmul"].to_numpy().astype(np.int64)
+    key = (key * n_dt + dt.cat.codes.to_numpy() + 1) * n_eng + eng.cat.codes.to_numpy() + 1
+    u = pd.unique(key)
+    e_i, u = u % n_eng - 1, u // n_eng
+    d_i, u = u % n_dt - 1, u // n_dt
+    names = lambda c: np.append(category_names(c), np.nan)  # noqa: E731 (code -1, missing: the last)
+    return pd.DataFrame({"g": u // 2, "mm": (u % 2).astype(bool), "dt": names(dt)[d_i], "eng": names(eng)[e_i]})
 
 
 def _rates(trace, df: pd.DataFrame, w: pd.DataFrame, codes: np.ndarray, cats: pd.Index, by: str) -> None:

@@ -27,11 +27,11 @@ import pandas as pd
 from ..core.categorical import cat_values
 from ..core.intervals import is_sorted
 from ..core.tables import row_positions
-from .activity import activity_frame, union_of_kind
+from .activity import KERNEL_TYPES, activity_frame, union_of_kind
 
 __all__ = ["US_NS", "MODE_LABEL", "EXACT_LABEL", "IDLE_WHY", "ceil_us", "floor_us", "json_us", "hta_origin_ns",
            "hta_round", "quantise",
-           "hta_kernel_selection", "hta_activity", "hta_merged", "idle_selection"]
+           "hta_kernel_selection", "hta_activity", "hta_unions", "hta_merged", "idle_selection"]
 
 #: HTA's time unit (the Kineto JSON's µs), in ns
 US_NS = 1000
@@ -204,21 +204,47 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     return ins.iloc[np.repeat(np.arange(len(ins)), reps)]
 
 
+#: the instruction columns the HTA selection and an activity frame read (the others are not copied by the selection)
+_ACTIVITY_COLUMNS = ("track", "start_ts", "duration_ns", "name", "opcode", "engine", "framework_op", "correlation_id")
+
+
+def _activity_columns(ins: pd.DataFrame) -> pd.DataFrame:
+    return ins[[c for c in _ACTIVITY_COLUMNS if c in ins.columns]]
+
+
 def hta_activity(trace) -> pd.DataFrame:
     """The activity HTA 0.5.0 analyses on a trace, memoised: :func:`hta_kernel_selection` of its instructions,
     quantised (with HTA's float64 reading, :func:`hta_origin_ns`) and sorted by start; no DMA or collectives
     tables (HTA knows only Kineto events)."""
-    def compute() -> pd.DataFrame:
-        origin = hta_origin_ns(trace)
-        sel = hta_kernel_selection(trace.analysis_table("instructions"), trace.table("host_ops"), tracks=trace.tracks,
-                                   origin_ns=origin)
-        return quantise(activity_frame(sel), sort=True, origin_ns=origin)
-    return trace.memo("hta_activity", compute)
+    return trace.memo("hta_activity", lambda: _hta_activity(trace))
+
+
+def _hta_activity(trace) -> pd.DataFrame:
+    origin = hta_origin_ns(trace)
+    sel = hta_kernel_selection(_activity_columns(trace.analysis_table("instructions")), trace.table("host_ops"),
+                               tracks=trace.tracks, origin_ns=origin)
+    return quantise(activity_frame(sel), sort=True, origin_ns=origin)
+
+
+def hta_unions(trace) -> dict:
+    """The row count (``"rows"``) of :func:`hta_activity` and its unions (key None: all rows; each kernel type)
+    as sorted disjoint (start, end) arrays, memoised without keeping the activity itself (as many rows as the
+    device activity: the temporal breakdown needs only these)."""
+    def compute() -> dict:
+        act = trace._memo.get("hta_activity")  # already kept for an analysis of its rows: not computed again
+        act = _hta_activity(trace) if act is None else act
+        out: dict = {k: union_of_kind(act, k) for k in (None, *KERNEL_TYPES)}
+        out["rows"] = len(act)
+        return out
+    return trace.memo("hta_unions", compute)
 
 
 def hta_merged(trace, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The union of :func:`hta_activity` (of one kernel type, or all) as sorted disjoint (start, end) arrays,
-    memoised."""
+    memoised (:func:`hta_unions`)."""
+    u = hta_unions(trace)
+    if kernel_type in u:
+        return u[kernel_type]
     return trace.memo(("hta_merged", kernel_type), lambda: union_of_kind(hta_activity(trace), kernel_type))
 
 

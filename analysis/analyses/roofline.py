@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as M
+from ..core.categorical import cat_values
 from ..core.devices import device_peaks
 from ..core.devicetime import bound, physical
 from ..core.intervals import first_rows, union_by_key
@@ -201,7 +202,7 @@ def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.nd
     dur = w["duration_ns"].to_numpy().astype(float)
     ins = trace.analysis_table("instructions")
     if "opcode" in ins.columns and len(ins):
-        waiting = ins["opcode"].reindex(w.index).astype(str).isin(_WAITING).to_numpy()
+        waiting = cat_values(ins["opcode"].reindex(w.index), _WAITING)
         dur = np.where(waiting, 0.0, dur)
     key = g * n_eng + w["engine"].cat.codes.to_numpy()
     et = np.bincount(key, weights=dur, minlength=k * n_eng).reshape(k, n_eng)

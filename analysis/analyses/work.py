@@ -339,7 +339,7 @@ def _fill_dtype(trace, dtype, hpos: np.ndarray, has_ho: np.ndarray, index: pd.In
     """Instruction dtypes, the launching host op's (from its recorded input dtypes) where an instruction records
     none: a compiled graph's instructions carry no dtype, the ops it runs do."""
     d = pd.Series(dtype, index=index)
-    blank = (d.astype(str) == "").to_numpy()
+    blank = cat_where(d, lambda v: v == "")  # on the categories, not per row (missing is no blank, as before)
     if not (blank & has_ho).any():
         return dtype
     w = host_op_work(trace)

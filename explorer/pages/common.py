@@ -10,6 +10,7 @@ from typing import Any
 
 import dash_ag_grid as dag
 import pandas as pd
+import plotly.graph_objects as go
 from dash import dcc, html
 
 from ..labels import column_label, column_unit
@@ -26,6 +27,7 @@ class Ctx:
     store: TraceStore
     width_px: int = 1400
     wait_s: float | None = None  # how long a page waits for an analysis frame before showing "computing"
+    precompute: bool = False  # the first page of a trace starts computing every page's frames in the background
 
     def decode(self, pathname: str | None, search: str | None) -> ViewState:
         """The URL's state, with the default trace when the URL names none (every page works from a bare URL)."""
@@ -51,8 +53,12 @@ def guarded(build: Callable[..., Any], *args, **kw) -> Any:
     """Run a page/section builder; any failure becomes an error box instead of a crashed callback."""
     try:
         return build(*args, **kw)
-    except FramePending:
-        return pending_box()
+    except FramePending as exc:
+        if exc.future is None or exc.store is None:
+            return pending_box()
+        from ..push import pending_section  # (push imports the store only)
+
+        return pending_section(exc.store, exc.future, lambda: guarded(build, *args, **kw))
     except (TraceAccessError, TraceOpenError) as exc:
         return error_box(redact_paths(str(exc)))
     except Exception as exc:  # noqa: BLE001 - show a short message, log the traceback, keep serving
@@ -64,10 +70,10 @@ _PATH_RE = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\\/\s:'\"]+){2,}")
 
 
 def pending_box() -> html.Div:
-    """A section whose analysis is still running: says so and reloads the page in a few seconds."""
-    return html.Div([html.Span("Computing this section's analysis… it appears here when ready."),
-                     dcc.Interval(id={"type": "pending-refresh", "n": id(object())}, interval=3000,
-                                  max_intervals=1)], className="note nx-pending")
+    """A section whose analysis is still running: says so; the page is pushed again as soon as it is ready
+    (``explorer.push``: the page's long-poll on the frames it waits for, no reload interval)."""
+    return html.Div(html.Span("Computing this section's analysis… it appears here when ready."),
+                    className="note nx-pending")
 
 
 def redact_paths(text: str) -> str:
@@ -172,8 +178,8 @@ def data_table(df: pd.DataFrame, id: str | dict, page_size: int = 20, limit: int
 
 
 def graph(fig, id: str | dict | None = None, height: int | None = None) -> dcc.Graph:
-    if height is not None and fig is not None:
-        fig.update_layout(height=height)
+    if height is not None and fig is not None:  # on a copy: the figure may be a cached frame shared by all pages
+        fig = go.Figure(fig).update_layout(height=height)
     kw = {"id": id} if id is not None else {}
     return dcc.Graph(figure=fig, config={"displaylogo": False}, **kw)
 

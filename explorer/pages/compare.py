@@ -16,6 +16,7 @@ from analysis import figures
 
 from .. import frames
 from ..state import DIFF_KEYS, ViewState
+from ..store import new_request
 from .common import Ctx, data_table, graph, guarded, note, search_of, section
 
 
@@ -166,6 +167,17 @@ def _body(ctx: Ctx, a, b, keys):
                              data_table(df, id="cmp-table", page_size=20, analysis="diff"))])
 
 
+def warm_pair(ctx: Ctx, key: str) -> None:
+    """Compute the Compare page's default diff of ``key`` (its default partner and alignment keys) into the
+    store's cache: part of the background precompute of a trace (each side's per-op profile is memoised on
+    its own trace, so another pair reuses it)."""
+    singles = _singles(ctx)
+    a = _base(ctx, ViewState(trace=key), singles)
+    b = default_other(ctx, a, singles) if a else None
+    if a and b and a != b:
+        frames.diff(ctx, a, b, tuple(default_keys(ctx, a, b)) or DIFF_KEYS)
+
+
 def register(app, ctx: Ctx) -> None:
     @app.callback(Output("cmp-body", "children"), Output("url-out", "search", allow_duplicate=True),
                   Output("last-sync", "data", allow_duplicate=True), Input("cmp-a", "value"), Input("cmp-b", "value"),
@@ -173,4 +185,5 @@ def register(app, ctx: Ctx) -> None:
     def recompare(a, b, keys, _search):
         keys = tuple(k for k in keys or () if k in DIFF_KEYS) or DIFF_KEYS
         search = search_of(ViewState(page="compare", trace=a, other=b, keys=keys))  # the pair in the URL
+        new_request()
         return body(ctx, a, b, keys), search, "/compare" + search

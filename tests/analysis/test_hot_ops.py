@@ -66,3 +66,25 @@ def test_nested_host_ops_total():
     assert hot.loc["aten::linear", "device_time_total_ns"] == 100   # its own kernel + addmm's
     assert hot.loc["aten::linear", "calls"] == 2
     assert hot.loc["aten::addmm", "device_time_total_ns"] == 70
+
+
+@pytest.mark.parametrize("name", ["gpt_train_step.nprof", "ddp_train_rank0.nprof"])
+def test_kinds_of_work_from_codes_equal_the_string_rows(name):
+    """hot_ops' distinct (group, matmul, dtype, engine) per group, from category codes, equals the distinct rows
+    of the same columns as strings (the way it was computed before)."""
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+
+    from analysis.analyses.hot_ops import _kinds
+    from analysis.analyses.work import instruction_work
+
+    t = analysis.load(Path(__file__).resolve().parents[2] / "sample_traces" / name)
+    w = instruction_work(t)
+    codes = pd.factorize(w["op"].astype(str))[0].astype(np.int64)
+    want = pd.DataFrame({"g": codes, "mm": w["is_matmul"].to_numpy(), "dt": w["dtype"].astype(str).to_numpy(),
+                         "eng": w["engine"].astype(str).to_numpy()}).drop_duplicates()
+    got = _kinds(w, codes)
+    key = lambda df: sorted(map(str, df.itertuples(index=False)))  # noqa: E731
+    assert len(got) == len(want) > 0 and key(got) == key(want)

@@ -129,3 +129,48 @@ def test_no_device_work_gives_unknown_items_not_zeros():
     items = t.summary_items()
     assert items["value"].isna().all() and all(n.startswith("unknown") for n in items["note"])
     assert t.time_split().empty and t.dma_bytes_by().empty
+
+
+def _row_level_split(t) -> dict:
+    """The exclusive split computed from the activity's rows (each part's mask grown over the rows, the union
+    of the masked rows clipped to the analysed span): the independent way of what time_split computes from
+    the per-kernel-type merged intervals."""
+    from analysis.analyses.activity import analysis_span
+    from analysis.analyses.summary_items import TIME_PARTS
+    from analysis.core.intervals import union_ns
+
+    lo, hi = analysis_span(t)
+    act = t.device_activity()
+    kt = act["kernel_type"].astype(str).to_numpy()
+    s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
+    out, covered, mask = {}, 0, np.zeros(len(act), bool)
+    for part, kind in TIME_PARTS:
+        mask |= kt == kind
+        cum = union_ns(s[mask], e[mask], lo, hi)
+        out[part], covered = cum - covered, cum
+    out["idle"] = (hi - lo) - covered
+    return out
+
+
+@pytest.mark.parametrize("name", ["gpt_train_step.nprof", "ddp_train_rank0.nprof"])
+def test_time_split_equals_the_row_level_split(name):
+    t = analysis.load(SAMPLES / name)
+    lo, hi = t.time_range
+    for tr in (t, t.window(lo + (hi - lo) // 3, lo + 2 * (hi - lo) // 3)):  # whole, and clipped to a window
+        got = tr.time_split().set_index("part")["time_ns"].to_dict()
+        assert got == _row_level_split(tr)
+
+
+@pytest.mark.parametrize("name", ["gpt_train_step.nprof", "ddp_train_rank0.nprof"])
+def test_hta_temporal_breakdown_from_unions_equals_the_activity_frame(name):
+    """The HTA-compatible temporal breakdown keeps only the HTA activity's unions (hta_unions), not its rows:
+    the same row as the breakdown computed from the HTA activity frame itself."""
+    from analysis.analyses.hta import hta_activity
+
+    t = analysis.load(SAMPLES / name)
+    got = analysis.temporal_breakdown(t, hta_compatible=True)
+    assert "hta_activity" not in t._memo  # not kept
+    want = analysis.temporal_breakdown(t, activity=hta_activity(analysis.load(SAMPLES / name)))
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(got, want)
