@@ -64,6 +64,7 @@ from .analyses.summary import summary, summary_dict
 from .analyses.summary_items import dma_bytes_by, flops_breakdown, summary_items, time_split
 from .analyses.timeline_tracks import cumulative_utilization, dma_engines, op_hierarchy
 from .analyses.work import instruction_work, op_flops_and_bytes, unpriced_reason, work_source
+from .core.memo import handout
 from .invariants import CheckReport, check
 from .trace import Trace, TraceSet, load
 
@@ -84,7 +85,7 @@ __all__ = [
     "neuron_explorer_comparison", "area_stats", "regions", "measured_flops", "event_dependencies", "source_lines",
     "time_split", "flops_breakdown", "summary_items", "dma_bytes_by",
     "memory_allocations", "memory_occupancy", "hbm_usage", "memory_summary",
-    "op_hierarchy", "dma_engines", "cumulative_utilization",
+    "op_hierarchy", "dma_engines", "cumulative_utilization", "handout",
 ]
 
 

@@ -122,9 +122,10 @@ def named(ctx, state, name: str):
 
 def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
     """(name, fetch) of every frame the pages of one trace show, in the order they are precomputed: the
-    Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA, the source lines and the SQL
+    Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA, Memory, the source lines and the SQL
     database; :data:`LATER` marks where :func:`warm`'s extra frames go. Each fetch goes through the store's
     per-trace cache, so what a page later asks for is ready."""
+    from .pages.memory import warm as memory
     from .pages.query import database
     from .regions import regions
 
@@ -138,8 +139,8 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
             ("hot_ops", lambda: hot_ops(ctx, state, "op")), fig("module_treemap"),
             ("roofline", lambda: roofline(ctx, state)), ("collectives", lambda: collectives(ctx, state)),
             ("dma queues", lambda: dma(ctx, state, "queues")), ("dma sizes", lambda: dma(ctx, state, "sizes")),
-            fig("dma_throughput"), ("source_lines", lambda: source_lines(ctx, state)),
-            ("sql", lambda: database(ctx, state))]
+            fig("dma_throughput"), ("memory", lambda: memory(ctx, state)),
+            ("source_lines", lambda: source_lines(ctx, state)), ("sql", lambda: database(ctx, state))]
 
 
 #: in :func:`page_frames`, where the ``extra`` frames of :func:`warm` go: after the Summary's answer and sections

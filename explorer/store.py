@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import analysis
-from analysis.core.memo import handout
 from neuron_profiler.importers import is_trace_source
 from neuron_profiler.importers.source import names_trace_content
 
@@ -340,9 +339,9 @@ class TraceStore:
         slot = self._slot(key)
         memo = slot["memo"]
         if sub in memo:
-            return handout(memo[sub])
+            return analysis.handout(memo[sub])
         if getattr(_WORKER, "active", False):  # nested frames compute inline (a worker never waits on the pool)
-            return handout(self._compute(slot, sub, fn))
+            return analysis.handout(self._compute(slot, sub, fn))
         with self._lock:
             fut = slot["memo_locks"].get(("future", sub))
             if fut is not None and fut.done() and fut.exception() is not None:
@@ -353,13 +352,13 @@ class TraceStore:
                 fut.add_done_callback(self._foreground_done)
                 slot["memo_locks"][("future", sub)] = fut
         if fut is None:  # inline (the warm-up, scripts)
-            return handout(self._compute(slot, sub, fn))
+            return analysis.handout(self._compute(slot, sub, fn))
         if wait is not None and getattr(_REQUEST, "section", False):
             wait = SECTION_WAIT_S
         elif wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
             wait = min(wait, 0.05)
         try:
-            return handout(fut.result(timeout=wait))
+            return analysis.handout(fut.result(timeout=wait))
         except concurrent.futures.TimeoutError:
             _REQUEST.pending = True
             raise FramePending(sub, fut, self) from None

@@ -73,34 +73,57 @@ def _layout(ctx: Ctx, state: ViewState):
         parts += [section("SBUF buffers over time", guarded(_gantt, ctx, state, s, "SBUF")),
                   section("PSUM buffers over time", guarded(_gantt, ctx, state, s, "PSUM")),
                   section("SBUF and PSUM held against capacity",
-                          guarded(lambda: graph(frames.figure(ctx, state, "memory_occupancy_figure",
-                                                              lambda t: figures.memory_occupancy_figure(
-                                                                  t, *t.time_range)),
-                                                id="memory-occupancy", height=320))),
+                          guarded(lambda: graph(_occupancy(ctx, state), id="memory-occupancy", height=320))),
                   section(f"Largest buffers (top {TOP_BUFFERS} by bytes x time held)",
                           guarded(_buffers_table, ctx, state))]
     else:
         parts.append(section("SBUF and PSUM buffers", note(f"Unknown: {why_alloc}.")))
     if has_hbm:
         parts.append(section("HBM held over time",
-                             guarded(lambda: graph(frames.figure(ctx, state, "hbm_usage_figure",
-                                                                 lambda t: figures.hbm_usage_figure(t, *t.time_range)),
-                                                   id="memory-hbm", height=360))))
+                             guarded(lambda: graph(_hbm(ctx, state), id="memory-hbm", height=360))))
     else:
         parts.append(section("HBM held over time", note(f"Unknown: {why_hbm}.")))
     return html.Div(parts, id="memory-page")
 
 
-def _gantt(ctx: Ctx, state: ViewState, s: pd.DataFrame, buffer: str):
+def _occupancy(ctx: Ctx, state: ViewState):
+    return frames.figure(ctx, state, "memory_occupancy_figure",
+                         lambda t: figures.memory_occupancy_figure(t, *t.time_range))
+
+
+def _hbm(ctx: Ctx, state: ViewState):
+    return frames.figure(ctx, state, "hbm_usage_figure", lambda t: figures.hbm_usage_figure(t, *t.time_range))
+
+
+def _gantt_figure(ctx: Ctx, state: ViewState, s: pd.DataFrame, buffer: str):
     cap = _value(s, f"{buffer.lower()}_capacity_bytes")
-    fig = frames.figure(ctx, state, f"memory_gantt_{buffer}",
-                        lambda t: figures.memory_allocations_figure(t, buffer=buffer, capacity_bytes=cap,
-                                                                    t0=t.time_range[0], t1=t.time_range[1]))
-    return graph(fig, id=f"memory-gantt-{buffer.lower()}", height=380)
+    return frames.figure(ctx, state, f"memory_gantt_{buffer}",
+                         lambda t: figures.memory_allocations_figure(t, buffer=buffer, capacity_bytes=cap,
+                                                                     t0=t.time_range[0], t1=t.time_range[1]))
+
+
+def _gantt(ctx: Ctx, state: ViewState, s: pd.DataFrame, buffer: str):
+    return graph(_gantt_figure(ctx, state, s, buffer), id=f"memory-gantt-{buffer.lower()}", height=380)
+
+
+def _top(ctx: Ctx, state: ViewState) -> pd.DataFrame:
+    return frames.figure(ctx, state, "memory_allocations_top",
+                         lambda t: analysis.memory_allocations(t, top=TOP_BUFFERS))
+
+
+def warm(ctx: Ctx, state: ViewState) -> None:
+    """Compute every frame this page shows (the explorer's precompute, :func:`explorer.frames.page_frames`)."""
+    s = _summary(ctx, state)
+    if _value(s, "allocations_recorded") > 0:
+        for buffer in ("SBUF", "PSUM"):
+            _gantt_figure(ctx, state, s, buffer)
+        _occupancy(ctx, state)
+        _top(ctx, state)
+    if _value(s, "hbm_recorded") > 0:
+        _hbm(ctx, state)
 
 
 def _buffers_table(ctx: Ctx, state: ViewState):
-    top = frames.figure(ctx, state, "memory_allocations_top",
-                        lambda t: analysis.memory_allocations(t, top=TOP_BUFFERS))
+    top = _top(ctx, state)
     return data_table(top, id="memory-buffers-table", page_size=10, analysis="memory_allocations",
                       origin=trace_or_error(ctx, state).time_range[0], hidden=("end_ts", "partition"))

@@ -7,7 +7,7 @@ captured through the stock torch.profiler with the simulated trn2 runtime.
 - the ``State Buffer Usage`` / ``PSUM Usage`` counters agree with the placed buffers;
 - HBM: weights = the parameters' bytes, gradients = the same, AdamW state = twice; at the last optimizer step
   the level is weights + gradients + optimizer state exactly (activations freed after the backward pass);
-- a trace without allocation events (the bundled 2.2 samples, a Kineto import) says "not recorded".
+- a trace without allocation events (a format 2.2 file, a Kineto import) says "not recorded".
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_placement_clips_what_does_not_fit_and_marks_it_spilled():
 
 
 def test_traces_without_allocations_say_not_recorded():
-    t = analysis.load(REPO / "sample_traces" / "cnn_inference.nprof")  # format 2.2: no allocations table
+    t = analysis.load(REPO / "tests" / "data" / "format_2_2" / "cnn_inference.nprof")  # no allocations table
     s = t.memory_summary().set_index("metric")
     assert s.at["allocations_recorded", "value"] == 0
     assert s.at["sbuf_peak_bytes", "note"].startswith("not recorded")

@@ -1,6 +1,6 @@
 """The Memory page in headless Chromium: on a captured trace (the bundled GPT sample re-simulated with the
 current runtime: SBUF/PSUM allocations and HBM counters), on each rank of a 2-rank DDP run and on a trace
-without allocation events (the bundled 2.2 sample; a real H100 Kineto trace, whose device memory is its HBM):
+without allocation events (a format 2.2 file; a real H100 Kineto trace, whose device memory is its HBM):
 no console error, no error box, charts drawn where the
 trace has the data, "unknown: not recorded" where it has not. The screenshot of the captured trace goes to
 docs/screenshots/memory.png (memory_ddp.png, memory_gpu.png) when EXPLORER_DOC_SCREENSHOTS=1."""
@@ -32,7 +32,7 @@ def served(tmp_path_factory) -> Path:
         [(f"ddp_train_rank{r}", d / "run" / f"ddp_train_rank{r}.nprof") for r in range(2)]
     for name, out in jobs:
         assert main(["project", str(SAMPLES / f"{name}.nprof"), "-o", str(out)]) == 0
-    shutil.copy(SAMPLES / "cnn_inference.nprof", d / "old_cnn.nprof")  # format 2.2: no allocations
+    shutil.copy(REPO / "tests" / "data" / "format_2_2" / "cnn_inference.nprof", d / "old_cnn.nprof")  # no allocations
     shutil.copy(real_trace(KINETO_GPU), d / "gpu.json.gz")  # Kineto, profile_memory: device memory, no SBUF
     return d
 

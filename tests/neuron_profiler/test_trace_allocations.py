@@ -73,7 +73,7 @@ def test_allocations_survive_the_chrome_round_trip(tmp_path):
 
 
 def test_a_2_2_file_reads_an_empty_allocations_table():
-    tf = read_trace(REPO / "sample_traces" / "cnn_inference.nprof")
+    tf = read_trace(REPO / "tests" / "data" / "format_2_2" / "cnn_inference.nprof")
     assert (tf.header.format_major, tf.header.format_minor) == (2, 2)
     a = tf.table("allocations")
     assert len(a) == 0 and list(a.columns) == list(columns_of("allocations"))
