@@ -175,6 +175,23 @@ def test_a_dispatch_modes_work_costs_the_host_nothing_but_its_launch():
     assert progs[1].self_ns[0] == host["eager_op_dispatch_ns"]  # the program's op pays the dispatch
 
 
+def test_a_tensor_subclass_in_a_real_capture_keeps_its_dispatch_costs():
+    """``PythonSubclass`` ranges also come from real programs (DTensor, FSDP2's sharded parameters): the local
+    ops a subclass's handler dispatches from Python are the program's work on the device's host too, so outside
+    a dispatch mode they keep their dispatch cost (only a dry run's modes cost nothing but launches)."""
+    from neuron_profiler.runtime.simulated.params import CoreParams
+    from neuron_profiler.runtime.simulated.program import extract_program
+    from neuron_profiler.runtime.simulated.synthetic import host_ops_builder, op
+    host = CoreParams.for_target("trn1").host
+    x, dt = [[256, 1024], [256, 1024], []], ["float", "float", "Scalar"]
+    dtensor = [op("aten::add", 0, 10_000, x, dt), op("PythonSubclass", 100, 9_800, x, dt),
+               op("aten::add", 200, 9_600, x, dt)]
+    prog = extract_program(host_ops_builder(dtensor).table("host_ops"), host)
+    assert (prog.kernel >= 0).sum() == 1
+    assert prog.self_ns[2] >= host["nested_op_dispatch_ns"] + host["kernel_launch_ns"]
+    assert prog.self_ns.sum() > host["eager_op_dispatch_ns"] + host["kernel_launch_ns"]
+
+
 def _cast_kernels(tf):
     h, f = tf.table("host_ops"), tf.table("flows")
     rows = f[f["kind"].astype(str) == "launch"]["src_row"].to_numpy()

@@ -43,7 +43,7 @@ _HOST_CATEGORIES = ("cpu_op", "operator", "")
 #: ranges whose start consumes the outstanding asynchronous collectives: the optimizer step, the next step
 _CONSUMERS = ("Optimizer.step#", "ProfilerStep#")
 #: ranges torch records around a Python dispatch mode's or tensor subclass's handling of an op
-_MODE_RANGES = frozenset({"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"})
+_MODE_RANGES = frozenset({"PythonDispatchMode", "PythonTLSSnapshot"})
 
 
 @dataclass
@@ -199,12 +199,13 @@ def _host_costs(o: _Ops, launches: np.ndarray, host: dict[str, float]) -> np.nda
     """Projected host cost of each op itself (ns): a framework op called from Python (or an autograd node)
     ``eager_op_dispatch_ns``, an op inside an op ``nested_op_dispatch_ns``, plus ``kernel_launch_ns`` where it
     launches a kernel (``launches``); annotations cost nothing. What torch records inside a Python dispatch
-    mode's or tensor subclass's handler (``PythonDispatchMode`` / ``PythonSubclass`` ranges: FakeTensorMode's
-    re-dispatch, its decompositions and its fake tensors' ``detach`` / ``empty_strided`` / ``set_``, capture's
-    dry-run recorder) is how this machine implements the op around the range, which paid the dispatch: only
-    the kernel launches inside it are the program's, so meta and fake dry runs cost the host what the same
-    program costs on the device. A ``neuron::dry_run <op>`` range (a meta dry run's autocast call) is the
-    program's call of the op, as CPU autocast's wrapper op is."""
+    mode's handler (``PythonDispatchMode`` / ``PythonTLSSnapshot`` ranges: FakeTensorMode's re-dispatch, its
+    decompositions and its fake tensors' ``detach`` / ``empty_strided`` / ``set_``, capture's dry-run recorder)
+    is how this machine implements the op around the range, which paid the dispatch: only the kernel launches
+    inside it are the program's, so meta and fake dry runs cost the host what the same program costs on the
+    device. A tensor subclass's handler (``PythonSubclass``: DTensor, FSDP2 parameters) outside such a mode is
+    the program's own work and keeps its costs. A ``neuron::dry_run <op>`` range (a meta dry run's autocast
+    call) is the program's call of the op, as CPU autocast's wrapper op is."""
     par_ok = o.parent >= 0
     parent_is_op = np.zeros(o.n, dtype=bool)
     parent_is_op[par_ok] = o.op_like[o.parent[par_ok]]
