@@ -50,7 +50,20 @@ def _routes(client) -> list[tuple[str, str, bytes | None]]:
     return [("GET", "/", None), ("GET", "/timeline?trace=single.nprof", None), ("GET", "/_dash-layout", None),
             ("GET", "/_dash-dependencies", None), ("GET", bundle, None), ("GET", "/assets/timeline.js", None),
             ("GET", "/api/timeline/view?trace=single.nprof&t0=0&t1=1000000&w=800", None),
+            ("GET", "/api/timeline/at?trace=single.nprof&row=0&t=1000", None),
+            ("GET", "/api/frames/wait?token=x&timeout=0", None),
             ("GET", "/doc/explorer", None), ("POST", "/_dash-update-component", body)]
+
+
+def test_every_registered_url_rule_is_refused_for_a_foreign_host(client) -> None:
+    """Each URL rule the app registers (a new API endpoint included), its variable parts filled in."""
+    rules = list(client.application.url_map.iter_rules())
+    assert any(r.rule == "/api/frames/wait" for r in rules) and any(r.rule == "/api/timeline/at" for r in rules)
+    for rule in rules:
+        path = re.sub(r"<[^>]+>", "x", rule.rule)
+        for method in sorted((rule.methods or {"GET"}) - {"HEAD", "OPTIONS"}):
+            r = _request(client, method, path, b"{}" if method == "POST" else None, {"Host": "evil.example"})
+            assert r.status_code == 403, (method, rule.rule, r.status_code)
 
 
 def _request(client, method: str, path: str, body: bytes | None, headers: dict):
