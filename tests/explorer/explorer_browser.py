@@ -48,6 +48,22 @@ def serve(app, timeout: float = 20.0):
         th.join(5)
 
 
+def chromium_executable() -> str:
+    """Debian's Chromium (never a Playwright download): the test is skipped when it is absent, and fails under
+    CI, where ``.ci/run`` installs it."""
+    import os
+    import shutil
+
+    import pytest
+
+    exe = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(exe).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return exe
+
+
 @contextlib.contextmanager
 def browser(executable: str = "/usr/bin/chromium"):
     """A fresh Chromium (own user-data dir) from Playwright; yields the persistent context."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle, wait_painted
+from explorer_browser import ARTIFACTS, browser, chromium_executable, collect_errors, serve, wait_idle, wait_painted
 
 import analysis
 from explorer.app import create_app
@@ -27,11 +27,7 @@ PAGE_IDS = {p: f"#{p.replace('_', '-')}-page" for p in PAGES}
 @pytest.fixture(scope="module")
 def chromium():
     """One Chromium for the module (Playwright's sync API allows one running instance per thread)."""
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    exe = chromium_executable()
     ARTIFACTS.mkdir(exist_ok=True)
     with browser(exe) as ctx:
         yield ctx

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle, wait_painted
+from explorer_browser import ARTIFACTS, browser, chromium_executable, collect_errors, serve, wait_idle, wait_painted
 
 import analysis
 from explorer.app import create_app
@@ -23,9 +23,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 @pytest.fixture(scope="module")
 def samples():
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).exists():
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    exe = chromium_executable()
     app = create_app(SAMPLES, wait_s=None)
     with serve(app) as url, browser(exe) as ctx:
         yield url, ctx, app

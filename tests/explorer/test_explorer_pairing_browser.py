@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
-from explorer_browser import browser, collect_errors, serve, wait_idle
+from explorer_browser import browser, chromium_executable, collect_errors, serve, wait_idle
 
 import analysis
 from explorer.app import create_app
@@ -21,11 +20,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    exe = chromium_executable()
     os.environ["NEURON_EXPLORER_DATA_DIR"] = str(tmp_path_factory.mktemp("userdata"))
     app = create_app(SAMPLES, wait_s=None)
     with serve(app) as url, browser(exe) as ctx:

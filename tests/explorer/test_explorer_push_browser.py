@@ -3,12 +3,10 @@ pushed through the long-poll (explorer.push), with no reload of the page and no 
 from __future__ import annotations
 
 import os
-import shutil
 import threading
-from pathlib import Path
 
 import pytest
-from explorer_browser import browser, collect_errors, serve
+from explorer_browser import browser, chromium_executable, collect_errors, serve
 
 import analysis
 from explorer.app import create_app
@@ -18,11 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def chromium():
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; .ci/run must install Debian's chromium package")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    exe = chromium_executable()
     with browser(exe) as ctx:
         yield ctx
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle, wait_painted
+from explorer_browser import ARTIFACTS, browser, chromium_executable, collect_errors, serve, wait_idle, wait_painted
 
 from explorer.app import create_app
 
@@ -21,9 +21,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 @pytest.fixture(scope="module")
 def site():
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).exists():
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    exe = chromium_executable()
     app = create_app(SAMPLES, wait_s=None)
     groups = [e.key for e in app._explorer_ctx.store.entries() if e.is_group]
     with browser(exe) as ctx, serve(app) as url:

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from explorer_browser import ARTIFACTS, browser, collect_errors, serve, wait_idle
+from explorer_browser import ARTIFACTS, browser, chromium_executable, collect_errors, serve, wait_idle
 from realdata import real_trace
 
 from explorer.app import create_app
@@ -39,9 +39,7 @@ def served(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def site(served):
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(exe).exists():
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    exe = chromium_executable()
     app = create_app(served, wait_s=None)
     with browser(exe) as ctx, serve(app) as url:
         yield url, ctx
