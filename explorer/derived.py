@@ -7,7 +7,8 @@ and :func:`analysis.cumulative_utilization`).
   rows again, sharing their arrays). Each level's row unfolds the next: its label is the fold toggle
   (``RowInfo.folds``); only the first level is shown until unfolded.
 - **DMA engines** (per core, group "DMA engines"): one row per ``DMA-E<n>``, the transfers of the queue rows
-  split by engine (a partition of the DMA table).
+  split by engine (with the queue rows, a partition of the DMA table); an engine that ran exactly one queue's
+  transfers is named on that queue's row instead (``qSyncIO0 · DMA-E0``), so no row repeats another.
 - **Cumulative counters** (group of the device): Estimated Cumulative MFU, Cumulative DMA Throughput and
   Cumulative DMA bytes; computed in the background on the first view that shows them (the view answers
   ``pending`` until then, the canvas asks again).
@@ -101,8 +102,9 @@ def hierarchy_entries(trace, entries: list, parent_of, row_info) -> pd.DataFrame
 
 def dma_engine_entries(trace, entries: list, parent_of, row_info) -> None:
     """Append one row per (core, DMA engine) to ``entries``: the DMA transfers split by engine. None when no
-    transfer says its engine (a row "DMA engine unknown" would repeat the queues); an engine whose transfers are
-    exactly one queue's shares that queue's arrays (no second pyramid)."""
+    transfer says its engine (a row "DMA engine unknown" would repeat the queues). An engine whose transfers are
+    exactly one queue's gets no row of its own (it would repeat the queue row): that queue row's label names it,
+    ``"qSyncIO0 · DMA-E0"`` (the simulated runtime's traces, where each queue has its engine)."""
     d = analysis.dma_engines(trace)
     eng = d["engine"].to_numpy(dtype=np.int64)
     if not len(d) or int(eng.max()) < 0:
@@ -123,12 +125,11 @@ def dma_engine_entries(trace, entries: list, parent_of, row_info) -> None:
         path0, k0 = cores.get(c, (("(no core)",), ()))
         q = queues.get(int(track[part[0]]))
         if q is not None and len(q[3]) == len(part) and (track[part] == track[part[0]]).all():
-            row, ids = q[2], q[3]  # the engine ran exactly this queue's transfers
-        else:
-            row, o = Row.build(start[part], stop[part])
-            ids = rid[part][o]
+            q[1].label = f"{q[1].label} · {labels[part[0]]}"  # the engine ran exactly this queue: one row, both names
+            continue
+        row, o = Row.build(start[part], stop[part])
         info = row_info(str(labels[part[0]]), path0 + (DMA_ENGINE_GROUP,), "dma_engine", "dma", c, 0, alias=True)
-        entries.append(((k0, KIND_DMA_ENGINE, e - 1, 0, c, 0, 0), info, row, ids))
+        entries.append(((k0, KIND_DMA_ENGINE, e - 1, 0, c, 0, 0), info, row, rid[part][o]))
 
 
 def cumulative_entries(trace, entries: list, meta: dict, parent_of, row_info) -> bool:

@@ -133,7 +133,7 @@ def test_cumulative_counters_and_dma_engine_rows_are_drawn(site):
     got = page.evaluate("""() => { const a = window.neuronTimeline.active;
         return a.meta.rows.map((r, i) => [r.label, a.ctrByRow.has(i) || a.byRow.has(i)]); }""")
     drawn = {label for label, ok in got if ok}
-    for label in ("Estimated Cumulative MFU", "Cumulative DMA Throughput", "DMA-E0", "Layer"):
+    for label in ("Estimated Cumulative MFU", "Cumulative DMA Throughput", "qSyncIO0 · DMA-E0", "Layer"):
         assert label in rows and label in drawn, label
     v = page.evaluate("() => window.neuronTimeline.view()")
     page.evaluate(f"() => window.neuronTimeline.reveal({rows.index('Estimated Cumulative MFU')})")

@@ -91,18 +91,47 @@ def test_hierarchy_levels_fold_below_the_first(indexed):
 
 
 def test_dma_engine_rows_partition_the_dma_table(indexed):
+    """Every transfer is on exactly one engine: an engine row, or the queue row that names its engine (an engine
+    that ran exactly one queue's transfers, the simulated runtime's case), and no row repeats another's events."""
     t, idx = indexed
     dma = t.table("dma")
     rows = [i for i, info in enumerate(idx.infos) if info.kind == "dma_engine"]
-    ids = np.concatenate([idx.ids[i] for i in rows])
+    named = [i for i, info in enumerate(idx.infos) if info.kind == "dma_queue" and " · DMA-E" in info.label]
+    assert named  # each simulated queue runs on one engine
+    ids = np.concatenate([idx.ids[i] for i in rows + named])
     assert len(ids) == len(dma) and set(ids.tolist()) == set(dma.index.tolist())  # every transfer exactly once
-    for i in rows:
+    for i in rows + named:
         info = idx.infos[i]
         sub = dma.loc[idx.ids[i]]
-        assert info.label == f"DMA-E{int(sub['dma_engine'].iloc[0])}"
+        assert info.label.rsplit(" · ", 1)[-1] == f"DMA-E{int(sub['dma_engine'].iloc[0])}"
         assert (sub["dma_engine"] == sub["dma_engine"].iloc[0]).all()
-        assert (_parent(t, sub["track"].to_numpy()) == info.track).all()
+        if info.kind == "dma_engine":
+            assert (_parent(t, sub["track"].to_numpy()) == info.track).all()
+        else:
+            assert (sub["track"] == info.track).all()
         assert (idx.rows[i].start == np.sort(sub["start_ts"].to_numpy())).all()
+    # no two rows of the DMA table draw the same transfers (the engine rows used to repeat the queue rows)
+    dma_rows = [tuple(idx.ids[i].tolist()) for i, info in enumerate(idx.infos) if info.table == "dma"]
+    assert len(dma_rows) == len(set(dma_rows))
+
+
+def test_an_engine_over_several_queues_keeps_its_row(monkeypatch):
+    """Engines that do not map one-to-one onto queues get rows of their own (the partition still holds)."""
+    t = analysis.load(SAMPLES / "gpt_train_step.nprof")
+    real = analysis.dma_engines
+
+    def two_engines(trace):  # every queue's transfers alternate between two engines
+        d = real(trace)
+        d["engine"] = np.arange(len(d)) % 2
+        d["engine_track"] = pd.Categorical.from_codes(d["engine"], categories=["DMA-E0", "DMA-E1"])
+        return d
+    monkeypatch.setattr(analysis, "dma_engines", two_engines)
+    idx = build_index(t)
+    rows = [i for i, info in enumerate(idx.infos) if info.kind == "dma_engine"]
+    assert [idx.infos[i].label for i in rows] == ["DMA-E0", "DMA-E1"]
+    assert not [i for i in idx.infos if " · DMA-E" in i.label]
+    assert sorted(np.concatenate([idx.ids[i] for i in rows]).tolist()) == t.table("dma").index.tolist()
+    assert (idx.ids[rows[1]] % 2 == 1).all()
 
 
 def test_cumulative_counters_end_at_the_summary(indexed):
