@@ -507,9 +507,10 @@
     paintCounter(l, r, y) {
       const ctx = this.ctx, c = this.ctrByRow.get(l.row);
       if (!c) return;
-      const [, ts, vs, vmin, vmax] = c, scale = this.plotW() / (this.v1 - this.v0);
+      const [, ts, vs, vmin, vmax, end] = c, scale = this.plotW() / (this.v1 - this.v0);
       const lo = Math.min(0, vmin), span = (vmax - lo) || 1, h = l.h - 6, base = y + l.h - 3;
-      const Y = v => base - (v - lo) / span * h;
+      // a cumulative counter is scaled to its settled part: its early swing is clipped to the row
+      const Y = v => base - (Math.min(Math.max(v, lo), vmax) - lo) / span * h;
       ctx.beginPath();
       ctx.moveTo(LABEL_W, base);
       for (let j = 0; j < ts.length; j++) {
@@ -521,7 +522,10 @@
       ctx.fillStyle = "rgba(76,120,168,0.25)"; ctx.fill();
       ctx.strokeStyle = "#4C78A8"; ctx.lineWidth = 1; ctx.stroke();
       // the label sits on a backdrop: the curve often reaches the row's top under it
-      const label = "max " + fmtValue(vmax, r.unit), lw = ctx.measureText(label).width;
+      const cumulative = end !== null && end !== undefined;
+      const label = cumulative ? "end of trace: " + fmtValue(end, r.unit) + " · scale 0–" + fmtValue(vmax, r.unit) +
+        (vs.some(v => v > vmax) ? " (early values above it clipped)" : "") : "max " + fmtValue(vmax, r.unit);
+      const lw = ctx.measureText(label).width;
       ctx.fillStyle = "rgba(255,255,255,0.85)"; ctx.fillRect(LABEL_W + 2, y + 2, lw + 4, 12);
       ctx.fillStyle = "#555";
       ctx.fillText(label, LABEL_W + 4, y + 8);

@@ -255,3 +255,33 @@ def test_a_failed_cumulative_counter_is_drawn_empty_not_pending(monkeypatch):
     assert not v.pending
     rows = [i for i, info in enumerate(idx.infos) if info.derived]
     assert rows and all(len(v.counters[i][0]) == 0 for i in rows)
+
+
+def test_cumulative_rows_scale_to_the_settled_curve_and_send_the_final_value():
+    """The compiled GPT sample's cumulative DMA throughput peaks in its first 1 % (a few transfers over a short
+    elapsed time) well above where it settles: the row's scale leaves the first 10 % of the span out (clipped),
+    so the curve reads across the trace, and the payload carries the final value (the whole trace's) to label."""
+    from explorer.tiles import SETTLE, view_payload
+
+    t = analysis.load(SAMPLES / "gpt_train_step_compiled.nprof")
+    idx = build_index(t)
+    idx.cumulative.compute()
+    cu = analysis.cumulative_utilization(t)
+    pay = view_payload(idx, query_view(idx, None, None, 800))
+    by_track = {idx.infos[c[0]].track: c for c in pay["counters"]}
+    el = cu["elapsed_ns"]
+    late = el >= SETTLE * (el.iloc[-1] - el.iloc[0]) + el.iloc[0]
+    for k, (_, col, _) in enumerate(CUMULATIVE):
+        _, _, _, lo, hi, end = by_track[CUMULATIVE_TRACK0 - k]
+        assert lo == 0.0 and hi == pytest.approx(cu.loc[late, col].max(), rel=1e-12)
+        assert end == pytest.approx(cu[col].iloc[-1], rel=1e-12)
+    _, _, _, _, hi, end = by_track[CUMULATIVE_TRACK0 - 1]  # DMA throughput: the early peak is off the scale
+    assert cu["dma_throughput_bytes_per_s"].max() > 1.1 * hi and hi > end
+    s = analysis.summary(t).set_index("metric")["value"]
+    assert by_track[CUMULATIVE_TRACK0][5] == pytest.approx(s["mfu_estimated_percent"], rel=1e-9)
+    # a recorded counter keeps its whole range and has no end value
+    rec = [c for c in pay["counters"] if not idx.infos[c[0]].derived]
+    assert rec and all(c[5] is None for c in rec)
+    for c in rec:
+        v = idx.counters[idx.infos[c[0]].track][1]
+        assert (c[3], c[4]) == (float(np.nanmin(v)), float(np.nanmax(v)))
