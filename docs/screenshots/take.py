@@ -12,8 +12,9 @@ Kineto trace of the project's real traces when present (``<page>_gpu.png``) and 
 
 Chromium is Debian's (``--chromium``, default /usr/bin/chromium) driven by Playwright with a fresh profile
 (never ``playwright install``). Waits are on conditions: the page's root element, no "computing" placeholder,
-no pending Dash callback, the timeline canvas painted. Console errors and error boxes are printed, and the exit
-code is 1 when there was one. Look at every PNG after running it.
+no pending Dash callback, the timeline canvas painted with no row still computing (its cumulative counters).
+Console errors and error boxes are printed, and the exit code is 1 when there was one. Look at every PNG after
+running it.
 """
 from __future__ import annotations
 
@@ -85,8 +86,12 @@ def wait_ready(page) -> None:
         " && !document.querySelector('[data-dash-is-loading=\"true\"]'); }", timeout=PAGE_TIMEOUT_MS, polling=250)
     page.wait_for_load_state("networkidle", timeout=PAGE_TIMEOUT_MS)
     if page.query_selector("#timeline-page"):
+        # painted, and no row computing: the cumulative counter rows read "computing…" until their background
+        # computation ends (the canvas asks again every 0.7 s), so the view must report none pending
         page.wait_for_function("() => { const v = window.neuronTimeline && window.neuronTimeline.view();"
-                               " return v && v.painted > 0 && v.painted === v.seq; }", timeout=PAGE_TIMEOUT_MS)
+                               " return v && v.painted > 0 && v.painted === v.seq && v.pending === 0; }",
+                               timeout=PAGE_TIMEOUT_MS, polling=250)
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")  # drawn
     page.evaluate("() => window.scrollTo(0, 0)")
 
 
