@@ -2,9 +2,10 @@
 line's text where the file is readable, each line linked to its longest op on the timeline.
 
 Reading source files is the only file access here, and it is narrow: a file is read only when its path
-appears in the trace's recorded stacks (absolute as recorded, or relative to the trace's folder or the served
-folder), is a regular ``.py`` file of at most :data:`MAX_SOURCE_BYTES`, and it is read as text, never
-imported or executed. Anything else shows as "(source not readable)".
+appears in the trace's recorded stacks, lies (its real path, symlinks followed) under the trace's folder, the
+served folder or the working directory the capture recorded (``header.metadata["cwd"]``; relative stack paths
+are looked up under each), is a regular ``.py`` file of at most :data:`MAX_SOURCE_BYTES`, and it is read as
+text, never imported or executed. Anything else shows as "(source not readable)".
 """
 from __future__ import annotations
 
@@ -28,26 +29,49 @@ _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)")
 
 
 def source_file(recorded: str, roots: list[Path]) -> Path | None:
-    """The file a recorded stack path names, if it may be read: a regular ``.py`` file (symlinks followed) of
-    at most :data:`MAX_SOURCE_BYTES`, at the recorded absolute path or under one of ``roots`` for a relative
-    one (never above a root: ``..`` is refused). None otherwise."""
+    """The file a recorded stack path names, if it may be read: a regular ``.py`` file of at most
+    :data:`MAX_SOURCE_BYTES` under one of ``roots`` (a relative path is looked up under each root in turn, an
+    absolute one must lie under one). "Under" holds for the real path, symlinks followed, so neither ``..`` nor a
+    symlink reaches out of a root. None otherwise: the explorer reads nothing outside the folders it serves and
+    the capture's recorded working directory."""
     if not recorded or "\x00" in recorded or not recorded.endswith(".py"):
         return None
     p = Path(recorded)
-    if p.is_absolute():
-        cands = [p]
-    elif ".." in p.parts:
+    if ".." in p.parts:
         return None
-    else:
-        cands = [r / p for r in roots]
+    reals = []
+    for r in roots:
+        try:
+            reals.append(r.resolve(strict=True))
+        except OSError:
+            continue
+    cands = [p] if p.is_absolute() else [r / p for r in reals]
     for c in cands:
         try:
             real = c.resolve(strict=True)
+            if not any(real.is_relative_to(r) for r in reals):
+                continue
             if real.suffix == ".py" and real.is_file() and real.stat().st_size <= MAX_SOURCE_BYTES:
                 return real
         except OSError:
             continue
     return None
+
+
+def recorded_cwd(header) -> Path | None:
+    """The capture's working directory (``header.metadata["cwd"]``) as a root to read sources under: an absolute
+    path of an existing directory other than the filesystem root (which would open every file); None else."""
+    raw = header.metadata.get("cwd", "") if header is not None else ""
+    if not raw or "\x00" in raw:
+        return None
+    p = Path(raw)
+    try:
+        if not p.is_absolute() or not p.is_dir():
+            return None
+        real = p.resolve(strict=True)
+    except OSError:
+        return None
+    return None if real == Path(real.anchor) else real
 
 
 def enclosing_function(lines: list[str], n: int) -> str:
@@ -98,10 +122,14 @@ def line_texts(df: pd.DataFrame, roots: list[Path], captured_ns: int = 0) -> lis
     return out
 
 
-def _roots(ctx: Ctx, trace) -> list[Path]:
+def source_roots(ctx: Ctx, trace) -> list[Path]:
+    """Where the source view may read: the trace's folder, the served folder (what the user named) and the
+    capture's recorded working directory (:func:`recorded_cwd`), in that order."""
     roots = [Path(trace.path).resolve().parent] if getattr(trace, "path", None) else []
-    base = Path(ctx.store.base)
-    return roots + ([base] if base not in roots else [])
+    for extra in (Path(ctx.store.base), recorded_cwd(getattr(trace, "header", None))):
+        if extra is not None and extra not in roots:
+            roots.append(extra)
+    return roots
 
 
 def source_section(ctx: Ctx, state: ViewState):
@@ -113,7 +141,7 @@ def source_section(ctx: Ctx, state: ViewState):
         return note("no Python stacks in this trace: capture with with_stack=True (neuron-profile capture "
                     "--with-stack) to see device time per source line")
     df = df.head(TOP_LINES).copy()
-    df.insert(3, "text", line_texts(df, _roots(ctx, trace), int(trace.header.created_unix_ns)))
+    df.insert(3, "text", line_texts(df, source_roots(ctx, trace), int(trace.header.created_unix_ns)))
     index = ctx.store.timeline(state.trace, state.rank)
     host = trace.table("host_ops", ["start_ts", "duration_ns"])
     df.insert(0, "show", [_link(state, index.origin, host, int(r)) for r in df["example_op"]])
@@ -122,7 +150,8 @@ def source_section(ctx: Ctx, state: ViewState):
     readable = int((df["text"] != NOT_READABLE).sum())
     return html.Div([
         note(f"{len(df)} source lines from the recorded stacks; {readable} with their text (files are read "
-             "only where the trace names them: .py files beside the trace or at their recorded absolute path). "
+             "only where the trace names them: .py files under the served folder or the capture's working "
+             "directory). "
              "Self: the line is the innermost frame; total: the line is anywhere in the stack."),
         graph(fig, id="src-bar"),
         data_table(df, id="src-table", page_size=15, analysis="source_lines", link_col="show",
@@ -137,4 +166,5 @@ def _link(state: ViewState, origin: int, host: pd.DataFrame, row: int) -> str:
     return f"[longest op]({href})"
 
 
-__all__ = ["source_section", "source_file", "line_texts", "enclosing_function", "MAX_SOURCE_BYTES", "NOT_READABLE"]
+__all__ = ["source_section", "source_file", "source_roots", "recorded_cwd", "line_texts", "enclosing_function",
+           "MAX_SOURCE_BYTES", "NOT_READABLE"]

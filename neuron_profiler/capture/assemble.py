@@ -80,11 +80,17 @@ def build_window_trace(prof: Any, config: NeuronConfig, index: int, window: Wind
 def program_identity(window: WindowCapture | None) -> dict[str, str]:
     """Header metadata naming what ran: ``script`` (the file name of the program, ``sys.argv[0]``; absent for
     ``python -c`` and interactive sessions), ``model`` and ``model_parameters`` (``ModuleRecorder.model``, with
-    ``with_modules``). The analysis pairs traces of one model or program by them (``analysis.default_partner``)."""
+    ``with_modules``); the analysis pairs traces of one model or program by them (``analysis.default_partner``).
+    And ``cwd``, the process's working directory (absolute): the explorer reads the source of relative stack
+    paths (``with_stack``) against it."""
     out = dict(window.model) if window is not None else {}
     argv0 = sys.argv[0] if sys.argv else ""
     if argv0 and argv0 not in ("-c", "-"):
         out["script"] = os.path.basename(argv0)
+    try:  # the working directory: relative paths of the recorded stacks (with_stack) are read against it
+        out["cwd"] = os.getcwd()
+    except OSError:  # the directory was removed under the process
+        pass
     return out
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import numpy as np
@@ -80,6 +81,7 @@ def test_gpt_train_step_trace(tmp_path):
     assert h.metadata["model"] == "GPT"
     assert int(h.metadata["model_parameters"]) == sum(p.numel() for p in GPT(SMALL).parameters())
     assert h.metadata["script"] and "/" not in h.metadata["script"]
+    assert h.metadata["cwd"] == os.getcwd()  # relative stack paths are read against it (the explorer's source view)
 
 
 def test_gpt_device_matmul_flops_match_host_shapes(tmp_path):
