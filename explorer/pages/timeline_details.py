@@ -79,6 +79,17 @@ def _work_items(trace, rid: int) -> list[tuple[str, str]]:
             ("HBM traffic (op model)", f"{int(r['hbm_bytes']):,} B" if r["bytes_known"] else f"unknown: {why}")]
 
 
+def _dtype_item(trace, rid: int) -> tuple[str, str]:
+    """The data type of an instruction that records none: its launching op's (``analysis.instruction_work``
+    takes it from the op's recorded input dtypes), else "unknown" and why."""
+    w = analysis.instruction_work(trace)
+    dt = str(w.at[rid, "dtype"]) if rid in w.index and pd.notna(w.at[rid, "dtype"]) else ""
+    if dt:
+        return table_column_label("dtype"), f"{dt} (its launching op's)"
+    return table_column_label("dtype"), ("unknown: neither this instruction nor the op that launched it records a "
+                                         "data type (e.g. a compiled graph's own wait, not one of its ops')")
+
+
 def _name(trace, table: str, row: pd.Series) -> str:
     return str(event_label(pd.DataFrame([row]), table).iloc[0])
 
@@ -118,6 +129,9 @@ def _details(ctx: Ctx, state: ViewState):
         items.append(("Track", str(tracks.loc[tid, "name"])))
     shapes = table == "instructions" and analysis.work_source(trace) == "shapes"
     for k, v in row.items():
+        if table == "instructions" and k == "dtype" and not str(v):  # said, not left out: see _dtype_item
+            items.append(_dtype_item(trace, rid))
+            continue
         if k in _HIDDEN or (isinstance(v, str) and not v):
             continue
         if k.startswith("measured_") and not v:

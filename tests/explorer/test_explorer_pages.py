@@ -428,3 +428,27 @@ def test_gpu_kernel_details_show_the_op_models_work_not_unrecorded_zeros(gpu_dir
     s = _dump(timeline.details(Ctx(store), ViewState(page="timeline", trace=key, sel=("instructions", rid))))
     assert "FLOPs (op model)" in s and f"{w.loc[rid, 'flops']:,.0f} FLOP" in s
     assert "Raw FLOPs" not in s and int(ins.loc[rid, "raw_flops"]) == 0
+
+
+def test_an_instruction_without_a_dtype_says_why(tmp_path):
+    """The compiled GPT sample's graph-level waits record no dtype (nor does the graph call that launched them):
+    the details say "unknown" and why instead of leaving the field out."""
+    import shutil
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[2] / "sample_traces"
+    shutil.copy(samples / "gpt_train_step_compiled.nprof", tmp_path / "c.nprof")
+    store = TraceStore(tmp_path)
+    idx = store.timeline("c.nprof")
+    ins = idx.trace.table("instructions")
+    blank = ins.index[(ins["dtype"].astype(str) == "").to_numpy()]
+    assert len(blank)
+    w = analysis.instruction_work(idx.trace)
+    unknown = [r for r in blank if str(w.at[r, "dtype"]) in ("", "nan")]
+    assert unknown
+    s = _dump(timeline.details(Ctx(store), ViewState(page="timeline", trace="c.nprof", sel=("instructions",
+                                                                                          int(unknown[0])))))
+    assert "unknown: neither this instruction nor the op that launched it records a data type" in s
+    known = int(ins.index[(ins["dtype"].astype(str) != "").to_numpy()][0])
+    s2 = _dump(timeline.details(Ctx(store), ViewState(page="timeline", trace="c.nprof", sel=("instructions", known))))
+    assert str(ins.at[known, "dtype"]) in s2 and "unknown: neither" not in s2

@@ -83,3 +83,23 @@ def test_compiled_profile_moves_less_and_launches_fewer_programs(traces):
     occ = lambda busy, span: busy.groupby("engine").duration_ns.sum().sum() / span  # noqa: E731
     assert occ(c_busy, c_span) > occ(e_busy, e_span)    # higher engine occupancy
     assert c_ops > 1 and e_ops > 1 and np.isfinite(c_span)
+
+
+def test_compiled_instructions_carry_their_graph_nodes_dtype(traces):
+    """A compiled graph has no single dtype: each instruction carries the dtype of the graph node it came from
+    (they were all empty), the same as the eager run's instructions of that op (oracle: the eager trace)."""
+    eager, comp = traces
+    ins, h = comp.table("instructions"), comp.table("host_ops")
+    dt = ins["dtype"].astype(str)
+    assert (dt != "").all(), ins.loc[dt == "", ["engine", "opcode", "name"]].value_counts().head()
+    e_ins, e_h = eager.table("instructions"), eager.table("host_ops")
+    want = e_ins.assign(op=e_h["name"].astype(str).reindex(e_ins["framework_op"]).to_numpy()) \
+        .groupby("op")["dtype"].agg(lambda s: set(s.astype(str)))
+    got = ins.assign(op=h["name"].astype(str).reindex(ins["framework_op"]).to_numpy()) \
+        .groupby("op")["dtype"].agg(lambda s: set(s.astype(str)))
+    both = [op for op in ("aten::addmm", "aten::mm", "aten::gelu", "aten::native_layer_norm", "aten::add")
+            if op in want.index and op in got.index]
+    assert len(both) >= 3, both
+    for op in both:
+        assert got[op] <= want[op], (op, got[op], want[op])
+    assert "bfloat16" in set(dt[ins["name"].astype(str) == "aten::addmm"])  # under autocast

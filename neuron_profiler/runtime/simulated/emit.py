@@ -179,7 +179,7 @@ def emit_core(b: TraceBuilder, prog: Program, proj: Projection, ev: CoreEvents, 
             "opcode": i["opcode"], "name": nm, "framework_op": fo,
             "raw_flops": i["flops"], "hbm_read_bytes": i["hbm_read"], "hbm_write_bytes": i["hbm_write"],
             "sbuf_read_bytes": i["sbuf_read"], "sbuf_write_bytes": i["sbuf_write"], "psum_read_bytes": i["psum_read"],
-            "psum_write_bytes": i["psum_write"], "dtype": dtypes[proj.k_sig[k]],
+            "psum_write_bytes": i["psum_write"], "dtype": owner.dtype(k, i["node"]),
             "tensor_instruction_type": np.where(i["transpose"], "TRANSPOSE", "").astype(object), "args": i["args"]})
         ins_row[keep_i] = first + np.arange(int(keep_i.sum()))
     dma_row = np.full(len(keep_d), -1, dtype=np.int64)
@@ -219,6 +219,12 @@ class _Owners:
         self.name_len = lens
         self.name_off = np.cumsum(lens) - lens
         self.names = np.array([x for ns in node_names for x in ns] + [""], dtype=object)
+        # a graph node's dtype (the op it stands for), "" for nodes without one; read like the names
+        node_dtypes = [[getattr(x, "dtype", "") or "" for x in getattr(w, "works", [])] for _, w in sigs]
+        self.sig_dtype = np.array([getattr(w, "dtype", "") or "" for _, w in sigs] + [""], dtype=object)
+        self.dtype_len = np.array([len(x) for x in node_dtypes] + [0], dtype=np.int64)
+        self.dtype_off = np.cumsum(self.dtype_len) - self.dtype_len
+        self.node_dtypes = np.array([x for ds in node_dtypes for x in ds] + [""], dtype=object)
         maps = [prog.graph_nodes.get(int(h)) for h in proj.k_host]
         self.map_len = np.array([len(m) if m is not None else 0 for m in maps], dtype=np.int64)
         self.map_off = np.cumsum(self.map_len) - self.map_len
@@ -240,6 +246,18 @@ class _Owners:
             fo = fo.copy()
             fo[has] = np.where(mapped >= 0, mapped, fo[has])
         return fo, name
+
+
+    def dtype(self, k: np.ndarray, node: np.ndarray) -> np.ndarray:
+        """The dtype of events of kernel instances ``k`` from template nodes ``node``: the kernel's op's, or for a
+        compiled graph the dtype of the node the event came from (a graph has no single dtype)."""
+        sig = self.k_sig[k]
+        out = self.sig_dtype[sig]
+        named = (node >= 0) & (self.dtype_len[sig] > node)
+        if named.any():
+            out = out.copy()
+            out[named] = self.node_dtypes[self.dtype_off[sig[named]] + node[named]]
+        return out
 
 
 def _flows(b: TraceBuilder, ev: CoreEvents, ins_row: np.ndarray, dma_row: np.ndarray, k_host_row: np.ndarray) -> None:
