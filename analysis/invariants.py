@@ -6,7 +6,8 @@ Checked (each row of the report is one invariant on one subject):
 * shares: every percent of ``summary`` within 0-100; busy + idle = 100 %; the summary's idle share equals the
   temporal breakdown's; ``hot_ops`` shares within 0-100 % and adding up to at most 100 % for every grouping;
 * peaks: roofline efficiency within 0-100 %, distance to the roof within 0-1, achieved FLOP/s within the
-  compute peak and achieved bandwidth within the memory roof; each hot_ops group's FLOPs / self time within
+  compute peak and achieved bandwidth within the memory roof (hot_ops: within what HBM and DMA can move,
+  ``hot_ops.hbm_ceiling``); each hot_ops group's FLOPs / self time within
   the peak of its own dtype and engine (a V100's FP32 peak for FP32 work, not its FP16 tensor-core peak); no
   op with device time whose FLOPs are neither known nor explained; MFU / MBU a number wherever the device's
   peaks and the work are known;
@@ -187,8 +188,8 @@ def _check_known(t, s: pd.DataFrame, R: _Rows, prefix: str) -> None:
 def _check_rates(t, R: _Rows, prefix: str) -> None:
     """Each hot_ops group's FLOPs over its self time within the peak of its own work (the matrix peak of its
     dtype for matmul-family rows, the engine's vector peak otherwise, × its active cores), computed from its
-    FLOPs (the shown rate is NaN above that peak); bandwidth within the memory roof; and no group with device
-    time whose FLOPs are neither known nor explained."""
+    FLOPs (the shown rate is NaN above that peak); bandwidth within the HBM ceiling (``hot_ops.hbm_ceiling``);
+    and no group with device time whose FLOPs are neither known nor explained."""
     from .analyses.hot_ops import group_bounds
     from .analyses.work import instruction_work
 
@@ -210,7 +211,7 @@ def _check_rates(t, R: _Rows, prefix: str) -> None:
         worst = int(np.nanargmax(ratio)) if np.isfinite(ratio).any() else -1
         R.within("hot_ops FLOP/s within the peak of their dtype and engine", subj, ratio, 0.0, 1.0, REL_TOL,
                  reason=f"worst: {h.index[worst]}" if worst >= 0 and ratio[worst] > 1.0 + REL_TOL else "")
-        R.within("hot_ops bandwidth within the memory roof", subj, bw, 0.0, 1.0, REL_TOL)
+        R.within("hot_ops bandwidth within what HBM and DMA can move", subj, bw, 0.0, 1.0, REL_TOL)
         if by == "op":
             silent = (h["device_time_self_ns"].to_numpy() > 0) & h["flops"].isna().to_numpy() \
                 & (h["note"].astype(str).to_numpy() == "")

@@ -238,6 +238,11 @@ def unknown_note(codes: np.ndarray, k: int, flops_share: np.ndarray, bytes_share
     return note
 
 
+#: the note of a group whose rates are NaN because it has no device time (host-only ops: views, metadata,
+#: ops whose device work is counted under another op such as a compiled graph's)
+NO_DEVICE_TIME = "no device time: rates unknown (a host-only op, or its device work is counted under another op)"
+
+
 @register("hot_ops", columns=HOT_OPS_SPEC, figure="hot_ops_figure",
           index=Column("op", "", "Op / module / stack / engine"))
 def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
@@ -251,7 +256,8 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
     engine, its own rows only), device_time_total_ns (incl. device time of nested host ops for "op", of
     sub-modules / callee stacks for "module"/"stack"), device_time_mean_ns (self / calls), flops (FLOP),
     hbm_bytes (bytes; NaN when unknown), achieved_flops_per_s, achieved_bandwidth_bytes_per_s (over self time;
-    NaN where that would exceed the device's peak / memory roof, see ``note``), share_of_step_time_percent
+    NaN where that would exceed the device's peak / what its HBM and DMA can move, :func:`hbm_ceiling`, see
+    ``note``), share_of_step_time_percent
     (the group's exclusive share of the steps' wall time, or of the analysed span without steps: time when
     several rows run at once is split between them, so the shares add up to at most 100 %), host_time_ns
     (Σ host duration of the group's host ops), host_launch_time_ns (Σ duration of the distinct host events that
@@ -351,10 +357,11 @@ def _totals(trace, df: pd.DataFrame, w: pd.DataFrame, by: str) -> None:
 
 
 def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per group code: the highest compute peak its rows could reach and the memory roof (per-core ceilings of
-    their main device × the distinct cores they ran on). The compute peak is that of the rows' own work: the
-    matrix peak of their dtype for matmul-family rows, the engine's vector peak otherwise
-    (:meth:`DevicePeaks.compute_peak`), the largest over the group's kinds of work."""
+    """Per group code: the highest compute peak its rows could reach and the most HBM traffic they could make
+    per second (ceilings of their main device). The compute peak is that of the rows' own work: the matrix peak
+    of their dtype for matmul-family rows, the engine's vector peak otherwise (:meth:`DevicePeaks.compute_peak`),
+    the largest over the group's kinds of work, × the distinct cores they ran on. The HBM ceiling is
+    :func:`hbm_ceiling`."""
     peak, roof = np.full(k, np.nan), np.full(k, np.nan)
     if not len(w) or k == 0:
         return peak, roof
@@ -364,13 +371,14 @@ def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.
     by_dev = np.bincount(codes * nd + dev, minlength=k * nd).reshape(k, nd)
     cores = (np.bincount(codes * nc + core, minlength=k * nc).reshape(k, nc) > 0).sum(axis=1)
     main = by_dev.argmax(axis=1) - 1
+    devices = (by_dev[:, 1:] > 0).sum(axis=1) + (by_dev[:, 0] > 0)  # unknown device (-1): one more at most
     kinds = _kinds(w, codes)
     for d in np.unique(main):
         p = device_peaks(trace, int(d))
         if p is None:
             continue
         sel = main == d
-        roof[sel] = p.memory_roof * cores[sel]
+        roof[sel] = hbm_ceiling(p, cores[sel], devices[sel])
         mine = kinds[sel[kinds["g"].to_numpy()]]
         cache: dict = {}
         best = np.full(k, np.nan)
@@ -381,6 +389,20 @@ def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.
             best[g] = np.fmax(best[g], cache[key])
         peak[sel] = best[sel] * cores[sel]
     return peak, roof
+
+
+def hbm_ceiling(p, cores: np.ndarray, devices: np.ndarray) -> np.ndarray:
+    """The HBM bytes per second work on ``cores`` cores of ``devices`` devices of peaks ``p`` could reach: the
+    devices' HBM bandwidth and, on Neuron (DMA bandwidth known), twice the cores' DMA bandwidth (all HBM traffic
+    is DMA there, and a transfer within HBM reads and writes each byte). Not the per-core share of HBM
+    (``memory_roof``, the roofline's): one busy core may draw more while the others idle (the eager GPT
+    sample's ``aten::copy_``: 1.71 GB of HBM reads and writes in 4.37 ms, 390 GB/s against a 362.5 GB/s share).
+    Falls back to ``memory_roof`` × cores when the device's HBM bandwidth is unknown; NaN: no bound."""
+    cores = np.asarray(cores, dtype=float)
+    hbm = p.hbm_device * np.asarray(devices, dtype=float) if np.isfinite(p.hbm_device) else p.memory_roof * cores
+    if np.isfinite(p.dma_per_core):
+        hbm = np.fmin(hbm, 2.0 * p.dma_per_core * cores)
+    return hbm
 
 
 def _kinds(w: pd.DataFrame, codes: np.ndarray) -> pd.DataFrame:
@@ -410,10 +432,11 @@ def _rates(trace, df: pd.DataFrame, w: pd.DataFrame, codes: np.ndarray, cats: pd
                         "overstates the work)")
     why = ("HBM bytes from shapes exceed what memory can move in this time (data served from cache, or the "
            "shapes overstate the traffic)" if src == "shapes" else
-           "HBM bytes exceed the memory roof in this time (bytes recorded on rows that do not move them, e.g. "
-           "DMA counted on the engine that waits for it)")
+           "HBM bytes exceed what the device's HBM and DMA can move in this time (bytes recorded on rows that do "
+           "not move them, e.g. DMA counted on the engine that waits for it)")
     br, note = physical(M.rate_per_s(df["hbm_bytes"].to_numpy(), t), roof, why, note)
     df["achieved_flops_per_s"] = fr
     df["achieved_bandwidth_bytes_per_s"] = br
     unk = df["_unknown"].fillna("").astype(str).to_numpy() if "_unknown" in df else np.full(len(df), "")
-    df["note"] = [("; ".join(x for x in (u, n) if x)) for u, n in zip(unk, note)]
+    idle = np.where(t > 0, "", NO_DEVICE_TIME)  # the rates divide by device time: say why they are NaN
+    df["note"] = [("; ".join(x for x in (u, n, i) if x)) for u, n, i in zip(unk, note, idle)]
