@@ -24,7 +24,7 @@ class MLP(torch.nn.Module):
         return (self.down(h) * 0.5 + x).relu()
 
 
-def _capture(compiled: bool):
+def _capture(compiled: bool, autocast: bool = True):
     torch.manual_seed(0)
     model = MLP()
     x = torch.randn(512, 256)
@@ -33,7 +33,7 @@ def _capture(compiled: bool):
     with neuron_profiler.profile(profile_output_dir=out, run_id="c", runtime="simulated",
                                  schedule=torch.profiler.schedule(wait=0, warmup=1, active=1)) as p:
         for _ in range(2):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 step(x).sum().backward()
             p.step()
     return read_trace(p.neuron_profiler.paths[0])
@@ -103,3 +103,20 @@ def test_compiled_instructions_carry_their_graph_nodes_dtype(traces):
     for op in both:
         assert got[op] <= want[op], (op, got[op], want[op])
     assert "bfloat16" in set(dt[ins["name"].astype(str) == "aten::addmm"])  # under autocast
+
+
+def _mfu_flops_ratio(t) -> float:
+    """Integral of the Estimated Instant MFU counter (percent x s) per raw matmul FLOP of the trace."""
+    tracks, c, ins = t.table("tracks"), t.table("counters"), t.table("instructions")
+    tid = tracks.index[(tracks.kind == "counter") & (tracks.name.astype(str) == "Estimated Instant MFU")]
+    g = c[c.track.isin(tid)].sort_values("ts")
+    area = (g.value.to_numpy()[:-1] * np.diff(g.ts.to_numpy()) * 1e-9).sum()
+    return area / ins.loc[ins.opcode.astype(str) == "MATMUL", "raw_flops"].sum()
+
+
+def test_compiled_fp32_matmuls_count_at_their_dtypes_rate_in_instant_mfu():
+    """Instant MFU weighs each matmul's FLOPs by its dtype's multiplier (FP32 x4 on trn1). A compiled graph has no
+    dtype of its own, so its FP32 matmuls counted x1; oracle: the eager FP32 run, same FLOPs, same weight."""
+    eager, comp = _capture(False, autocast=False), _capture(True, autocast=False)
+    assert set(comp.table("instructions").query("opcode == 'MATMUL'")["dtype"].astype(str)) == {"float32"}
+    assert _mfu_flops_ratio(comp) == pytest.approx(_mfu_flops_ratio(eager), rel=1e-3)

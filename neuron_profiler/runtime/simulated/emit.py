@@ -164,7 +164,6 @@ def emit_core(b: TraceBuilder, prog: Program, proj: Projection, ev: CoreEvents, 
     keep_i, keep_d, keep_c, dropped = _keep(ev, proj.c_start, cap)
     if dropped:
         b.dropped_events[f"nc{nc}"] = b.dropped_events.get(f"nc{nc}", 0) + int(dropped)
-    dtypes = np.array([getattr(w, "dtype", "") for _, w in sigs] + [""], dtype=object)
     k_host_row = host_rows[proj.k_host] if len(proj.k_host) else np.zeros(0, np.int64)
     owner = _Owners(prog, proj, sigs, host_rows)
     ins_row = np.full(len(keep_i), -1, dtype=np.int64)
@@ -202,7 +201,7 @@ def emit_core(b: TraceBuilder, prog: Program, proj: Projection, ev: CoreEvents, 
                                    p.partitions, cap)
               for buf, seg, k, tags, cap in (("SBUF", ev.sbuf, ev.sbuf_k, ev.sbuf_tag, p.sbuf_bytes),
                                              ("PSUM", ev.psum, ev.psum_k, ev.psum_tag, p.psum_bytes))}
-    _counters(b, ev, p, core, dev, nc, rank, pid, dtypes, proj, placed)
+    _counters(b, ev, p, core, dev, nc, rank, pid, owner, placed)
     return core
 
 
@@ -302,7 +301,7 @@ def _collectives(b: TraceBuilder, prog: Program, proj: Projection, keep: np.ndar
 
 
 def _counters(b: TraceBuilder, ev: CoreEvents, p: CoreParams, core: int, dev: int, nc: int, rank: int, pid: int,
-              dtypes: np.ndarray, proj: Projection, placed: dict[str, np.ndarray]) -> None:
+              owner: _Owners, placed: dict[str, np.ndarray]) -> None:
     i, d = ev.ins, ev.dma
     if not len(i["k"]) and not len(d["k"]):
         return
@@ -319,8 +318,10 @@ def _counters(b: TraceBuilder, ev: CoreEvents, p: CoreParams, core: int, dev: in
         ts, v = ctr.step_series(seg[:, 0].astype(np.int64), seg[:, 1].astype(np.int64), seg[:, 2])
         series[name] = (ts, np.clip(100.0 * v / cap, 0.0, 100.0))
     mm = i["opcode"] == "MATMUL"
-    mult = np.array([adjusted_flops_multiplier(p.target, x) for x in dtypes], np.float64)
-    adj = i["flops"][mm] * mult[proj.k_sig[i["k"][mm]]] if mm.any() else np.zeros(0)
+    # each matmul's own dtype: a compiled graph's matmuls differ in dtype, the graph has none of its own
+    codes, uniq = pd.factorize(owner.dtype(i["k"][mm], i["node"][mm]))
+    mult = np.array([adjusted_flops_multiplier(p.target, x) for x in uniq], np.float64)
+    adj = i["flops"][mm] * mult[codes] if mm.any() else np.zeros(0)
     mfu = 100.0 * ctr.rate_average(edges, i["start"][mm], i["start"][mm] + i["dur"][mm], adj) / p.peak("bfloat16")
     series["Estimated Instant MFU"] = (edges, np.append(mfu, 0.0))
     th = ev.throttle
