@@ -9,6 +9,9 @@ align by op alone, others by op, module and shape. The page says why B and the k
 """
 from __future__ import annotations
 
+import logging
+import threading
+
 from dash import Input, Output, State, html
 
 import analysis
@@ -18,6 +21,8 @@ from .. import frames
 from ..state import DIFF_KEYS, ViewState
 from ..store import new_request
 from .common import Ctx, data_table, graph, guarded, note, search_of, section
+
+LOG = logging.getLogger("explorer")
 
 
 def layout(ctx: Ctx, state: ViewState):
@@ -176,6 +181,28 @@ def warm_pair(ctx: Ctx, key: str) -> None:
     b = default_other(ctx, a, singles) if a else None
     if a and b and a != b:
         frames.diff(ctx, a, b, tuple(default_keys(ctx, a, b)) or DIFF_KEYS)
+
+
+def warm_partner(ctx: Ctx, key: str) -> threading.Thread:
+    """Start computing, on a thread of its own, what Compare needs of ``key``'s default partner: its per-op
+    profile by the default alignment keys (``analysis.op_profile``, memoised on the partner's trace, which the
+    diff then reuses). No other page of ``key`` computes anything of the partner, so this runs beside ``key``'s
+    own precompute from the open on, and Compare opened first finds the partner's side ready or nearly; ``key``'s
+    side is shared with its other pages (its tables, its invocation times). Errors are logged: the page that needs
+    the profile shows them."""
+    def run() -> None:
+        try:
+            singles = _singles(ctx)
+            a = _base(ctx, ViewState(trace=key), singles)
+            b = default_other(ctx, a, singles) if a else None
+            if a and b and a != b:
+                analysis.op_profile(ctx.store.trace(b), tuple(default_keys(ctx, a, b)) or DIFF_KEYS)
+        except Exception:  # noqa: BLE001 - shown by the page that needs it
+            LOG.debug("warm-up of the partner of %s failed", key, exc_info=True)
+
+    th = threading.Thread(target=run, name=f"warm partner of {key}", daemon=True)
+    th.start()
+    return th
 
 
 def register(app, ctx: Ctx) -> None:
