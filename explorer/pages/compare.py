@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from dash import Input, Output, State, html
+from dash import Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
 
 import analysis
 from analysis import figures
@@ -146,8 +147,15 @@ def _layout(ctx: Ctx, state: ViewState):
                   dmc.MultiSelect(id="cmp-keys", data=list(DIFF_KEYS), value=list(keys), label="Align by",
                                   w=260, size="xs")], className="nx-row", style={"flexWrap": "wrap"}),
         html.Div(why, id="cmp-why"),
+        dcc.Store(id="cmp-shown", data=_shown(a, b, keys)),
         html.Div(id="cmp-body", children=body(ctx, a, b, keys)),
     ], id="compare-page")
+
+
+def _shown(a, b, keys) -> list:
+    """What the body shows (A, B, keys): the selects report their values when they mount, which must not build
+    the body again."""
+    return [a, b, list(keys)]
 
 
 def body(ctx: Ctx, a: str | None, b: str | None, keys=DIFF_KEYS):
@@ -207,10 +215,13 @@ def warm_partner(ctx: Ctx, key: str) -> threading.Thread:
 
 def register(app, ctx: Ctx) -> None:
     @app.callback(Output("cmp-body", "children"), Output("url-out", "search", allow_duplicate=True),
-                  Output("last-sync", "data", allow_duplicate=True), Input("cmp-a", "value"), Input("cmp-b", "value"),
-                  Input("cmp-keys", "value"), State("url", "search"), prevent_initial_call=True)
-    def recompare(a, b, keys, _search):
+                  Output("last-sync", "data", allow_duplicate=True), Output("cmp-shown", "data"),
+                  Input("cmp-a", "value"), Input("cmp-b", "value"), Input("cmp-keys", "value"),
+                  State("cmp-shown", "data"), prevent_initial_call=True)
+    def recompare(a, b, keys, shown):
         keys = tuple(k for k in keys or () if k in DIFF_KEYS) or DIFF_KEYS
+        if shown == _shown(a, b, keys):  # the selects mounting with the values the page was built with
+            raise PreventUpdate
         search = search_of(ViewState(page="compare", trace=a, other=b, keys=keys))  # the pair in the URL
         new_request()
-        return body(ctx, a, b, keys), search, "/compare" + search
+        return body(ctx, a, b, keys), search, "/compare" + search, _shown(a, b, keys)
