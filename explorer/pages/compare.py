@@ -192,19 +192,22 @@ def warm_pair(ctx: Ctx, key: str) -> None:
 
 
 def warm_partner(ctx: Ctx, key: str) -> threading.Thread:
-    """Start computing, on a thread of its own, what Compare needs of ``key``'s default partner: its per-op
-    profile by the default alignment keys (``analysis.op_profile``, memoised on the partner's trace, which the
-    diff then reuses). No other page of ``key`` computes anything of the partner, so this runs beside ``key``'s
-    own precompute from the open on, and Compare opened first finds the partner's side ready or nearly; ``key``'s
-    side is shared with its other pages (its tables, its invocation times). Errors are logged: the page that needs
-    the profile shows them."""
+    """Start computing, on a thread of its own, what Compare needs of ``key`` and its default partner: the per-op
+    profile of each by the default alignment keys (``analysis.op_profile``, memoised on each trace), then the
+    pair's diff (a merge of the two) and its figure once (which loads plotly). No other page of ``key`` computes
+    anything of the partner, so this runs beside ``key``'s own precompute from the open on (the partner first),
+    and Compare opened first finds its frames ready or nearly. Errors are logged: the page that needs a frame
+    shows them."""
     def run() -> None:
         try:
             singles = _singles(ctx)
             a = _base(ctx, ViewState(trace=key), singles)
             b = default_other(ctx, a, singles) if a else None
             if a and b and a != b:
-                analysis.op_profile(ctx.store.trace(b), tuple(default_keys(ctx, a, b)) or DIFF_KEYS)
+                keys = tuple(default_keys(ctx, a, b)) or DIFF_KEYS
+                for side in (b, a):  # the partner first: nothing else computes anything of it
+                    analysis.op_profile(ctx.store.trace(side), keys)
+                figures.diff_figure(frames.diff(ctx, a, b, keys))  # the pair's frame; plotly's first figure
         except Exception:  # noqa: BLE001 - shown by the page that needs it
             LOG.debug("warm-up of the partner of %s failed", key, exc_info=True)
 

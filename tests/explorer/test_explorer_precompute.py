@@ -66,8 +66,8 @@ def test_compare_diff_precomputed_equals_fresh_diff(warmed, served_dir):
 
 
 def test_the_partner_profile_is_precomputed_at_open(served_dir):
-    """``warm_partner`` computes the default partner's per-op profile on the partner's open trace: the diff of
-    the pair then reuses it, and both equal a fresh computation."""
+    """``warm_partner`` computes the per-op profiles of the trace and its default partner on their open traces:
+    the diff of the pair then reuses them, and both equal a fresh computation."""
     store = TraceStore(served_dir)
     ctx = Ctx(store)
     other, _ = default_partner(ctx, KEY, _singles(ctx))
@@ -77,6 +77,7 @@ def test_the_partner_profile_is_precomputed_at_open(served_dir):
     th = warm_partner(ctx, KEY)
     th.join(300)
     assert not th.is_alive() and store.trace(other).has_memo(("op_profile", keys))
+    assert store.trace(KEY).has_memo(("op_profile", keys))  # both sides
     pd.testing.assert_frame_equal(analysis.op_profile(store.trace(other), keys),
                                   analysis.op_profile(_fresh(served_dir, other), keys))
     pd.testing.assert_frame_equal(frames.diff(ctx, KEY, other, keys),
