@@ -36,7 +36,7 @@ from .analyses.breakdown import (
 from .analyses.collectives import collective_skew_matrix, collectives, straggler_ranks
 from .analyses.cross_rank import collectives_across_ranks
 from .analyses.dependencies import event_dependencies
-from .analyses.diff import diff
+from .analyses.diff import diff, op_profile
 from .analyses.dma import dma_queues, dma_sizes, dma_throughput
 from .analyses.explorer_summary import SUMMARY_KEY as EXPLORER_SUMMARY_KEY
 from .analyses.explorer_summary import neuron_explorer_comparison
@@ -73,7 +73,7 @@ __all__ = [
     "load", "Trace", "TraceSet", "check", "CheckReport", "registry",
     # helpers
     "classify_kernels", "hta_kernel_selection", "merge_intervals", "op_flops_and_bytes", "cross_rank_report",
-    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY", "STEP_BOUNDARY", "unpriced_reason", "work_source",
+    "HOT_OPS_GROUPINGS", "EXPLORER_SUMMARY_KEY", "STEP_BOUNDARY", "unpriced_reason", "work_source", "op_profile",
     # what a trace is of, and which traces pair up (analysis.analyses.pairing)
     "TraceIdentity", "identity", "relation", "default_partner", "alignment_keys",
     # the registered analyses (tests/analysis/test_facade.py checks this list against the registry)

@@ -177,6 +177,11 @@ class Trace(TraceAnalyses):
                     store[key] = compute()
         return handout(store[key])
 
+    def has_memo(self, key: Hashable, *, shared: bool = False) -> bool:
+        """Whether :meth:`memo` already holds ``key`` (of this trace or window; ``shared``: of the whole trace), so
+        a caller can derive a value from a frame that is already computed rather than from the tables."""
+        return key in (self._shared["memo"] if shared else self._memo)
+
     def clear_memo(self, *, shared: bool = True) -> None:
         """Forget derived results (tables stay loaded): of this trace (window), and of the whole trace when
         ``shared`` (the default)."""

@@ -52,7 +52,8 @@ def build_page(ctx: Ctx, state: ViewState):
 def start_precompute(ctx: Ctx, key: str | None):
     """Precompute every page of ``key`` in the background, once per open trace (the first page built for it
     starts it; ``neuron-explorer`` starts it for the first trace when it starts): the frames of each page
-    (``frames.warm``), then Compare's diff with the default partner. Returns the thread, None when it was
+    (``frames.warm``), then Compare's diff with the default partner, whose own per-op profile starts at once on
+    a thread of its own (``compare.warm_partner``). Returns the warm-up thread, None when it was
     already started (or the trace does not open: the page shows why)."""
     if not ctx.precompute or not key:
         return None
@@ -61,6 +62,7 @@ def start_precompute(ctx: Ctx, key: str | None):
             return None
     except Exception:  # noqa: BLE001 - the page shows the error
         return None
+    compare.warm_partner(ctx, key)  # the partner's side of Compare, beside this trace's own frames
     return frames.warm(ctx, key, extra=(("compare", lambda: compare.warm_pair(ctx, key)),))
 
 

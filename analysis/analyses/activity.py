@@ -306,6 +306,8 @@ def invocation_time(trace) -> pd.Series:
     """Device time per host-op row (its invocation): the union of its instructions, DMA transfers and
     collectives (ns, indexed by host-op row id; memoised per trace)."""
     def compute() -> pd.Series:
+        if trace.window_bounds is None and not trace.has_memo("activity"):
+            return _invocation_time_from_tables(trace)  # the same sums without building the activity frame
         act = trace_activity(trace)
         fop = act["framework_op"].to_numpy()
         m = fop >= 0
@@ -314,6 +316,31 @@ def invocation_time(trace) -> pd.Series:
             return union_by_key(fop, s, e, sorted_by_start=True)
         return union_by_key(fop[m], s[m], e[m], sorted_by_start=True)
     return trace.memo("invocation_time", compute)
+
+
+def _invocation_time_from_tables(trace) -> pd.Series:
+    """:func:`invocation_time` of a whole trace read from the tables: the rows :func:`_trace_activity` takes (busy
+    instructions, DMA transfers, collectives without an instruction on non-Kineto traces), only their host op,
+    start and end (Compare's partner trace needs these sums, not the rest of the activity frame)."""
+    ins = trace.analysis_table("instructions")
+    parts: list[tuple[pd.DataFrame, np.ndarray | None]] = [(ins, _busy_positions(ins))]
+    parts.append((trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"]), None))
+    if not trace.is_kineto_import:
+        cc = trace.table("collectives")
+        if len(cc):
+            parts.append((cc[cc["instruction"].to_numpy() < 0] if "instruction" in cc else cc, None))
+    keys, starts, ends = [], [], []
+    for df, sel in parts:
+        fop, s = _int_col(df, "framework_op"), df["start_ts"].to_numpy(np.int64)
+        e = s + df["duration_ns"].to_numpy(np.int64)
+        m = fop >= 0 if sel is None else np.zeros(len(df), bool)
+        if sel is not None:
+            m[sel] = fop[sel] >= 0
+        keys.append(fop[m])
+        starts.append(s[m])
+        ends.append(e[m])
+    key = np.concatenate(keys)
+    return union_by_key(key, np.concatenate(starts), np.concatenate(ends))
 
 
 def invocation_group_time(trace, work: pd.DataFrame, group: np.ndarray, n_groups: int) -> np.ndarray:

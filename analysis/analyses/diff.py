@@ -10,6 +10,8 @@ against its own device's roof. Device time and the bound rule are the ones of :m
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 
@@ -20,6 +22,7 @@ from ..core.intervals import first_rows
 from ..core.tables import row_positions
 from ..registry import Column, register
 from .activity import invocation_group_time
+from .opunits import unit_profile
 from .summary import primary_device
 from .work import instruction_work
 
@@ -97,6 +100,26 @@ def _first_appearance_ids(keys: np.ndarray, space: int) -> np.ndarray:
 
 
 def _op_profile(trace, keys: tuple[str, ...]) -> pd.DataFrame:
+    u = unit_profile(trace, keys, _key_codes, _group_ids)  # one reduction per invocation, where it applies
+    if u is not None:
+        out = pd.DataFrame(u.columns, index=_group_index(u.parts, u.first_unit, keys))
+        dtypes, engines, placed = u.dtypes, u.engines, u.placement
+    else:
+        out, dtypes, engines, placed = _rows_profile(trace, keys)
+    out["arithmetic_intensity"] = M.arithmetic_intensity(out["flops"].to_numpy(), out["hbm_bytes"].to_numpy())
+    out["achieved_flops_per_s"] = M.rate_per_s(out["flops"].to_numpy(), out["device_time_ns"].to_numpy())
+    _, peaks, _ = primary_device(trace, placed)
+    ridge = np.array([M.ridge_point(peaks.compute_peak(bool(mm), dt, eng), peaks.memory_roof)
+                      if peaks is not None else np.nan
+                      for mm, dt, eng in zip(out["mm"], dtypes, engines)], dtype=float)
+    out["bound"] = bound(out["flops"].to_numpy(), out["hbm_bytes"].to_numpy(), ridge)
+    return out[["calls", "device_time_ns", "flops", "hbm_bytes", "arithmetic_intensity", "achieved_flops_per_s",
+                "bound"]]
+
+
+def _rows_profile(trace, keys: tuple[str, ...]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, pd.DataFrame]:
+    """The per-row path of :func:`_op_profile` on ``instruction_work``: (flops, hbm_bytes, rows, mm,
+    device_time_ns, calls per group; dtypes and engines of each group's first row; the rows' placement)."""
     w = instruction_work(trace)
     parts = [_key_codes(trace, w, k) for k in keys]
     gid = _group_ids(parts)
@@ -114,17 +137,9 @@ def _op_profile(trace, keys: tuple[str, ...]) -> pd.DataFrame:
     out["hbm_bytes"] = out["hbm_bytes"].where(unknown == 0)
     out["device_time_ns"] = invocation_group_time(trace, w, gid, ng)
     out["calls"] = _calls(w["framework_op"].to_numpy(), gid, ng, out["rows"].to_numpy())
-    out["arithmetic_intensity"] = M.arithmetic_intensity(out["flops"].to_numpy(), out["hbm_bytes"].to_numpy())
-    out["achieved_flops_per_s"] = M.rate_per_s(out["flops"].to_numpy(), out["device_time_ns"].to_numpy())
-    _, peaks, _ = primary_device(trace, w)
     dtypes = np.asarray(w["dtype"].array.take(first), dtype=object).astype(str)
     engines = np.asarray(w["engine"].array.take(first), dtype=object).astype(str)
-    ridge = np.array([M.ridge_point(peaks.compute_peak(bool(mm), dt, eng), peaks.memory_roof)
-                      if peaks is not None else np.nan
-                      for mm, dt, eng in zip(out["mm"], dtypes, engines)], dtype=float)
-    out["bound"] = bound(out["flops"].to_numpy(), out["hbm_bytes"].to_numpy(), ridge)
-    return out[["calls", "device_time_ns", "flops", "hbm_bytes", "arithmetic_intensity", "achieved_flops_per_s",
-                "bound"]]
+    return out, dtypes, engines, w
 
 
 def _calls(fo: np.ndarray, gid: np.ndarray, ng: int, rows: np.ndarray) -> np.ndarray:
@@ -156,7 +171,7 @@ def diff(a, b, keys: tuple[str, ...] = KEYS) -> pd.DataFrame:
     arithmetic_intensity_a/_b (FLOP/byte), achieved_flops_per_s_a/_b. Ops present on one side only have
     0 calls on the other. Sorted by |delta_ns|, largest first.
     """
-    pa, pb = op_profile(a, keys), op_profile(b, keys)
+    pa, pb = _profiles(a, b, keys)
     j = pa.merge(pb, how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
     for c in ("calls", "device_time_ns", "flops"):
         for s in ("_a", "_b"):
@@ -185,3 +200,16 @@ def diff(a, b, keys: tuple[str, ...] = KEYS) -> pd.DataFrame:
                         "achieved_flops_per_s_b": j["achieved_flops_per_s_b"].to_numpy()}, index=j.index)
     order = np.argsort(-np.abs(out["delta_ns"].to_numpy()), kind="stable")
     return out.iloc[order]
+
+
+def _profiles(a, b, keys: tuple[str, ...]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`op_profile` of both traces, ``b``'s on a thread of its own while ``a``'s is computed here: the two
+    are independent (each memoised on its trace; reading and reducing the columns is mostly numpy work, which
+    runs outside the GIL), so a pair of cold traces takes about the time of the slower one on two cores."""
+    if a is b:
+        p = op_profile(a, keys)
+        return p, op_profile(b, keys)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diff") as pool:
+        fb = pool.submit(op_profile, b, keys)
+        pa = op_profile(a, keys)
+        return pa, fb.result()

@@ -9,7 +9,11 @@ align by op alone, others by op, module and shape. The page says why B and the k
 """
 from __future__ import annotations
 
-from dash import Input, Output, State, html
+import logging
+import threading
+
+from dash import Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
 
 import analysis
 from analysis import figures
@@ -18,6 +22,8 @@ from .. import frames
 from ..state import DIFF_KEYS, ViewState
 from ..store import new_request
 from .common import Ctx, data_table, graph, guarded, note, search_of, section
+
+LOG = logging.getLogger("explorer")
 
 
 def layout(ctx: Ctx, state: ViewState):
@@ -141,8 +147,15 @@ def _layout(ctx: Ctx, state: ViewState):
                   dmc.MultiSelect(id="cmp-keys", data=list(DIFF_KEYS), value=list(keys), label="Align by",
                                   w=260, size="xs")], className="nx-row", style={"flexWrap": "wrap"}),
         html.Div(why, id="cmp-why"),
+        dcc.Store(id="cmp-shown", data=_shown(a, b, keys)),
         html.Div(id="cmp-body", children=body(ctx, a, b, keys)),
     ], id="compare-page")
+
+
+def _shown(a, b, keys) -> list:
+    """What the body shows (A, B, keys): the selects report their values when they mount, which must not build
+    the body again."""
+    return [a, b, list(keys)]
 
 
 def body(ctx: Ctx, a: str | None, b: str | None, keys=DIFF_KEYS):
@@ -178,12 +191,40 @@ def warm_pair(ctx: Ctx, key: str) -> None:
         frames.diff(ctx, a, b, tuple(default_keys(ctx, a, b)) or DIFF_KEYS)
 
 
+def warm_partner(ctx: Ctx, key: str) -> threading.Thread:
+    """Start computing, on a thread of its own, what Compare needs of ``key`` and its default partner: the per-op
+    profile of each by the default alignment keys (``analysis.op_profile``, memoised on each trace), then the
+    pair's diff (a merge of the two) and its figure once (which loads plotly). No other page of ``key`` computes
+    anything of the partner, so this runs beside ``key``'s own precompute from the open on (the partner first),
+    and Compare opened first finds its frames ready or nearly. Errors are logged: the page that needs a frame
+    shows them."""
+    def run() -> None:
+        try:
+            singles = _singles(ctx)
+            a = _base(ctx, ViewState(trace=key), singles)
+            b = default_other(ctx, a, singles) if a else None
+            if a and b and a != b:
+                keys = tuple(default_keys(ctx, a, b)) or DIFF_KEYS
+                for side in (b, a):  # the partner first: nothing else computes anything of it
+                    analysis.op_profile(ctx.store.trace(side), keys)
+                figures.diff_figure(frames.diff(ctx, a, b, keys))  # the pair's frame; plotly's first figure
+        except Exception:  # noqa: BLE001 - shown by the page that needs it
+            LOG.debug("warm-up of the partner of %s failed", key, exc_info=True)
+
+    th = threading.Thread(target=run, name=f"warm partner of {key}", daemon=True)
+    th.start()
+    return th
+
+
 def register(app, ctx: Ctx) -> None:
     @app.callback(Output("cmp-body", "children"), Output("url-out", "search", allow_duplicate=True),
-                  Output("last-sync", "data", allow_duplicate=True), Input("cmp-a", "value"), Input("cmp-b", "value"),
-                  Input("cmp-keys", "value"), State("url", "search"), prevent_initial_call=True)
-    def recompare(a, b, keys, _search):
+                  Output("last-sync", "data", allow_duplicate=True), Output("cmp-shown", "data"),
+                  Input("cmp-a", "value"), Input("cmp-b", "value"), Input("cmp-keys", "value"),
+                  State("cmp-shown", "data"), prevent_initial_call=True)
+    def recompare(a, b, keys, shown):
         keys = tuple(k for k in keys or () if k in DIFF_KEYS) or DIFF_KEYS
+        if shown == _shown(a, b, keys):  # the selects mounting with the values the page was built with
+            raise PreventUpdate
         search = search_of(ViewState(page="compare", trace=a, other=b, keys=keys))  # the pair in the URL
         new_request()
-        return body(ctx, a, b, keys), search, "/compare" + search
+        return body(ctx, a, b, keys), search, "/compare" + search, _shown(a, b, keys)

@@ -56,15 +56,25 @@ def test_compare_default_partner_shares_ops_in_browser(site, base, partner, keys
 
 def test_compare_without_a_related_trace_leaves_b_to_choose(site):
     """The CNN sample has no other trace of its model or run: B starts empty with the reason, no console
-    error; choosing a B then compares."""
+    error; the body is built once (not again when the selects mount); choosing a B then compares."""
     url, ctx, _ = site
     page = ctx.new_page()
     errors = collect_errors(page)
+    rebuilds = []  # answers of the selects' callback that built Compare's body again (204: no update)
+    page.on("response", lambda r: rebuilds.append(r) if "/_dash-update-component" in r.url and r.status == 200
+            and "cmp-body.children" in (r.request.post_data or "") else None)
     page.goto(f"{url}/compare?trace=cnn_inference.nprof")
     page.wait_for_selector("#compare-page #cmp-why", timeout=120000)
     wait_idle(page, timeout=120000)
     assert page.locator("#cmp-b").input_value() == ""
     assert "No default for B" in page.inner_text("#cmp-why")
     assert "choose two traces" in page.inner_text("#cmp-body")
+    assert rebuilds == []  # the selects mounting with the page's values do not build the body again
+    page.locator("#cmp-b").click()
+    page.get_by_role("option", name=re.compile(r"^gpt_train_step\.nprof")).click()
+    page.wait_for_selector("#compare-page #cmp-table .ag-row", timeout=120000)
+    wait_idle(page, timeout=120000)
+    assert len(rebuilds) == 1 and "present in both" in page.inner_text("#cmp-body")
+    assert "other=gpt_train_step.nprof" in page.url
     page.close()
     assert errors == []

@@ -16,7 +16,7 @@ from analysis.analyses.activity import analysis_span
 from explorer import frames
 from explorer.app import build_page, create_app, start_precompute
 from explorer.pages.common import Ctx, guarded
-from explorer.pages.compare import warm_pair
+from explorer.pages.compare import _singles, default_keys, default_partner, warm_pair, warm_partner
 from explorer.state import PAGES, ViewState
 from explorer.store import FramePending, TraceStore
 
@@ -63,6 +63,25 @@ def test_compare_diff_precomputed_equals_fresh_diff(warmed, served_dir):
     got = frames.diff(ctx, KEY, other, keys)
     want = analysis.diff(_fresh(served_dir), _fresh(served_dir, other), keys=keys)
     pd.testing.assert_frame_equal(got, want)
+
+
+def test_the_partner_profile_is_precomputed_at_open(served_dir):
+    """``warm_partner`` computes the per-op profiles of the trace and its default partner on their open traces:
+    the diff of the pair then reuses them, and both equal a fresh computation."""
+    store = TraceStore(served_dir)
+    ctx = Ctx(store)
+    other, _ = default_partner(ctx, KEY, _singles(ctx))
+    assert other is not None and other != KEY
+    keys = default_keys(ctx, KEY, other)
+    assert not store.trace(other).has_memo(("op_profile", keys))
+    th = warm_partner(ctx, KEY)
+    th.join(300)
+    assert not th.is_alive() and store.trace(other).has_memo(("op_profile", keys))
+    assert store.trace(KEY).has_memo(("op_profile", keys))  # both sides
+    pd.testing.assert_frame_equal(analysis.op_profile(store.trace(other), keys),
+                                  analysis.op_profile(_fresh(served_dir, other), keys))
+    pd.testing.assert_frame_equal(frames.diff(ctx, KEY, other, keys),
+                                  analysis.diff(_fresh(served_dir), _fresh(served_dir, other), keys=keys))
 
 
 def test_a_changed_result_does_not_reach_the_next_caller(warmed):
