@@ -42,9 +42,12 @@ NOTES = {
     "C1": "'Autocast:BF16+SR' (the AWS table's label for C1 and C3): the ViT notebook of that release "
           "(aws-neuron-samples hf_image_classification/vit.ipynb, 2023-12) sets XLA_USE_BF16=1, BF16 weights, as "
           "C3's script does. It pins transformers 4.28.1, whose ViT attention is eager (no SDPA before 4.36).",
-    "C2": "FP32: neuronx-cc casts FP32 matmuls to BF16 by default (--auto-cast matmult); the calibration file "
-          "says the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %). HF eager attention with the padding mask and "
-          "probability dropout 0.1 (dp_bert_hf_pretrain, transformers 4.44: SDPA on XLA is the math decomposition).",
+    "C2": "FP32: the script's fp32 mode (dp_bert_hf_pretrain run_dp_bert_large_hf_pretrain_bf16_s128_lamb.sh fp32: "
+          "--enable_fp32, no torch.autocast) trains an FP32 model, and neuronx-cc casts its matmuls to BF16 on chip "
+          "(its default --auto-cast matmult; the script's own MFU uses the BF16 peak unless --auto-cast=none): "
+          "predict dry-runs the FP32 model with the simulator's auto_cast='matmult'. The calibration file says "
+          "the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %). HF eager attention with the padding mask and "
+          "probability dropout 0.1 (transformers 4.44: SDPA on XLA is the math decomposition).",
     "C3": "neuronx-nemo-megatron train_setup.sh's default recipe 'bf16SR' sets XLA_USE_BF16=1 (BF16 weights); "
           "gpt_23b.sh: selective recompute, sequence parallel; hidden dropout 0.1 (test.sh).",
     "C4": "'Autocast:BF16+FP32Optimizer': BF16 weights on the device, FP32 master weights and optimizer state "

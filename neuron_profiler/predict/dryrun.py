@@ -82,12 +82,14 @@ def _saved_bytes(fn: Callable[[], None]) -> int:
 
 def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
               out_dir: str, target: Target, run_id: str, num_cores: int | None = None,
-              accumulate: bool = False) -> StageRun:
+              accumulate: bool = False, auto_cast: str = "matmult") -> StageRun:
     """Profile forward + backward + optimizer step of the stage ``build`` makes (under FakeTensorMode,
     inside the caller's fake process group) on the simulated ``target``; returns the measurements.
     ``accumulate``: the profiled micro-step adds its gradients into ``.grad`` left by an earlier one (gradient
     accumulation: every micro-step of an optimizer step but the first reads and writes the accumulated
-    gradients, torch's ``AccumulateGrad``), else it writes fresh gradients."""
+    gradients, torch's ``AccumulateGrad``), else it writes fresh gradients. ``auto_cast``: the compiler's
+    ``--auto-cast`` the simulated runtime prices matmuls with (``NeuronConfig.auto_cast``; neuronx-cc's default
+    ``matmult``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     import neuron_profiler
@@ -102,13 +104,13 @@ def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]
             for p in params:
                 p.grad = None
         with neuron_profiler.profile(profile_output_dir=out_dir, run_id=run_id, target=target, runtime="simulated",
-                                     with_modules=False, num_cores=num_cores,
+                                     with_modules=False, num_cores=num_cores, auto_cast=auto_cast,
                                      schedule=torch.profiler.schedule(wait=0, warmup=0, active=1, repeat=1)) as prof:
             micro()
             opt.step()
             prof.step()
     path = prof.neuron_profiler.paths[0]
-    m = measure(path, target)
+    m = measure(path, target, auto_cast)
     return StageRun(path, m["micro_ns"], m["mm_ns"], m["mm_ops"], m["opt_ns"], m["comm_ns"], m["comm_count"], saved,
                     sum(p.numel() for p in params), m["unpriced"])
 
@@ -126,7 +128,7 @@ def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((run_end[last] - s[first]).sum())
 
 
-def measure(path: str | Path, target: Target) -> dict[str, Any]:
+def measure(path: str | Path, target: Target, auto_cast: str = "none") -> dict[str, Any]:
     """Device busy time of a dry-run trace's micro-step and of its optimizer step (the instructions and DMA
     transfers of host ops before / from the first ``Optimizer.step``), its collectives and unpriced ops."""
     from neuron_profiler.trace import read_trace
@@ -155,7 +157,7 @@ def measure(path: str | Path, target: Target) -> dict[str, Any]:
         for k, lst in pieces.items():
             if lst:
                 out[k] = _busy_ns(np.concatenate([a for a, _ in lst]), np.concatenate([b for _, b in lst]))
-        out["mm_ops"] = _mm_ops(tf, is_mm, hstart >= cut, target)
+        out["mm_ops"] = _mm_ops(tf, is_mm, hstart >= cut, target, auto_cast)
         c = tf.table("collectives")
         out["comm_ns"] = float(c["duration_ns"].sum()) if len(c) else 0.0
         out["comm_count"] = int(len(c))
@@ -165,9 +167,10 @@ def measure(path: str | Path, target: Target) -> dict[str, Any]:
         tf.close()
 
 
-def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target) -> np.ndarray:
+def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target, auto_cast: str = "none") -> np.ndarray:
     """(span, peak ns) of each matrix-multiply framework op of the micro-step: its instructions' first start to
-    last end, and its MATMUL FLOPs at the Tensor engine's peak for their dtype (FP32 at a quarter)."""
+    last end, and its MATMUL FLOPs at the Tensor engine's peak for the dtype they multiply in (FP32 at a
+    quarter, but at the BF16 peak under ``--auto-cast matmult``)."""
     from neuron_profiler.hardware import adjusted_flops_multiplier, raw_table
     ins = tf.table("instructions")
     if not len(ins):
@@ -181,7 +184,8 @@ def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target) -> np.nda
     dts = ins["dtype"].astype(str).to_numpy()[ok]
     for dt in set(dts.tolist()):
         if dt:
-            mult[dts == dt] = adjusted_flops_multiplier(target, dt)
+            mdt = "bfloat16" if auto_cast == "matmult" and dt == "float32" else dt
+            mult[dts == dt] = adjusted_flops_multiplier(target, mdt)
     is_matmul = ins["opcode"].astype(str).to_numpy()[ok] == "MATMUL"
     flops = np.where(is_matmul, ins["raw_flops"].to_numpy(np.float64)[ok] * mult, 0.0)
     ops, inv = np.unique(fop[ok], return_inverse=True)
