@@ -51,8 +51,10 @@ NOTES = {
     "C3": "neuronx-nemo-megatron train_setup.sh's default recipe 'bf16SR' sets XLA_USE_BF16=1 (BF16 weights); "
           "gpt_23b.sh: selective recompute, sequence parallel; hidden dropout 0.1 (test.sh).",
     "C4": "'Autocast:BF16+FP32Optimizer': BF16 weights on the device, FP32 master weights and optimizer state "
-          "(NxD training_llama_tp_zero1.rst: 'we use XLA_DOWNCAST_BF16 ... the weights on device are on bf16'; "
-          "standard_mixed_precision.rst: FP32 master weights in the ZeRO-1 optimizer).",
+          "(NxD 2.24 tp_zero1_llama3_8B_hf_pretrain.sh passes --use_gpu_compatible_precision 1, so neither "
+          "XLA_DOWNCAST_BF16 nor XLA_USE_BF16 is set: the weights are BF16 because the model is built in the "
+          "config's torch_dtype bfloat16; get_mixed_precision_config: FP32 master weights in ZeRO-1). "
+          "Column/RowParallelLinear reduce_dtype=torch.float32: FP32 sequence-parallel reduce-scatters.",
     "C5": "as C4 (NxD, XLA_DOWNCAST_BF16): BF16 weights on the device, FP32 optimizer.",
 }
 LAST = Path(tempfile.gettempdir()) / "neuron_predict_calibration.json"
@@ -121,7 +123,7 @@ def write_fit(f: dict, results: list[dict], table: Path | None = None) -> Path:
            f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01)")
     t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
         "fitted: no matrix multiply of a production compiled graph runs faster than this fraction of the Tensor "
-        f"engine's peak for its dtype. Errors at the fit: {errs}.")
+        f"engine's peak for the dtype it multiplies in. Errors at the fit: {errs}.")
     lo, hi = min(f["leave_one_out"].values()), max(f["leave_one_out"].values())
     t["fitted"]["band"].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
         f"leave-one-out errors (each row predicted with the constants fitted on the others): {loo}; a "

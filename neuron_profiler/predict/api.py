@@ -20,7 +20,7 @@ from neuron_profiler.predict.stages import StageCost, dry_run_stages
 __all__ = ["Prediction", "predict", "MODEL_VERSION"]
 
 #: bumped when the composition changes what it predicts
-MODEL_VERSION = "predict-3"
+MODEL_VERSION = "predict-4"
 
 
 @dataclass
@@ -181,8 +181,8 @@ def _warnings(p: Prediction) -> list[str]:
         if h["total"] > h["capacity"]:
             out.append(f"stage {s.index}: with {h['activations'] / 2**30:.1f} GiB of activations in flight the core "
                        f"needs {h['total'] / 2**30:.1f} of {h['capacity'] / 2**30:.0f} GiB; an upper bound: the dry "
-                       f"run keeps autocast's BF16 weight copies and the all-gathered sequence-parallel inputs, "
-                       f"which Megatron/NxD re-gather; recompute lowers it")
+                       f"run keeps every tensor autograd saves (under bf16-autocast also the BF16 weight copies), "
+                       f"which the compiler may free or rematerialise; recompute lowers it")
         if s.unpriced:
             out.append(f"stage {s.index}: ops without a cost model (no device time): {', '.join(s.unpriced)}")
     return out

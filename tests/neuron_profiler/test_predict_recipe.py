@@ -179,3 +179,24 @@ def test_dry_run_records_the_recipes_attention(name, tmp_path):
         assert fused
         assert "aten::_softmax" not in ops and "aten::bmm" not in ops
 
+
+
+def test_fp32_dry_run_prices_matmuls_at_the_bf16_peak_with_no_cast_ops(tmp_path):
+    """--precision fp32 (C2's recipe: an FP32 model, no torch.autocast, neuronx-cc's default --auto-cast
+    matmult): the dry run dispatches no cast op, and its matmuls' FLOPs count at the BF16 peak (forward and
+    weight gradient: 2 x 2 T H^2 FLOPs), a quarter of what --auto-cast none (fp32-strict) counts."""
+    from neuron_profiler.hardware import raw_table
+    from neuron_profiler.predict.stages import _precision
+    with _precision("fp32"):
+        assert not torch.is_autocast_enabled("cpu")
+    peak = float(raw_table()["neuron"]["trn1"]["peak_flops_per_s"]["bfloat16"]["value"])
+    ideal = 2 * 2 * T * H * H / peak * 1e9
+    runs = {}
+    with fake_group(0, 1):
+        for ac in ("matmult", "none"):
+            runs[ac] = run_stage(_linear_stage(), lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path),
+                                 Target.parse("trn1"), ac, num_cores=2, auto_cast=ac)
+    assert runs["matmult"].mm_ops[:, 1].sum() == pytest.approx(ideal, rel=1e-6)
+    assert runs["none"].mm_ops[:, 1].sum() == pytest.approx(4 * ideal, rel=1e-3)
+    assert runs["matmult"].mm_ns < runs["none"].mm_ns
+    assert not [o for o in _ops(runs["matmult"].trace) if o in ("aten::_to_copy", "aten::copy_")]
