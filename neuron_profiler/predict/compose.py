@@ -47,9 +47,11 @@ def stage_slot(s: StageCost, peak_fraction: float, tp_overlap: float) -> tuple[f
 
 
 def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: float, grad_bytes_per_param: float,
-            eff: tuple[float | None, float | None] = (None, None)) -> Step:
+            eff: tuple[float | None, float | None] = (None, None), param_bytes_per_param: float | None = None) -> Step:
     """The optimizer step of ``stages`` under layout ``lay``. ``act_bytes``: bytes one pipeline send carries;
-    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted peak fraction and the framework's overlap."""
+    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted peak fraction and the framework's overlap;
+    ``param_bytes_per_param``: what ZeRO-1's all-gather of the updated weights carries (default: the gradients')."""
+    pbytes = grad_bytes_per_param if param_bytes_per_param is None else param_bytes_per_param
     pf = fitted("matmul_peak_fraction") if eff[0] is None else eff[0]
     ov = framework("tp_overlap") if eff[1] is None else eff[1]
     m, p = lay.accumulation, lay.pp
@@ -63,7 +65,7 @@ def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: f
     dp_parts: dict[str, float] = {}
     opt = 0.0
     for s in stages:   # every stage reduces and steps at once; the slowest sets the step
-        red = comm.dp_reduction_ns(lay, s.index, s.params * grad_bytes_per_param, s.params * grad_bytes_per_param,
+        red = comm.dp_reduction_ns(lay, s.index, s.params * grad_bytes_per_param, s.params * pbytes,
                                    c.zero1)
         if sum(red.values()) > sum(dp_parts.values()):
             dp_parts = red

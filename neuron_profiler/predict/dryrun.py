@@ -82,14 +82,16 @@ def _saved_bytes(fn: Callable[[], None]) -> int:
 
 def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
               out_dir: str, target: Target, run_id: str, num_cores: int | None = None,
-              accumulate: bool = False, auto_cast: str = "matmult") -> StageRun:
+              accumulate: bool = False, auto_cast: str = "matmult", grad_acc_dtype: str = "") -> StageRun:
     """Profile forward + backward + optimizer step of the stage ``build`` makes (under FakeTensorMode,
     inside the caller's fake process group) on the simulated ``target``; returns the measurements.
     ``accumulate``: the profiled micro-step adds its gradients into ``.grad`` left by an earlier one (gradient
     accumulation: every micro-step of an optimizer step but the first reads and writes the accumulated
     gradients, torch's ``AccumulateGrad``), else it writes fresh gradients. ``auto_cast``: the compiler's
     ``--auto-cast`` the simulated runtime prices matmuls with (``NeuronConfig.auto_cast``; neuronx-cc's default
-    ``matmult``)."""
+    ``matmult``). ``grad_acc_dtype`` ("float32": NxD's ``use_fp32_grad_acc``): every micro-step's fresh gradient
+    is added into a ``main_grad`` of that dtype by a hook (``main_grad.add_(grad)``: reads both, writes the sum)
+    instead of into ``.grad``."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     import neuron_profiler
@@ -100,7 +102,9 @@ def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]
         params = [p for p in module.parameters() if p.requires_grad]
         opt = optimizer(params)
         saved = _saved_bytes(micro)   # also the earlier micro-step whose gradients an accumulating one adds to
-        if not accumulate:
+        if grad_acc_dtype:
+            _main_grad_hooks(params, getattr(torch, grad_acc_dtype))
+        if not accumulate or grad_acc_dtype:
             for p in params:
                 p.grad = None
         with neuron_profiler.profile(profile_output_dir=out_dir, run_id=run_id, target=target, runtime="simulated",
@@ -113,6 +117,19 @@ def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]
     m = measure(path, target, auto_cast)
     return StageRun(path, m["micro_ns"], m["mm_ns"], m["mm_ops"], m["opt_ns"], m["comm_ns"], m["comm_count"], saved,
                     sum(p.numel() for p in params), m["unpriced"])
+
+
+def _main_grad_hooks(params: list[torch.nn.Parameter], dtype: torch.dtype) -> None:
+    """NxD's FP32 gradient accumulation (torch_xla ZeroRedundancyOptimizer ``use_grad_acc_hook``): after autograd
+    writes a parameter's gradient, add it into the parameter's ``main_grad`` in ``dtype``. The gradient is
+    kept (the dry run's optimizer steps on it)."""
+    for p in params:
+        main = torch.zeros(p.shape, dtype=dtype, device=p.device)
+
+        def hook(q: torch.nn.Parameter, main: torch.Tensor = main) -> None:
+            if q.grad is not None:
+                main.add_(q.grad)
+        p.register_post_accumulate_grad_hook(hook)
 
 
 def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:

@@ -116,7 +116,8 @@ def _one(m: ModelSpec, n: int, s: tuple, c: PredictConfig, lay: Layout, out: str
             return run_stage(_builder(m, n, first, last, c, lay, rec), lambda ps: make_optimizer(c.optimizer, ps),
                              out, lay.inst.target, run_id, num_cores=lay.inst.cores_per_chip,
                              accumulate=lay.accumulation > 1,
-                             auto_cast="none" if c.precision == "fp32-strict" else "matmult")
+                             auto_cast="none" if c.precision == "fp32-strict" else "matmult",
+                             grad_acc_dtype=m.grad_acc if c.precision == "bf16" else "")
         finally:
             TPGroup.group = None
 

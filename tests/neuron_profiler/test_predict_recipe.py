@@ -4,6 +4,7 @@ each recipe runs (HF's eager attention for the HF rows, the fused kernel for NeM
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -200,3 +201,45 @@ def test_fp32_dry_run_prices_matmuls_at_the_bf16_peak_with_no_cast_ops(tmp_path)
     assert runs["none"].mm_ops[:, 1].sum() == pytest.approx(4 * ideal, rel=1e-3)
     assert runs["matmult"].mm_ns < runs["none"].mm_ns
     assert not [o for o in _ops(runs["matmult"].trace) if o in ("aten::_to_copy", "aten::copy_")]
+
+
+def test_fp32_gradient_accumulation_adds_bf16_gradients_into_fp32_main_grads(tmp_path):
+    """NxD's use_fp32_grad_acc (C4's recipe): with BF16 weights every micro-step adds its fresh BF16 gradient into
+    an FP32 main_grad (one add_ per parameter, FP32 self and BF16 other: 10 bytes per parameter), never into
+    the BF16 ``.grad`` (6 bytes per parameter)."""
+    def bf16_stage():
+        def build():
+            m = nn.Linear(H, H, dtype=torch.bfloat16)
+            x = torch.randn(T, H, dtype=torch.bfloat16)
+
+            def micro():
+                m(x).sum().backward()
+            return m, micro
+        return build
+    runs = {}
+    with fake_group(0, 1):
+        for acc in ("", "float32"):
+            runs[acc] = run_stage(bf16_stage(), lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path),
+                                  Target.parse("trn1"), f"acc{acc}", num_cores=2, accumulate=True,
+                                  grad_acc_dtype=acc)
+    def adds(run) -> tuple[set[tuple], float]:
+        """Input dtypes of the in-place adds of the micro-step (before the optimizer step), and their DMA bytes."""
+        tf = read_trace(run.trace)
+        try:
+            h = tf.table("host_ops")
+            names = h["name"].astype(str).to_numpy()
+            cut = int(np.char.startswith(names.astype(str), "Optimizer.step").argmax())
+            rows = [i for i in range(cut) if names[i] == "aten::add_"]
+            kinds = {tuple(json.loads(str(h["input_dtypes"].iloc[i]))[:2]) for i in rows}
+            d = tf.table("dma")
+            moved = float(d["transfer_bytes"][d["framework_op"].isin(rows)].sum())
+            return kinds, moved
+        finally:
+            tf.close()
+    kinds, moved = adds(runs["float32"])
+    assert kinds == {("float", "c10::BFloat16")}              # FP32 main_grad += BF16 grad
+    assert moved == pytest.approx(10 * (H * H + H))          # reads 4 + 2, writes 4 bytes per parameter
+    kinds, moved = adds(runs[""])
+    assert kinds == {("c10::BFloat16", "c10::BFloat16")}      # BF16 .grad += BF16 grad
+    assert moved == pytest.approx(6 * (H * H + H))
+    assert runs["float32"].micro_ns > runs[""].micro_ns

@@ -56,6 +56,8 @@ class ModelSpec:
     patch: int = 16
     labels: int = 1000
     recompute: str = "none"      # activation recompute of the published recipe: none, selective, full
+    grad_acc: str = ""           # dtype gradients accumulate and DP-reduce in ("": the parameters'; NxD 2.24's
+    # use_fp32_grad_acc / higher_cc_precision: "float32")
     source: str = ""
 
     def with_tp(self, tp: int, sp: bool = False) -> ModelSpec:
@@ -77,10 +79,12 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
               seq=2048, vocab=50257, positions=True,
               recompute="selective", source="aws-neuron/neuronx-nemo-megatron gpt_23b.sh, test.sh"),
     ModelSpec("llama3.1-8b", _t(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, norm="rms", mlp="swiglu",
-                                bias=False, tp_reduce_dtype="float32"), seq=8192, vocab=128256,
+                                bias=False, tp_reduce_dtype="float32"), seq=8192, vocab=128256, grad_acc="float32",
               source="meta-llama/Llama-3.1-8B config.json; NxD 2.24 (aws-neuron/neuronx-distributed c9ee222) "
                      "parallel_layers/layers.py: Column/RowParallelLinear reduce_dtype=torch.float32 (the "
-                     "sequence-parallel reduce-scatters in FP32)"),
+                     "sequence-parallel reduce-scatters in FP32); training_utils.py get_mixed_precision_config: "
+                     "use_fp32_grad_acc, hence ZeRO-1 use_grad_acc_hook + higher_cc_precision (FP32 gradient "
+                     "accumulation and reduce-scatter)"),
     ModelSpec("llama2-70b", _t(hidden=8192, layers=80, heads=64, kv_heads=8, ffn=28672, norm="rms", mlp="swiglu",
                                bias=False), seq=4096, vocab=32000, source="meta-llama/Llama-2-70b-hf config.json"),
     ModelSpec("tiny-gpt", _t(hidden=256, layers=4, heads=8, ffn=1024), seq=128, vocab=1024, positions=True,
