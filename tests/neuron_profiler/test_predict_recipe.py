@@ -243,3 +243,29 @@ def test_fp32_gradient_accumulation_adds_bf16_gradients_into_fp32_main_grads(tmp
     assert kinds == {("c10::BFloat16", "c10::BFloat16")}      # BF16 .grad += BF16 grad
     assert moved == pytest.approx(6 * (H * H + H))
     assert runs["float32"].micro_ns > runs[""].micro_ns
+
+
+def test_compiled_dry_run_of_a_recomputed_region_with_dropout(tmp_path):
+    """torch.compile of a checkpointed region with dropout functionalizes its RNG into the higher-order op
+    ``run_and_save_rng_state``; the capture's dispatch mode passes it through (GPT-3 23B's --compiled dry run:
+    selective recompute + hidden dropout). The dry run completes and prices its matmuls."""
+    from torch.utils.checkpoint import checkpoint
+
+    def build():
+        lin = nn.Linear(H, H)
+
+        def f(x):
+            return torch.nn.functional.dropout(lin(x), 0.1, True)
+
+        def body(x):
+            return checkpoint(f, x, use_reentrant=False).sum()
+        run = torch.compile(body, backend="neuron")
+        x = torch.randn(T, H, requires_grad=True)
+
+        def micro():
+            run(x).backward()
+        return lin, micro
+    with fake_group(0, 1):
+        r = run_stage(build, lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path), Target.parse("trn1"), "ckpt",
+                      num_cores=2)
+    assert r.micro_ns > 0 and r.mm_ns > 0
