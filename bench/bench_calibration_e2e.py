@@ -80,8 +80,9 @@ def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, 
             "wall_s": p.wall_s, "rss_gib": p.peak_rss_bytes / 2**30, "step_ns": p.step.step_ns,
             "breakdown_ns": parts, "mfu": p.mfu, "global_batch": kw["global_batch"], "fixed_ns": fixed,
             "m": p.layout.accumulation, "pp": p.layout.pp, "p2p_ns": p.step.detail["p2p_ns"],
+            "compiled": compiled, "warnings": p.warnings,
             "stages": [{"micro": s.micro_ns, "tp": s.tp_comm_ns, "extra": [s.mm_extra_ns(f) for f in GRID_PF]}
-                       for s in p.stages], "warnings": p.warnings}
+                       for s in p.stages]}
 
 
 def step_at(r: dict, i_pf: int, ov: float) -> float:
@@ -117,15 +118,19 @@ def write_fit(f: dict, results: list[dict], table: Path | None = None) -> Path:
     the errors at it, and the band from the leave-one-out errors."""
     table = table or ROOT / "neuron_profiler" / "hardware" / "predict_table.json"
     t = json.loads(table.read_text())
+    mode = "_compiled" if any(r.get("compiled") for r in results) else ""
+    for k in ("matmul_peak_fraction", "band"):
+        t["fitted"].setdefault(k + mode, {"source": "FITTED"})
     errs = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["errors"].items())
     loo = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["leave_one_out"].items())
     how = ("least squares on log(predicted / published) over calibration rows "
            f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01)")
-    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
+    how += "; dry runs through torch.compile(backend='neuron') (--compiled)" if mode else "; eager dry runs"
+    t["fitted"]["matmul_peak_fraction" + mode].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
         "fitted: no matrix multiply of a production compiled graph runs faster than this fraction of the Tensor "
         f"engine's peak for the dtype it multiplies in. Errors at the fit: {errs}.")
     lo, hi = min(f["leave_one_out"].values()), max(f["leave_one_out"].values())
-    t["fitted"]["band"].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
+    t["fitted"]["band" + mode].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
         f"leave-one-out errors (each row predicted with the constants fitted on the others): {loo}; a "
         "prediction's published figure is expected within predicted / (1 + high) .. predicted / (1 + low)")
     table.write_text(json.dumps(t, indent=2) + "\n")
