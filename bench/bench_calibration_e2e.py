@@ -42,14 +42,19 @@ NOTES = {
     "C1": "'Autocast:BF16+SR' (the AWS table's label for C1 and C3): the ViT notebook of that release "
           "(aws-neuron-samples hf_image_classification/vit.ipynb, 2023-12) sets XLA_USE_BF16=1, BF16 weights, as "
           "C3's script does. It pins transformers 4.28.1, whose ViT attention is eager (no SDPA before 4.36).",
-    "C2": "FP32: neuronx-cc casts FP32 matmuls to BF16 by default (--auto-cast matmult); the calibration file "
-          "says the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %). HF eager attention with the padding mask and "
-          "probability dropout 0.1 (dp_bert_hf_pretrain, transformers 4.44: SDPA on XLA is the math decomposition).",
+    "C2": "FP32: the script's fp32 mode (dp_bert_hf_pretrain run_dp_bert_large_hf_pretrain_bf16_s128_lamb.sh fp32: "
+          "--enable_fp32, no torch.autocast) trains an FP32 model, and neuronx-cc casts its matmuls to BF16 on chip "
+          "(its default --auto-cast matmult; the script's own MFU uses the BF16 peak unless --auto-cast=none): "
+          "predict dry-runs the FP32 model with the simulator's auto_cast='matmult'. The calibration file says "
+          "the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %). HF eager attention with the padding mask and "
+          "probability dropout 0.1 (transformers 4.44: SDPA on XLA is the math decomposition).",
     "C3": "neuronx-nemo-megatron train_setup.sh's default recipe 'bf16SR' sets XLA_USE_BF16=1 (BF16 weights); "
           "gpt_23b.sh: selective recompute, sequence parallel; hidden dropout 0.1 (test.sh).",
     "C4": "'Autocast:BF16+FP32Optimizer': BF16 weights on the device, FP32 master weights and optimizer state "
-          "(NxD training_llama_tp_zero1.rst: 'we use XLA_DOWNCAST_BF16 ... the weights on device are on bf16'; "
-          "standard_mixed_precision.rst: FP32 master weights in the ZeRO-1 optimizer).",
+          "(NxD 2.24 tp_zero1_llama3_8B_hf_pretrain.sh passes --use_gpu_compatible_precision 1, so neither "
+          "XLA_DOWNCAST_BF16 nor XLA_USE_BF16 is set: the weights are BF16 because the model is built in the "
+          "config's torch_dtype bfloat16; get_mixed_precision_config: FP32 master weights in ZeRO-1). "
+          "Column/RowParallelLinear reduce_dtype=torch.float32: FP32 sequence-parallel reduce-scatters.",
     "C5": "as C4 (NxD, XLA_DOWNCAST_BF16): BF16 weights on the device, FP32 optimizer.",
 }
 LAST = Path(tempfile.gettempdir()) / "neuron_predict_calibration.json"
@@ -75,8 +80,9 @@ def run_row(row: str, out: str, eff: tuple[float | None, float | None] = (None, 
             "wall_s": p.wall_s, "rss_gib": p.peak_rss_bytes / 2**30, "step_ns": p.step.step_ns,
             "breakdown_ns": parts, "mfu": p.mfu, "global_batch": kw["global_batch"], "fixed_ns": fixed,
             "m": p.layout.accumulation, "pp": p.layout.pp, "p2p_ns": p.step.detail["p2p_ns"],
+            "compiled": compiled, "warnings": p.warnings,
             "stages": [{"micro": s.micro_ns, "tp": s.tp_comm_ns, "extra": [s.mm_extra_ns(f) for f in GRID_PF]}
-                       for s in p.stages], "warnings": p.warnings}
+                       for s in p.stages]}
 
 
 def step_at(r: dict, i_pf: int, ov: float) -> float:
@@ -112,15 +118,19 @@ def write_fit(f: dict, results: list[dict], table: Path | None = None) -> Path:
     the errors at it, and the band from the leave-one-out errors."""
     table = table or ROOT / "neuron_profiler" / "hardware" / "predict_table.json"
     t = json.loads(table.read_text())
+    mode = "_compiled" if any(r.get("compiled") for r in results) else ""
+    for k in ("matmul_peak_fraction", "band"):
+        t["fitted"].setdefault(k + mode, {"source": "FITTED"})
     errs = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["errors"].items())
     loo = ", ".join(f"{k} {100 * v:+.1f} %" for k, v in f["leave_one_out"].items())
     how = ("least squares on log(predicted / published) over calibration rows "
            f"{', '.join(r['row'] for r in results)} (bench/bench_calibration_e2e.py --fit, grid 0.01)")
-    t["fitted"]["matmul_peak_fraction"].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
+    how += "; dry runs through torch.compile(backend='neuron') (--compiled)" if mode else "; eager dry runs"
+    t["fitted"]["matmul_peak_fraction" + mode].update(value=f["matmul_peak_fraction"], fit=how + "; the one constant "
         "fitted: no matrix multiply of a production compiled graph runs faster than this fraction of the Tensor "
-        f"engine's peak for its dtype. Errors at the fit: {errs}.")
+        f"engine's peak for the dtype it multiplies in. Errors at the fit: {errs}.")
     lo, hi = min(f["leave_one_out"].values()), max(f["leave_one_out"].values())
-    t["fitted"]["band"].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
+    t["fitted"]["band" + mode].update(low=round(min(lo, 0.0), 3), high=round(max(hi, 0.0), 3), fit="the range of "
         f"leave-one-out errors (each row predicted with the constants fitted on the others): {loo}; a "
         "prediction's published figure is expected within predicted / (1 + high) .. predicted / (1 + low)")
     table.write_text(json.dumps(t, indent=2) + "\n")

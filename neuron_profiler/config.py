@@ -34,6 +34,8 @@ __all__ = ["ProfileMode", "NeuronConfig", "parse_nc_ranges", "VALID_TARGETS", "V
 VALID_TARGETS = TARGETS
 #: ``runtime`` values: "auto" = hardware when a usable Neuron device is present, else simulated.
 VALID_RUNTIMES = RUNTIMES
+#: the simulated compiler's --auto-cast choices (neuronx-cc: none, matmult (its default), all)
+AUTO_CAST = ("none", "matmult")
 
 #: TorchNeuron options this profiler does not implement, with the reason (a clear error beats a silent no-op).
 UNSUPPORTED_OPTIONS = {
@@ -62,6 +64,9 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
             simulated runtime compiles nothing and only records the value.
         host_model: overrides of the simulated host dispatch model's constants
             (``neuron_profiler.hardware.host_model_params()``; see docs/simulation.md).
+        auto_cast: the simulated compiler's ``--auto-cast``: ``"none"`` (matmuls at their operands' dtype) or
+            ``"matmult"`` (neuronx-cc's default: FP32 matmuls read their FP32 operands, cast them to BF16 on chip
+            and run at the BF16 rate; everything else keeps its dtype). The hardware runtime ignores it.
         custom_profiler_config: extra options forwarded to Kineto; must be a JSON object (dict or JSON string).
 
     TorchNeuron's ``precache_node_info`` is not implemented and raises ``TypeError`` saying why.
@@ -73,11 +78,13 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
                  target: Target | str = Target.TRN2, runtime: str = "auto", run_id: str | None = None,
                  num_cores: int | None = None, cpu_sample_interval_s: float = 0.05,
                  neff_cache_dir: str | os.PathLike[str] | None = None, host_model: dict[str, float] | None = None,
-                 custom_profiler_config: dict[str, Any] | str | None = None, **unsupported: Any) -> None:
+                 custom_profiler_config: dict[str, Any] | str | None = None, auto_cast: str = "none",
+                 **unsupported: Any) -> None:
         _reject_unsupported(unsupported)
         mode_list = parse_modes(modes)
         parsed_target = Target.parse(target)
         check_choice("runtime", runtime, RUNTIMES)
+        check_choice("auto_cast", auto_cast, AUTO_CAST)
         if run_id is not None:
             check_run_id(run_id)
         _check_positive_int("max_events_per_nc", max_events_per_nc)
@@ -106,6 +113,7 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
         self.neff_cache_dir = str(neff_cache_dir) if neff_cache_dir is not None else (
             os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None)
         self.host_model = overrides or None
+        self.auto_cast = auto_cast
         self.custom_profiler_config_json = custom
 
     def has(self, mode: ProfileMode) -> bool:
@@ -119,7 +127,7 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
                 "target": self.target.value, "runtime": self.runtime, "run_id": self.run_id,
                 "num_cores": self.num_cores,
                 "cpu_sample_interval_s": self.cpu_sample_interval_s, "neff_cache_dir": self.neff_cache_dir,
-                "host_model": dict(self.host_model) if self.host_model else None,
+                "host_model": dict(self.host_model) if self.host_model else None, "auto_cast": self.auto_cast,
                 "custom_profiler_config": (json.loads(self.custom_profiler_config_json)
                                            if self.custom_profiler_config_json else None)}
 

@@ -59,6 +59,10 @@ class ListDtypeRecorder(TorchDispatchMode):
     a dtype conversion (``aten::_to_copy``) as a CPU run records it: an allocation and an ``aten::copy_``
     from the source dtype (fake tensors would record ``prims::convert_element_type``, which hides it)."""
 
+    #: higher-order operators (torch.compile's functionalized RNG of a recomputed region,
+    #: ``run_and_save_rng_state``) pass through to the modes below (FakeTensorMode has their rules)
+    supports_higher_order_operators = True
+
     def __init__(self) -> None:
         super().__init__()
         self.dtypes: ListDtypes = collections.defaultdict(collections.deque)

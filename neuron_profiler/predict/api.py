@@ -20,7 +20,7 @@ from neuron_profiler.predict.stages import StageCost, dry_run_stages
 __all__ = ["Prediction", "predict", "MODEL_VERSION"]
 
 #: bumped when the composition changes what it predicts
-MODEL_VERSION = "predict-3"
+MODEL_VERSION = "predict-4"
 
 
 @dataclass
@@ -55,16 +55,19 @@ def _spec(c: PredictConfig) -> ModelSpec:
     return m
 
 
-def _bytes_per(precision: str) -> tuple[int, int]:
-    """(parameter bytes, gradient bytes): BF16 weights keep BF16 gradients; the others are FP32."""
-    return (2, 2) if precision == "bf16" else (4, 4)
+def _bytes_per(precision: str, grad_acc: str = "") -> tuple[int, int]:
+    """(parameter bytes, gradient bytes): BF16 weights keep BF16 gradients, but for a recipe accumulating them
+    in FP32 (``ModelSpec.grad_acc``); the others are FP32."""
+    if precision != "bf16":
+        return 4, 4
+    return 2, 4 if grad_acc == "float32" else 2
 
 
-def _hbm(c: PredictConfig, lay: Layout, stages: list[StageCost]) -> list[dict[str, float]]:
+def _hbm(c: PredictConfig, lay: Layout, stages: list[StageCost], grad_acc: str = "") -> list[dict[str, float]]:
     """Bytes per core of each stage structure: weights, gradients, optimizer state, activations in flight."""
     t = raw_table()["neuron"][lay.inst.target]
     cap = float(t["hbm_capacity_bytes"]["value"]) / lay.inst.cores_per_chip
-    pb, gb = _bytes_per(c.precision)
+    pb, gb = _bytes_per(c.precision, grad_acc)
     states = _state_bytes(c)
     out = []
     for s in stages:
@@ -83,7 +86,7 @@ def static_bytes_per_core(c: PredictConfig, lay: Layout, m: ModelSpec) -> float:
     dry run): its layers and the larger end, divided by TP."""
     ends = model_params(m) - m.layers.layers * layer_params(m)
     per_rank = (m.layers.layers // lay.pp * layer_params(m) + ends / (2 if m.input == "tokens" else 1)) / lay.tp
-    pb, gb = _bytes_per(c.precision)
+    pb, gb = _bytes_per(c.precision, m.grad_acc)
     states = _state_bytes(c)
     return per_rank * (pb + gb + states / (lay.dp if c.zero1 else 1))
 
@@ -104,8 +107,8 @@ def _check_fits(c: PredictConfig, lay: Layout, m: ModelSpec) -> None:
                           f"(raise TP or PP, or use ZeRO-1)")
 
 
-def _band() -> tuple[float, float]:
-    f = predict_table()["fitted"].get("band", {})
+def _band(compiled: bool = False) -> tuple[float, float]:
+    f = predict_table()["fitted"].get("band_compiled" if compiled else "band", {})
     return float(f.get("low", -0.15)), float(f.get("high", 0.15))
 
 
@@ -130,13 +133,14 @@ def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] =
             mt = m.with_tp(lay.tp, lay.sp)
             stages, fps = dry_run_stages(mt, c, lay, scratch), flops_per_sample(m)
             act = c.microbatch * (mt.seq // lay.tp if lay.sp else mt.seq) * mt.layers.hidden * 2
-        hbm = _hbm(c, lay, stages)
+        bytes_per = _bytes_per(c.precision, m.grad_acc if m is not None else "")
+        hbm = _hbm(c, lay, stages, m.grad_acc if m is not None else "")
         _check_measured_fit(stages, hbm)
-        step = comp.compose(c, lay, stages, act, _bytes_per(c.precision)[1], efficiency)
+        step = comp.compose(c, lay, stages, act, bytes_per[1], efficiency, param_bytes_per_param=bytes_per[0])
         gb = lay.accumulation * c.microbatch * lay.dp
         peak = float(raw_table()["neuron"][lay.inst.target]["peak_flops_per_s"]["bfloat16"]["value"])
         mfu = gb * fps / (step.step_ns / 1e9) / (lay.world * peak) if fps else float("nan")
-        pred = Prediction(c, lay, m, step, gb / (step.step_ns / 1e9), mfu, hbm, _band(), stages, run_dir)
+        pred = Prediction(c, lay, m, step, gb / (step.step_ns / 1e9), mfu, hbm, _band(c.compiled), stages, run_dir)
         pred.warnings = _warnings(pred) + (["pipeline sends not priced: the stage module has no activation_bytes"]
                                            if m is None and lay.pp > 1 and not act else [])
         pred.assumptions = _assumptions(pred)
@@ -181,8 +185,8 @@ def _warnings(p: Prediction) -> list[str]:
         if h["total"] > h["capacity"]:
             out.append(f"stage {s.index}: with {h['activations'] / 2**30:.1f} GiB of activations in flight the core "
                        f"needs {h['total'] / 2**30:.1f} of {h['capacity'] / 2**30:.0f} GiB; an upper bound: the dry "
-                       f"run keeps autocast's BF16 weight copies and the all-gathered sequence-parallel inputs, "
-                       f"which Megatron/NxD re-gather; recompute lowers it")
+                       f"run keeps every tensor autograd saves (under bf16-autocast also the BF16 weight copies), "
+                       f"which the compiler may free or rematerialise; recompute lowers it")
         if s.unpriced:
             out.append(f"stage {s.index}: ops without a cost model (no device time): {', '.join(s.unpriced)}")
     return out

@@ -24,9 +24,10 @@ def framework(name: str) -> float:
     return float(predict_table()["framework"][name]["value"])
 
 
-def fitted(name: str) -> float:
-    """A constant fitted on the calibration set (predict_table.json ``fitted``)."""
-    return float(predict_table()["fitted"][name]["value"])
+def fitted(name: str, compiled: bool = False) -> float:
+    """A constant fitted on the calibration set (predict_table.json ``fitted``); ``compiled``: the one fitted on
+    ``--compiled`` dry runs (``<name>_compiled``), each mode has its own."""
+    return float(predict_table()["fitted"][name + ("_compiled" if compiled else "")]["value"])
 
 
 @dataclass
@@ -47,10 +48,12 @@ def stage_slot(s: StageCost, peak_fraction: float, tp_overlap: float) -> tuple[f
 
 
 def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: float, grad_bytes_per_param: float,
-            eff: tuple[float | None, float | None] = (None, None)) -> Step:
+            eff: tuple[float | None, float | None] = (None, None), param_bytes_per_param: float | None = None) -> Step:
     """The optimizer step of ``stages`` under layout ``lay``. ``act_bytes``: bytes one pipeline send carries;
-    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted peak fraction and the framework's overlap."""
-    pf = fitted("matmul_peak_fraction") if eff[0] is None else eff[0]
+    ``eff``: (matmul peak fraction, TP overlap) overriding the fitted peak fraction and the framework's overlap;
+    ``param_bytes_per_param``: what ZeRO-1's all-gather of the updated weights carries (default: the gradients')."""
+    pbytes = grad_bytes_per_param if param_bytes_per_param is None else param_bytes_per_param
+    pf = fitted("matmul_peak_fraction", c.compiled) if eff[0] is None else eff[0]
     ov = framework("tp_overlap") if eff[1] is None else eff[1]
     m, p = lay.accumulation, lay.pp
     p2p = comm.p2p_ns(lay, 0, act_bytes) if p > 1 else 0.0
@@ -63,7 +66,7 @@ def compose(c: PredictConfig, lay: Layout, stages: list[StageCost], act_bytes: f
     dp_parts: dict[str, float] = {}
     opt = 0.0
     for s in stages:   # every stage reduces and steps at once; the slowest sets the step
-        red = comm.dp_reduction_ns(lay, s.index, s.params * grad_bytes_per_param, s.params * grad_bytes_per_param,
+        red = comm.dp_reduction_ns(lay, s.index, s.params * grad_bytes_per_param, s.params * pbytes,
                                    c.zero1)
         if sum(red.values()) > sum(dp_parts.values()):
             dp_parts = red

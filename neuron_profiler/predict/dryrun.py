@@ -82,12 +82,16 @@ def _saved_bytes(fn: Callable[[], None]) -> int:
 
 def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
               out_dir: str, target: Target, run_id: str, num_cores: int | None = None,
-              accumulate: bool = False) -> StageRun:
+              accumulate: bool = False, auto_cast: str = "matmult", grad_acc_dtype: str = "") -> StageRun:
     """Profile forward + backward + optimizer step of the stage ``build`` makes (under FakeTensorMode,
     inside the caller's fake process group) on the simulated ``target``; returns the measurements.
     ``accumulate``: the profiled micro-step adds its gradients into ``.grad`` left by an earlier one (gradient
     accumulation: every micro-step of an optimizer step but the first reads and writes the accumulated
-    gradients, torch's ``AccumulateGrad``), else it writes fresh gradients."""
+    gradients, torch's ``AccumulateGrad``), else it writes fresh gradients. ``auto_cast``: the compiler's
+    ``--auto-cast`` the simulated runtime prices matmuls with (``NeuronConfig.auto_cast``; neuronx-cc's default
+    ``matmult``). ``grad_acc_dtype`` ("float32": NxD's ``use_fp32_grad_acc``): every micro-step's fresh gradient
+    is added into a ``main_grad`` of that dtype by a hook (``main_grad.add_(grad)``: reads both, writes the sum)
+    instead of into ``.grad``."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     import neuron_profiler
@@ -98,19 +102,34 @@ def run_stage(build: StageProgram, optimizer: Callable[[list[torch.nn.Parameter]
         params = [p for p in module.parameters() if p.requires_grad]
         opt = optimizer(params)
         saved = _saved_bytes(micro)   # also the earlier micro-step whose gradients an accumulating one adds to
-        if not accumulate:
+        if grad_acc_dtype:
+            _main_grad_hooks(params, getattr(torch, grad_acc_dtype))
+        if not accumulate or grad_acc_dtype:
             for p in params:
                 p.grad = None
         with neuron_profiler.profile(profile_output_dir=out_dir, run_id=run_id, target=target, runtime="simulated",
-                                     with_modules=False, num_cores=num_cores,
+                                     with_modules=False, num_cores=num_cores, auto_cast=auto_cast,
                                      schedule=torch.profiler.schedule(wait=0, warmup=0, active=1, repeat=1)) as prof:
             micro()
             opt.step()
             prof.step()
     path = prof.neuron_profiler.paths[0]
-    m = measure(path, target)
+    m = measure(path, target, auto_cast)
     return StageRun(path, m["micro_ns"], m["mm_ns"], m["mm_ops"], m["opt_ns"], m["comm_ns"], m["comm_count"], saved,
                     sum(p.numel() for p in params), m["unpriced"])
+
+
+def _main_grad_hooks(params: list[torch.nn.Parameter], dtype: torch.dtype) -> None:
+    """NxD's FP32 gradient accumulation (torch_xla ZeroRedundancyOptimizer ``use_grad_acc_hook``): after autograd
+    writes a parameter's gradient, add it into the parameter's ``main_grad`` in ``dtype``. The gradient is
+    kept (the dry run's optimizer steps on it)."""
+    for p in params:
+        main = torch.zeros(p.shape, dtype=dtype, device=p.device)
+
+        def hook(q: torch.nn.Parameter, main: torch.Tensor = main) -> None:
+            if q.grad is not None:
+                main.add_(q.grad)
+        p.register_post_accumulate_grad_hook(hook)
 
 
 def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:
@@ -126,7 +145,7 @@ def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> float:
     return float((run_end[last] - s[first]).sum())
 
 
-def measure(path: str | Path, target: Target) -> dict[str, Any]:
+def measure(path: str | Path, target: Target, auto_cast: str = "none") -> dict[str, Any]:
     """Device busy time of a dry-run trace's micro-step and of its optimizer step (the instructions and DMA
     transfers of host ops before / from the first ``Optimizer.step``), its collectives and unpriced ops."""
     from neuron_profiler.trace import read_trace
@@ -155,7 +174,7 @@ def measure(path: str | Path, target: Target) -> dict[str, Any]:
         for k, lst in pieces.items():
             if lst:
                 out[k] = _busy_ns(np.concatenate([a for a, _ in lst]), np.concatenate([b for _, b in lst]))
-        out["mm_ops"] = _mm_ops(tf, is_mm, hstart >= cut, target)
+        out["mm_ops"] = _mm_ops(tf, is_mm, hstart >= cut, target, auto_cast)
         c = tf.table("collectives")
         out["comm_ns"] = float(c["duration_ns"].sum()) if len(c) else 0.0
         out["comm_count"] = int(len(c))
@@ -165,9 +184,10 @@ def measure(path: str | Path, target: Target) -> dict[str, Any]:
         tf.close()
 
 
-def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target) -> np.ndarray:
+def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target, auto_cast: str = "none") -> np.ndarray:
     """(span, peak ns) of each matrix-multiply framework op of the micro-step: its instructions' first start to
-    last end, and its MATMUL FLOPs at the Tensor engine's peak for their dtype (FP32 at a quarter)."""
+    last end, and its MATMUL FLOPs at the Tensor engine's peak for the dtype they multiply in (FP32 at a
+    quarter, but at the BF16 peak under ``--auto-cast matmult``)."""
     from neuron_profiler.hardware import adjusted_flops_multiplier, raw_table
     ins = tf.table("instructions")
     if not len(ins):
@@ -181,7 +201,8 @@ def _mm_ops(tf, is_mm: np.ndarray, in_opt: np.ndarray, target: Target) -> np.nda
     dts = ins["dtype"].astype(str).to_numpy()[ok]
     for dt in set(dts.tolist()):
         if dt:
-            mult[dts == dt] = adjusted_flops_multiplier(target, dt)
+            mdt = "bfloat16" if auto_cast == "matmult" and dt == "float32" else dt
+            mult[dts == dt] = adjusted_flops_multiplier(target, mdt)
     is_matmul = ins["opcode"].astype(str).to_numpy()[ok] == "MATMUL"
     flops = np.where(is_matmul, ins["raw_flops"].to_numpy(np.float64)[ok] * mult, 0.0)
     ops, inv = np.unique(fop[ok], return_inverse=True)

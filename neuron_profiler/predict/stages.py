@@ -79,7 +79,7 @@ def _inputs(m: ModelSpec, mb: int, first: bool, sp: bool, dtype: torch.dtype) ->
 
 @contextlib.contextmanager
 def _precision(p: str) -> Iterator[None]:
-    if p in ("bf16-autocast", "fp32"):   # fp32: neuronx-cc casts the matmuls to BF16 (predict_table.json)
+    if p == "bf16-autocast":   # fp32: an FP32 model whose matmuls neuronx-cc casts on chip (auto_cast, below)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             yield
     else:
@@ -115,7 +115,9 @@ def _one(m: ModelSpec, n: int, s: tuple, c: PredictConfig, lay: Layout, out: str
             rec = c.recompute or m.recompute
             return run_stage(_builder(m, n, first, last, c, lay, rec), lambda ps: make_optimizer(c.optimizer, ps),
                              out, lay.inst.target, run_id, num_cores=lay.inst.cores_per_chip,
-                             accumulate=lay.accumulation > 1)
+                             accumulate=lay.accumulation > 1,
+                             auto_cast="none" if c.precision == "fp32-strict" else "matmult",
+                             grad_acc_dtype=m.grad_acc if c.precision == "bf16" else "")
         finally:
             TPGroup.group = None
 

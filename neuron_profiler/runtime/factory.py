@@ -47,7 +47,8 @@ def make_runtime(config: NeuronConfig, rank: int, kind: str | None = None) -> De
         return HardwareRuntime(config)
     return SimulatedRuntime(target=config.target, max_events_per_nc=config.max_events_per_nc,
                             capture_enabled_for_nc=config.capture_enabled_for_nc, num_cores=config.num_cores,
-                            rank=rank, host_model=config.host_model)
+                            rank=rank, host_model=config.host_model,
+                            auto_cast=getattr(config, "auto_cast", "none"))
 
 
 def runtime_provider(config: NeuronConfig) -> Callable[[int], DeviceRuntime]:

@@ -4,6 +4,7 @@ each recipe runs (HF's eager attention for the HF rows, the fused kernel for NeM
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -179,3 +180,92 @@ def test_dry_run_records_the_recipes_attention(name, tmp_path):
         assert fused
         assert "aten::_softmax" not in ops and "aten::bmm" not in ops
 
+
+
+def test_fp32_dry_run_prices_matmuls_at_the_bf16_peak_with_no_cast_ops(tmp_path):
+    """--precision fp32 (C2's recipe: an FP32 model, no torch.autocast, neuronx-cc's default --auto-cast
+    matmult): the dry run dispatches no cast op, and its matmuls' FLOPs count at the BF16 peak (forward and
+    weight gradient: 2 x 2 T H^2 FLOPs), a quarter of what --auto-cast none (fp32-strict) counts."""
+    from neuron_profiler.hardware import raw_table
+    from neuron_profiler.predict.stages import _precision
+    with _precision("fp32"):
+        assert not torch.is_autocast_enabled("cpu")
+    peak = float(raw_table()["neuron"]["trn1"]["peak_flops_per_s"]["bfloat16"]["value"])
+    ideal = 2 * 2 * T * H * H / peak * 1e9
+    runs = {}
+    with fake_group(0, 1):
+        for ac in ("matmult", "none"):
+            runs[ac] = run_stage(_linear_stage(), lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path),
+                                 Target.parse("trn1"), ac, num_cores=2, auto_cast=ac)
+    assert runs["matmult"].mm_ops[:, 1].sum() == pytest.approx(ideal, rel=1e-6)
+    assert runs["none"].mm_ops[:, 1].sum() == pytest.approx(4 * ideal, rel=1e-3)
+    assert runs["matmult"].mm_ns < runs["none"].mm_ns
+    assert not [o for o in _ops(runs["matmult"].trace) if o in ("aten::_to_copy", "aten::copy_")]
+
+
+def test_fp32_gradient_accumulation_adds_bf16_gradients_into_fp32_main_grads(tmp_path):
+    """NxD's use_fp32_grad_acc (C4's recipe): with BF16 weights every micro-step adds its fresh BF16 gradient into
+    an FP32 main_grad (one add_ per parameter, FP32 self and BF16 other: 10 bytes per parameter), never into
+    the BF16 ``.grad`` (6 bytes per parameter)."""
+    def bf16_stage():
+        def build():
+            m = nn.Linear(H, H, dtype=torch.bfloat16)
+            x = torch.randn(T, H, dtype=torch.bfloat16)
+
+            def micro():
+                m(x).sum().backward()
+            return m, micro
+        return build
+    runs = {}
+    with fake_group(0, 1):
+        for acc in ("", "float32"):
+            runs[acc] = run_stage(bf16_stage(), lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path),
+                                  Target.parse("trn1"), f"acc{acc}", num_cores=2, accumulate=True,
+                                  grad_acc_dtype=acc)
+    def adds(run) -> tuple[set[tuple], float]:
+        """Input dtypes of the in-place adds of the micro-step (before the optimizer step), and their DMA bytes."""
+        tf = read_trace(run.trace)
+        try:
+            h = tf.table("host_ops")
+            names = h["name"].astype(str).to_numpy()
+            cut = int(np.char.startswith(names.astype(str), "Optimizer.step").argmax())
+            rows = [i for i in range(cut) if names[i] == "aten::add_"]
+            kinds = {tuple(json.loads(str(h["input_dtypes"].iloc[i]))[:2]) for i in rows}
+            d = tf.table("dma")
+            moved = float(d["transfer_bytes"][d["framework_op"].isin(rows)].sum())
+            return kinds, moved
+        finally:
+            tf.close()
+    kinds, moved = adds(runs["float32"])
+    assert kinds == {("float", "c10::BFloat16")}              # FP32 main_grad += BF16 grad
+    assert moved == pytest.approx(10 * (H * H + H))          # reads 4 + 2, writes 4 bytes per parameter
+    kinds, moved = adds(runs[""])
+    assert kinds == {("c10::BFloat16", "c10::BFloat16")}      # BF16 .grad += BF16 grad
+    assert moved == pytest.approx(6 * (H * H + H))
+    assert runs["float32"].micro_ns > runs[""].micro_ns
+
+
+def test_compiled_dry_run_of_a_recomputed_region_with_dropout(tmp_path):
+    """torch.compile of a checkpointed region with dropout functionalizes its RNG into the higher-order op
+    ``run_and_save_rng_state``; the capture's dispatch mode passes it through (GPT-3 23B's --compiled dry run:
+    selective recompute + hidden dropout). The dry run completes and prices its matmuls."""
+    from torch.utils.checkpoint import checkpoint
+
+    def build():
+        lin = nn.Linear(H, H)
+
+        def f(x):
+            return torch.nn.functional.dropout(lin(x), 0.1, True)
+
+        def body(x):
+            return checkpoint(f, x, use_reentrant=False).sum()
+        run = torch.compile(body, backend="neuron")
+        x = torch.randn(T, H, requires_grad=True)
+
+        def micro():
+            run(x).backward()
+        return lin, micro
+    with fake_group(0, 1):
+        r = run_stage(build, lambda ps: torch.optim.SGD(ps, lr=0.1), str(tmp_path), Target.parse("trn1"), "ckpt",
+                      num_cores=2)
+    assert r.micro_ns > 0 and r.mm_ns > 0

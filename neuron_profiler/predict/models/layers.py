@@ -110,6 +110,68 @@ class _ScatterToSP(torch.autograd.Function):
         return _gather_seq(g)
 
 
+class _ScatterToSPIn(torch.autograd.Function):
+    """``_ScatterToSP`` with the reduce-scatter in ``reduce_dtype`` (NxD's ``RowParallelLinear(reduce_dtype=
+    torch.float32)``: the partial sums cast up, reduce-scattered, cast back)."""
+
+    @staticmethod
+    def forward(ctx, x, reduce_dtype):
+        return _scatter_seq(_fused_cast(x, reduce_dtype)).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _gather_seq(g), None
+
+
+class _ColumnSP(torch.autograd.Function):
+    """A column-parallel linear under sequence parallelism as Megatron and NxD write it
+    (``LinearWithGradAccumulationAndAsyncCommunication`` / ``LinearWithAsyncCommunication``): all-gather the
+    sequence shards forward, saving only the shard; in the backward all-gather them again for the weight
+    gradient, and reduce-scatter the input gradient (in ``reduce_dtype`` when set: NxD 2.24's FP32 default)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, reduce_dtype):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias, ctx.reduce_dtype = bias is not None, reduce_dtype
+        y = F.linear(_gather_seq(x), weight, bias)   # under autocast: in its dtype
+        ctx.dtype = y.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        dt = ctx.dtype                          # the forward's matmul dtype (autocast's casts, as autograd's)
+        total = _gather_seq(x)                  # the re-gather (Megatron: overlapped with the dgrad matmul)
+        g = g.to(dt)
+        gi = g.matmul(w.to(dt))
+        gw = g.reshape(-1, g.shape[-1]).t().matmul(total.reshape(-1, total.shape[-1]).to(dt))
+        gb = g.sum(dim=(0, 1)) if ctx.has_bias else None
+        return _scatter_seq(_fused_cast(gi, ctx.reduce_dtype or gi.dtype)).to(x.dtype), gw, gb, None
+
+
+def _fused_cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` (a matmul's output) in ``dtype`` with no cast op of its own: the compiled graph writes the matmul's
+    FP32 PSUM result in ``dtype`` on its evacuation (MODEL: the extra store bytes of a wider dtype are not
+    priced). Values are not kept (dry runs are on fake tensors)."""
+    return x if x.dtype == dtype else torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+def column(x: torch.Tensor, lin: nn.Linear, c: TransformerConfig) -> torch.Tensor:
+    """``lin`` (column-parallel) of ``x``: under sequence parallelism ``_ColumnSP`` (the shards gathered in the
+    forward and again in the backward), else the input marked for the backward all-reduce (TP > 1)."""
+    if TPGroup.group is None:
+        return lin(x)
+    if not c.sp:
+        return lin(_CopyToTP.apply(x))
+    if torch.compiler.is_compiling():   # --compiled: Dynamo cannot trace the collectives inside the Function;
+        return lin(_GatherFromSP.apply(x))   # the gather runs between the compiled regions, not re-gathered
+    return _ColumnSP.apply(x, lin.weight, lin.bias, _dtype(c.tp_reduce_dtype))
+
+
+def _dtype(name: str) -> torch.dtype | None:
+    return getattr(torch, name) if name else None
+
+
 def _enter(x: torch.Tensor, sp: bool) -> torch.Tensor:
     """Into a column-parallel projection: gather the sequence shards (SP) or mark the backward all-reduce."""
     if TPGroup.group is None:
@@ -117,11 +179,14 @@ def _enter(x: torch.Tensor, sp: bool) -> torch.Tensor:
     return _GatherFromSP.apply(x) if sp else _CopyToTP.apply(x)
 
 
-def _leave(x: torch.Tensor, sp: bool) -> torch.Tensor:
-    """Out of a row-parallel projection: reduce-scatter (SP) or all-reduce the partial sums."""
+def _leave(x: torch.Tensor, c: TransformerConfig) -> torch.Tensor:
+    """Out of a row-parallel projection: reduce-scatter (SP, in ``c.tp_reduce_dtype`` when set) or all-reduce
+    the partial sums."""
     if TPGroup.group is None:
         return x
-    return _ScatterToSP.apply(x) if sp else _ReduceFromTP.apply(x)
+    if not c.sp:
+        return _ReduceFromTP.apply(x)
+    return _ScatterToSPIn.apply(x, _dtype(c.tp_reduce_dtype)) if c.tp_reduce_dtype else _ScatterToSP.apply(x)
 
 
 @dataclass(frozen=True)
@@ -145,6 +210,8 @@ class TransformerConfig:
     # (matmul q k^T, / sqrt(d), + padding mask, softmax, dropout, matmul with v), see ``Attention.eager``
     attn_dropout: float = 0.0  # dropout of the attention probabilities ("eager" only: the fused kernel has none)
     pad_mask: bool = False     # "eager": the scores get the additive padding mask (HF's extended attention mask)
+    tp_reduce_dtype: str = ""  # dtype of the sequence-parallel reduce-scatters ("": the activations'; NxD 2.24:
+    # "float32", ``RowParallelLinear`` / ``ColumnParallelLinear(reduce_dtype=torch.float32)``)
 
     @property
     def head_dim(self) -> int:
@@ -170,13 +237,13 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         d = self.c.head_dim
-        qkv = self.qkv(_enter(x, self.c.sp))
+        qkv = column(x, self.qkv, self.c)
         b, t, _ = qkv.shape
         q, k, v = qkv.split([self.heads * d, self.kv * d, self.kv * d], dim=-1)
         q = q.view(b, t, self.heads, d).transpose(1, 2)
         k, v = (y.view(b, t, self.kv, d).transpose(1, 2) for y in (k, v))
         y = self.core(q, k, v)
-        return _leave(self.out(y.transpose(1, 2).reshape(b, t, -1)), self.c.sp)
+        return _leave(self.out(y.transpose(1, 2).reshape(b, t, -1)), self.c)
 
 
     def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -208,19 +275,19 @@ class MLP(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         f = c.ffn // c.tp
-        self.sp = c.sp
+        self.c = c
         self.swiglu = c.mlp == "swiglu"
         self.up = nn.Linear(c.hidden, 2 * f if self.swiglu else f, bias=c.bias)
         self.down = nn.Linear(f, c.hidden, bias=c.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.up(_enter(x, self.sp))
+        h = column(x, self.up, self.c)
         if self.swiglu:
             g, u = h.chunk(2, dim=-1)
             h = F.silu(g) * u
         else:
             h = F.gelu(h)
-        return _leave(self.down(h), self.sp)
+        return _leave(self.down(h), self.c)
 
 
 class Block(nn.Module):

@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from neuron_profiler.predict.models.layers import Block, TransformerConfig, _enter
+from neuron_profiler.predict.models.layers import Block, TransformerConfig, _enter, column
 
 __all__ = ["ModelSpec", "MODELS", "Stage", "get_model"]
 
@@ -56,6 +56,8 @@ class ModelSpec:
     patch: int = 16
     labels: int = 1000
     recompute: str = "none"      # activation recompute of the published recipe: none, selective, full
+    grad_acc: str = ""           # dtype gradients accumulate and DP-reduce in ("": the parameters'; NxD 2.24's
+    # use_fp32_grad_acc / higher_cc_precision: "float32")
     source: str = ""
 
     def with_tp(self, tp: int, sp: bool = False) -> ModelSpec:
@@ -77,7 +79,12 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
               seq=2048, vocab=50257, positions=True,
               recompute="selective", source="aws-neuron/neuronx-nemo-megatron gpt_23b.sh, test.sh"),
     ModelSpec("llama3.1-8b", _t(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, norm="rms", mlp="swiglu",
-                                bias=False), seq=8192, vocab=128256, source="meta-llama/Llama-3.1-8B config.json"),
+                                bias=False, tp_reduce_dtype="float32"), seq=8192, vocab=128256, grad_acc="float32",
+              source="meta-llama/Llama-3.1-8B config.json; NxD 2.24 (aws-neuron/neuronx-distributed c9ee222) "
+                     "parallel_layers/layers.py: Column/RowParallelLinear reduce_dtype=torch.float32 (the "
+                     "sequence-parallel reduce-scatters in FP32); training_utils.py get_mixed_precision_config: "
+                     "use_fp32_grad_acc, hence ZeRO-1 use_grad_acc_hook + higher_cc_precision (FP32 gradient "
+                     "accumulation and reduce-scatter)"),
     ModelSpec("llama2-70b", _t(hidden=8192, layers=80, heads=64, kv_heads=8, ffn=28672, norm="rms", mlp="swiglu",
                                bias=False), seq=4096, vocab=32000, source="meta-llama/Llama-2-70b-hf config.json"),
     ModelSpec("tiny-gpt", _t(hidden=256, layers=4, heads=8, ffn=1024), seq=128, vocab=1024, positions=True,
@@ -129,6 +136,9 @@ class _Output(nn.Module):
             self.out = nn.Linear(c.hidden, m.vocab // c.tp, bias=m.head == "mlm")  # vocab-parallel
 
     def forward(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if self.m.head == "lm":   # vocab-parallel column-parallel head (NxD / Megatron), its shards re-gathered
+            logits = column(self.norm(h), self.out, self.m.layers)
+            return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten() % logits.shape[-1])
         h = _enter(self.norm(h), self.m.layers.sp)
         if self.m.head == "classify":
             return F.cross_entropy(self.out(h[:, 0]).float(), target[:, 0] % self.m.labels)

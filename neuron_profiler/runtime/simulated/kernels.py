@@ -5,7 +5,10 @@ transfers of the kernel (see ``pipeline``), with the tiling a compiler for the t
 - matmul / conv: 128 x 128 stationary tiles (LoadStationary on ``Tensor``), moving tiles of up to 512
   columns (MultiplyMoving ``MATMUL`` on ``TensorMatrix``) accumulating over K in a PSUM bank, results
   evacuated PSUM -> SBUF alternately by Vector and Scalar, stored by DMA; the operand slab that fits stays
-  resident in SBUF (``tiles.matmul_blocking``) and re-reads of the other are reload DMA.
+  resident in SBUF (``tiles.matmul_blocking``) and re-reads of the other are reload DMA. Under
+  ``--auto-cast matmult`` (``CoreParams.auto_cast``) an FP32 matmul loads its FP32 operands, casts them to BF16
+  in SBUF (one engine pass over the loaded elements, on the engine the group's evacuation does not use) and
+  multiplies at the BF16 rate; no BF16 copy goes through HBM.
 - attention: flash style per 128-query tile: QK^T in PSUM, max (Vector) and exp with running sum (Scalar),
   P transposed on the Tensor engine (``TRANSPOSE``), PV accumulated in PSUM, normalised on evacuation.
 - softmax, norms, activations, elementwise, reductions, copies, fills: [128 x F] tiles streamed through
@@ -103,15 +106,19 @@ def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Kern
     o_desc = max(descriptor_for(min(n, MATMUL_BLOCK_FREE), out_elem), _rows_desc(m, n, out_elem, p))
     var = base
     groups = []
+    cdt = p.matmul_dtype(w.dtype)
+    cast_elems = (a_bytes + b_bytes + reload) / 4.0 if cdt != w.dtype else 0.0
     for gi, (tiles, f) in enumerate(zip(sizes, share)):
         evac = "Scalar" if fusion.epilogue_scalar or gi % 2 else "Vector"
         psum_tile = p.tile_rows * cols * 4
-        mm_ns = E.matmul_ns(tiles * mm_per_tile, cols, w.dtype, p)
+        mm_ns = E.matmul_ns(tiles * mm_per_tile, cols, cdt, p)
         evac_ns = (E.vector_ns(tiles, cols, 1, "float32", p) if evac == "Vector" else E.scalar_ns(tiles, cols, p))
         parts = [("qSyncIO0", a_bytes * f, a_desc, f"{var}.in0"), ("qSyncIO1", b_bytes * f, b_desc, f"{var}.in1")]
         if reload > 0:
             parts.append(("qSyncSpillReload0", reload * f, a_desc if blk.resident == "B" else b_desc, f"{var}.reload"))
         st = [_loads(parts, p)]
+        if cast_elems:
+            st.append(_cast_stage(cast_elems * f, "Vector" if evac == "Scalar" else "Scalar", p))
         st.append(Stage("Tensor", "LoadStationary", E.load_stationary_ns(tiles * kt, p),
                         sbuf_read=(a_bytes + reload) * f, instructions=tiles * kt))
         st.append(Stage("TensorMatrix", "MATMUL", mm_ns, flops=w.flops * f, sbuf_read=b_bytes * f,
@@ -124,10 +131,22 @@ def _matmul(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> Kern
             st.append(_store(w.out_bytes * f, o_desc, f"{var}.out", p))
         groups.append(Group(st, tiles, sbuf_bytes=(p.tile_rows * k * a_elem + k * cols * b_elem
                                                    + p.tile_rows * cols * out_elem), psum_bytes=psum_tile))
-    note = (f"{batch}x[{m}x{k}]@[{k}x{n}] {w.dtype}: {out_tiles} output tiles of 128x{int(cols)}, "
-            f"{kt} K-steps; {'B' if blk.resident == 'B' else 'A' if blk.resident == 'A' else 'no'} slab resident"
-            f"{f', {blk.passes} passes' if blk.passes > 1 else ''}")
+    cast = " (auto-cast to bfloat16 on chip)" if cast_elems else ""
+    slab = "B" if blk.resident == "B" else "A" if blk.resident == "A" else "no"
+    note = (f"{batch}x[{m}x{k}]@[{k}x{n}] {w.dtype}: {out_tiles} output tiles of 128x{int(cols)}{cast}, "
+            f"{kt} K-steps; {slab} slab resident{f', {blk.passes} passes' if blk.passes > 1 else ''}")
     return KernelPlan(groups, resident_sbuf_bytes=blk.slab_bytes, note=note)
+
+
+def _cast_stage(elems: float, engine: str, p: CoreParams) -> Stage:
+    """One engine pass casting ``elems`` FP32 operand elements in SBUF to BF16 (``--auto-cast matmult``), in
+    instructions of at most ``vector_free_max`` elements per partition."""
+    per_part = elems / p.partitions
+    n = max(1, math.ceil(per_part / p.vector_free_max))
+    free = per_part / n
+    ns = E.vector_ns(n, free, 1, "float32", p) if engine == "Vector" else E.scalar_ns(n, free, p)
+    return Stage(engine, "TensorCopy" if engine == "Vector" else "ACTIVATE", ns, sbuf_read=elems * 4,
+                 sbuf_write=elems * 2, instructions=n)
 
 
 # ------------------------------------------------------------------------------------------ attention
@@ -162,16 +181,20 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
     q_tr = qt * kc
     k_tr = bh_kv * s_tiles * kc * (1 if kv_resident else math.ceil(lq / p.tile_rows))
     groups = []
+    cdt = p.matmul_dtype(w.dtype)
+    cast_elems = (q_bytes + kv_traffic) / 4.0 if cdt != w.dtype else 0.0
     for tiles, f in zip(sizes, share):
         psum = p.tile_rows * min(s, 4 * p.tile_moving) * 4
         st = [_loads([("qSyncIO0", q_bytes * f, q_desc, f"{base}.q"),
                       ("qSyncIO1", kv_traffic * f, kv_desc, f"{base}.kv")], p)]
+        if cast_elems:
+            st.append(_cast_stage(cast_elems * f, "Vector", p))
         n_tr = (q_tr + k_tr) * f
-        st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(n_tr, min(d, p.tile_rows), w.dtype, p),
+        st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(n_tr, min(d, p.tile_rows), cdt, p),
                         flops=n_tr * 2.0 * p.tile_rows ** 2 * min(d, p.tile_rows), transpose=True,
                         instructions=max(1, round(n_tr))))
         st.append(Stage("Tensor", "LoadStationary", E.load_stationary_ns(tiles * kc, p), instructions=tiles * kc))
-        st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * kc * sc, min(s, p.tile_moving), w.dtype, p),
+        st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * kc * sc, min(s, p.tile_moving), cdt, p),
                         flops=w.flops * f / 2, psum_write=tiles * psum, psum_acquire=True,
                         instructions=tiles * kc * sc))
         # instructions reading PSUM see <= 4K elements: short rows of several tiles (heads) go in one instruction
@@ -181,10 +204,10 @@ def _attention(w: OpWork, base: str, p: CoreParams, fusion: Fusion = EAGER) -> K
         st.append(Stage("Scalar", "ACTIVATE", bwd * E.scalar_ns(reads, s * tiles / reads, p), psum_read=tiles * psum,
                         sbuf_write=tiles * p.tile_rows * s * elem, instructions=reads))
         t_flops = 2.0 * p.tile_rows * p.tile_rows * p.tile_rows
-        st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(tiles * s_tiles, p.tile_rows, w.dtype, p),
+        st.append(Stage("TensorMatrix", "TRANSPOSE", E.matmul_ns(tiles * s_tiles, p.tile_rows, cdt, p),
                         flops=tiles * s_tiles * t_flops, transpose=True, instructions=tiles * s_tiles))
         st.append(Stage("TensorMatrix", "MATMUL", bwd * E.matmul_ns(tiles * s_tiles * math.ceil(d / p.tile_moving),
-                                                                    dcols, w.dtype, p),
+                                                                    dcols, cdt, p),
                         flops=w.flops * f / 2, psum_write=tiles * p.tile_rows * dcols * 4,
                         instructions=tiles * s_tiles))
         nrm = max(1, math.ceil(tiles * d / p.vector_psum_free_max))

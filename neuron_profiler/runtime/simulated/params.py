@@ -66,9 +66,11 @@ class CoreParams:
     throttle_idle_ns: float
     host: dict[str, float] = field(default_factory=dict)
     host_overrides: dict[str, float] = field(default_factory=dict)
+    auto_cast: str = "none"               # the compiler's --auto-cast: "matmult" = FP32 matmuls at the BF16 rate
 
     @classmethod
-    def for_target(cls, target: Target, *, active_cores: int = 1, host_overrides: dict | None = None) -> CoreParams:
+    def for_target(cls, target: Target, *, active_cores: int = 1, host_overrides: dict | None = None,
+                   auto_cast: str = "none") -> CoreParams:
         """Constants of one core of ``target`` when ``active_cores`` cores of its chip run at once."""
         spec = neuron_spec(target)
         t = raw_table()["neuron"][target]
@@ -109,7 +111,7 @@ class CoreParams:
             throttle_f0=model_param("tensor_throttle_start_fraction"),
             throttle_ramp_ns=model_param("tensor_throttle_ramp_ns"),
             throttle_idle_ns=model_param("tensor_throttle_idle_ns"),
-            host=host, host_overrides=over)
+            host=host, host_overrides=over, auto_cast=auto_cast)
 
     @property
     def hbm_bytes_per_s(self) -> float:
@@ -124,6 +126,12 @@ class CoreParams:
         if dtype in ("float32", "float64", "complex64", "complex128"):
             return bf16 / self.fp32_matmul_slowdown
         return bf16
+
+    def matmul_dtype(self, dtype: str) -> str:
+        """The dtype the Tensor engine multiplies operands of ``dtype`` in: BF16 for FP32 under
+        ``--auto-cast matmult`` (neuronx-cc's default, "automatically cast FP32 matrix multiplication operations
+        to BF16"), else ``dtype``."""
+        return "bfloat16" if self.auto_cast == "matmult" and dtype == "float32" else dtype
 
     def cycles_ns(self, engine: str, cycles: float) -> float:
         """Nanoseconds of ``cycles`` on ``engine``."""

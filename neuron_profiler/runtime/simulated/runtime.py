@@ -69,14 +69,16 @@ class SimulatedRuntime(DeviceRuntime):
     (places its core and labels tracks). ``host_model``: overrides of the host dispatch model's constants
     (``neuron_profiler.hardware.host_model_params()``). ``instance``: the instance type the ranks run on (one of
     the target's types in the hardware table, e.g. "trn1n.32xlarge"; None = the target's default, trn1.32xlarge
-    / trn2.48xlarge): chips per instance and EFA bandwidth of the collectives.
+    / trn2.48xlarge): chips per instance and EFA bandwidth of the collectives. ``auto_cast``: the compiler's
+    ``--auto-cast`` (``"matmult"``: FP32 matmuls at the BF16 rate, their operands cast on chip; ``NeuronConfig``).
     """
 
     simulated = True
 
     def __init__(self, target: Target | str = Target.TRN2, max_events_per_nc: int | None = None,
                  capture_enabled_for_nc: set[int] | None = None, num_cores: int | None = None,
-                 rank: int = 0, host_model: dict[str, float] | None = None, instance: str | None = None) -> None:
+                 rank: int = 0, host_model: dict[str, float] | None = None, instance: str | None = None,
+                 auto_cast: str = "none") -> None:
         target = Target.parse(target)
         if max_events_per_nc is not None and max_events_per_nc < 0:
             raise ValueError(f"max_events_per_nc must be >= 0 or None, got {max_events_per_nc}")
@@ -92,6 +94,9 @@ class SimulatedRuntime(DeviceRuntime):
         self.num_cores = int(num_cores or self.spec.num_cores)
         self.rank = int(rank)
         self.host_model = validate_host_model(host_model)
+        if auto_cast not in ("none", "matmult"):
+            raise ValueError(f"auto_cast must be 'none' or 'matmult', got {auto_cast!r}")
+        self.auto_cast = auto_cast
         self.topology = Topology.for_target(target, self.num_cores, instance)  # ValueError names the known types
         #: what other ranks impose on this rank's collectives (runs simulated together; see timeline)
         self.collective_constraints: CollectiveConstraints = {}
@@ -104,13 +109,13 @@ class SimulatedRuntime(DeviceRuntime):
     def params(self, world_size: int = 1) -> CoreParams:
         """The core's constants when ``world_size`` ranks run (they share their chips' HBM)."""
         return CoreParams.for_target(self.target, active_cores=min(max(world_size, 1), self.num_cores),
-                                     host_overrides=self.host_model)
+                                     host_overrides=self.host_model, auto_cast=self.auto_cast)
 
     def config(self) -> dict:
         """The runtime's settings (stored in the trace footer metadata)."""
         return {"target": self.target, "num_cores": self.num_cores, "rank": self.rank,
                 "max_events_per_nc": self.max_events_per_nc, "model_version": MODEL_VERSION,
-                "host_model": self.host_model, "instance": self.topology.instance,
+                "host_model": self.host_model, "instance": self.topology.instance, "auto_cast": self.auto_cast,
                 "capture_enabled_for_nc": sorted(self.capture_enabled_for_nc) if self.capture_enabled_for_nc
                 is not None else None}
 
