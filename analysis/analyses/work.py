@@ -466,6 +466,6 @@ def _unpriced_reason(trace) -> pd.Series:
             else _reason(notes[(k - 2) // n_op], ops[(k - 2) % n_op]) for k in present]
     cats = sorted(set(text))
     at = {c: i for i, c in enumerate(cats)}
-    lut = np.zeros(int(present[-1]) + 1, dtype=code_dtype(len(cats)))
+    lut: np.ndarray = np.zeros(int(present[-1]) + 1, dtype=code_dtype(len(cats)))
     lut[present] = [at[x] for x in text]
     return pd.Series(pd.Categorical.from_codes(lut[key], cats), index=w.index)
