@@ -107,10 +107,11 @@ def test_summary_numbers_are_the_analyses_values(ctx, key):
     assert list(answer)[:2] == ["step_time_mean_ns", "mfu_estimated_percent"]
     assert answer["mfu_estimated_percent"][0] == "MFU (estimated)"  # words, not identifiers
     split = analysis.time_split(tr)
-    fig = _find(page, "time-split-fig").figure
-    drawn = {t.name.rsplit(" ", 1)[0]: t.x[0] for t in fig.data}
+    segs = _find(page, "time-split-fig").children[0].children  # the stacked bar's segments, drawn as HTML
+    drawn = [float(sg.to_plotly_json()["props"]["data-value"]) for sg in segs]
     shown = {k: v for k, v in zip(split["part"], split["percent"]) if v > 0}
-    assert sorted(drawn.values()) == pytest.approx(sorted(shown.values()))
+    assert sorted(drawn) == pytest.approx(sorted(shown.values()))
+    assert [sg.style["width"] for sg in segs] == [f"{v:.4f}%" for v in split["percent"] if v > 0]
     top = analysis.recommendations(tr).iloc[0]["title"]
     assert top in _dump(_find(page, "top-recommendation"))
 
