@@ -112,6 +112,11 @@ FIGURES = {
     "dma_bytes_by:data_type": lambda t: analysis.dma_bytes_by(t, by="data_type"),
     "temporal": figures.temporal_breakdown_figure, "temporal-note": figures.temporal_breakdown_note,
     "module_treemap": figures.module_treemap_figure, "dma_throughput": figures.dma_throughput_figure,
+    # the Summary's figures: built once per trace (a plotly figure costs ~30 ms to build, each page build)
+    "fig:time_split": figures.time_split_figure, "fig:engines": figures.engine_utilisation_figure,
+    "fig:flops_breakdown": figures.flops_breakdown_figure, "fig:steps": figures.steps_figure,
+    "fig:dma_bytes_by:source": lambda t: figures.dma_bytes_figure(t, by="source"),
+    "fig:dma_bytes_by:data_type": lambda t: figures.dma_bytes_figure(t, by="data_type"),
 }
 
 
@@ -150,6 +155,8 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
             ("summary", lambda: summary(ctx, state)), fig("summary_items"), fig("time_split"),
             ("recommendations", lambda: recommendations(ctx, state)), fig("flops_breakdown"),
             fig("dma_bytes_by:source"), fig("dma_bytes_by:data_type"), fig("temporal"),
+            *(fig(f"fig:{n}") for n in ("time_split", "engines", "flops_breakdown", "steps", "dma_bytes_by:source",
+                                        "dma_bytes_by:data_type")),
             ("regions", lambda: regions(ctx, state)),
             ("neuron_explorer_comparison", lambda: explorer_comparison(ctx, state)), fig("temporal-note"),
             ("roofline", lambda: roofline(ctx, state)),
