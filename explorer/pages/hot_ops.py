@@ -6,6 +6,7 @@ the grid); grouped by module, unattributed device time is "(no module)". Below, 
 line with the line's text (:mod:`explorer.source`)."""
 from __future__ import annotations
 
+import plotly.graph_objects as go
 from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
@@ -55,7 +56,8 @@ def body(ctx: Ctx, state: ViewState, by: str):
         return note("no device work attributed to ops in this trace (device events without a launching host op)")
     shown = display_frame(df, by)
     fig_df = shown.set_index("stack_label") if by == "stack" else shown
-    return html.Div([graph(figures.hot_ops_figure(fig_df), id="ho-bar"),
+    fig = frames.figure(ctx, state, f"hot_ops-page:{by}", lambda t: figures.hot_ops_figure(fig_df))  # built once
+    return html.Div([graph(fig, id="ho-bar"),
                      data_table(shown, id="ho-table", page_size=15, analysis="hot_ops",
                                 labels={by: by.capitalize(), "stack_label": "Stack (innermost frames)"})])
 
@@ -64,8 +66,10 @@ def _treemap(ctx: Ctx, state: ViewState):
     fig = frames.figure(ctx, state, "module_treemap", figures.module_treemap_figure)
     if not fig.data or not len(getattr(fig.data[0], "labels", []) or []):
         return note("no module information in this trace (modules come from the capture's module hooks)")
-    fig.update_layout(title=None, margin={"t": 10})  # the section heading names it
-    return graph(fig, id="ho-treemap", height=420)
+    # the section heading names it; built once per trace (a copy of the shared frame, not on every page build)
+    shown = frames.figure(ctx, state, "module_treemap-page",
+                          lambda t: go.Figure(fig).update_layout(title=None, margin={"t": 10}, height=420))
+    return graph(shown, id="ho-treemap")
 
 
 def register(app, ctx: Ctx) -> None:
