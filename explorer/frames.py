@@ -146,8 +146,10 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
     breakdown), Roofline (little more once the Summary is done), Hot ops; :data:`LATER` marks where
     :func:`warm`'s extra frames go (Compare's diff); then Collectives, DMA, Memory, the source lines and the SQL
     database. Each fetch goes through the store's per-trace cache, so what a page later asks for is ready."""
+    from .pages.hot_ops import warm as hot_ops_page
     from .pages.memory import warm as memory
     from .pages.query import database
+    from .pages.roofline import warm as roofline_page
     from .regions import regions
 
     fig = lambda n: (n, lambda: named(ctx, state, n))  # noqa: E731
@@ -159,8 +161,9 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
                                         "dma_bytes_by:data_type")),
             ("regions", lambda: regions(ctx, state)),
             ("neuron_explorer_comparison", lambda: explorer_comparison(ctx, state)), fig("temporal-note"),
-            ("roofline", lambda: roofline(ctx, state)),
+            ("roofline", lambda: roofline(ctx, state)), ("roofline page", lambda: roofline_page(ctx, state)),
             ("hot_ops", lambda: hot_ops(ctx, state, "op")), fig("module_treemap"),
+            ("hot_ops page", lambda: hot_ops_page(ctx, state)),
             LATER, ("collectives", lambda: collectives(ctx, state)),
             ("dma queues", lambda: dma(ctx, state, "queues")), ("dma sizes", lambda: dma(ctx, state, "sizes")),
             fig("dma_throughput"), ("memory", lambda: memory(ctx, state)),

@@ -50,14 +50,26 @@ def display_frame(df, by: str):
     return df
 
 
+def _bar_figure(ctx: Ctx, state: ViewState, by: str, shown):
+    """The top-ops bar chart of the rows ``shown``, built once per trace and grouping."""
+    fig_df = shown.set_index("stack_label") if by == "stack" else shown
+    return frames.figure(ctx, state, f"hot_ops-page:{by}", lambda t: figures.hot_ops_figure(fig_df))
+
+
+def warm(ctx: Ctx, state: ViewState) -> None:
+    """Compute every frame this page shows (the explorer's precompute, :func:`explorer.frames.page_frames`)."""
+    df = frames.hot_ops(ctx, state, "op")
+    if len(df):
+        _bar_figure(ctx, state, "op", display_frame(df, "op"))
+    _treemap(ctx, state)
+
+
 def body(ctx: Ctx, state: ViewState, by: str):
     df = frames.hot_ops(ctx, state, by)
     if not len(df):
         return note("no device work attributed to ops in this trace (device events without a launching host op)")
     shown = display_frame(df, by)
-    fig_df = shown.set_index("stack_label") if by == "stack" else shown
-    fig = frames.figure(ctx, state, f"hot_ops-page:{by}", lambda t: figures.hot_ops_figure(fig_df))  # built once
-    return html.Div([graph(fig, id="ho-bar"),
+    return html.Div([graph(_bar_figure(ctx, state, by, shown), id="ho-bar"),
                      data_table(shown, id="ho-table", page_size=15, analysis="hot_ops",
                                 labels={by: by.capitalize(), "stack_label": "Stack (innermost frames)"})])
 

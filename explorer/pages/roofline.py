@@ -75,6 +75,11 @@ def _figure(ctx: Ctx, state: ViewState, trace, pts: pd.DataFrame):
     return figure(trace, pts, state)
 
 
+def warm(ctx: Ctx, state: ViewState) -> None:
+    """Compute every frame this page shows (the explorer's precompute, :func:`explorer.frames.page_frames`)."""
+    _figure(ctx, state, trace_or_error(ctx, state), frames.roofline(ctx, state))
+
+
 def _graph(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
     return graph(_figure(ctx, state, trace, frames.roofline(ctx, state)), id="rf-graph")
