@@ -50,7 +50,7 @@ _REQUEST = threading.local()
 SECTION_WAIT_S = 300.0
 #: after a page asked for a frame, the background precompute stays paused this long (s): the page's sections
 #: arrive and the browser draws them without a precompute frame competing for the CPU
-FOREGROUND_GRACE_S = 1.5
+FOREGROUND_GRACE_S = 2.5
 
 
 def new_request(section: bool = False) -> None:
