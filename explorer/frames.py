@@ -112,6 +112,11 @@ FIGURES = {
     "dma_bytes_by:data_type": lambda t: analysis.dma_bytes_by(t, by="data_type"),
     "temporal": figures.temporal_breakdown_figure, "temporal-note": figures.temporal_breakdown_note,
     "module_treemap": figures.module_treemap_figure, "dma_throughput": figures.dma_throughput_figure,
+    # the Summary's figures: built once per trace (a plotly figure costs ~30 ms to build, each page build)
+    "fig:time_split": figures.time_split_figure, "fig:engines": figures.engine_utilisation_figure,
+    "fig:flops_breakdown": figures.flops_breakdown_figure, "fig:steps": figures.steps_figure,
+    "fig:dma_bytes_by:source": lambda t: figures.dma_bytes_figure(t, by="source"),
+    "fig:dma_bytes_by:data_type": lambda t: figures.dma_bytes_figure(t, by="data_type"),
 }
 
 
@@ -120,30 +125,52 @@ def named(ctx, state, name: str):
     return figure(ctx, state, name, FIGURES[name])
 
 
+def base_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
+    """(name, compute) of the per-trace reductions most pages start from, each memoised on the trace (not held
+    by the store): the instruction table's analysis columns, the per-instruction work (FLOPs, bytes, op) and
+    the start-sorted device activity. The precompute does them first as frames of their own, so that a page
+    opened meanwhile waits for work it needs anyway, not for the rest of another page's frame."""
+    t = _trace(ctx, state)
+
+    def done(fn):
+        return lambda: (fn(), None)[1]
+
+    return [("instructions", done(lambda: t.analysis_table("instructions"))),
+            ("instruction_work", done(lambda: analysis.instruction_work(t))),
+            ("device_activity", done(t.device_activity))]
+
+
 def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
-    """(name, fetch) of every frame the pages of one trace show, in the order they are precomputed: the
-    Summary first (the landing page), then Hot ops, Roofline, Collectives, DMA, Memory, the source lines and the SQL
-    database; :data:`LATER` marks where :func:`warm`'s extra frames go. Each fetch goes through the store's
-    per-trace cache, so what a page later asks for is ready."""
+    """(name, fetch) of every frame the pages of one trace show, in the order they are precomputed: the shared
+    reductions (:func:`base_frames`), the Summary (the landing page: its answer, sections, steps and temporal
+    breakdown), Roofline (little more once the Summary is done), Hot ops; :data:`LATER` marks where
+    :func:`warm`'s extra frames go (Compare's diff); then Collectives, DMA, Memory, the source lines and the SQL
+    database. Each fetch goes through the store's per-trace cache, so what a page later asks for is ready."""
+    from .pages.hot_ops import warm as hot_ops_page
     from .pages.memory import warm as memory
     from .pages.query import database
+    from .pages.roofline import warm as roofline_page
     from .regions import regions
 
     fig = lambda n: (n, lambda: named(ctx, state, n))  # noqa: E731
-    return [("summary", lambda: summary(ctx, state)), fig("summary_items"), fig("time_split"),
+    return [*base_frames(ctx, state), ("steps", lambda: steps(ctx, state)),
+            ("summary", lambda: summary(ctx, state)), fig("summary_items"), fig("time_split"),
             ("recommendations", lambda: recommendations(ctx, state)), fig("flops_breakdown"),
-            fig("dma_bytes_by:source"), fig("dma_bytes_by:data_type"), ("steps", lambda: steps(ctx, state)),
-            LATER, ("regions", lambda: regions(ctx, state)),
-            ("neuron_explorer_comparison", lambda: explorer_comparison(ctx, state)),
-            fig("temporal"), fig("temporal-note"),
+            fig("dma_bytes_by:source"), fig("dma_bytes_by:data_type"), fig("temporal"),
+            *(fig(f"fig:{n}") for n in ("time_split", "engines", "flops_breakdown", "steps", "dma_bytes_by:source",
+                                        "dma_bytes_by:data_type")),
+            ("regions", lambda: regions(ctx, state)),
+            ("neuron_explorer_comparison", lambda: explorer_comparison(ctx, state)), fig("temporal-note"),
+            ("roofline", lambda: roofline(ctx, state)), ("roofline page", lambda: roofline_page(ctx, state)),
             ("hot_ops", lambda: hot_ops(ctx, state, "op")), fig("module_treemap"),
-            ("roofline", lambda: roofline(ctx, state)), ("collectives", lambda: collectives(ctx, state)),
+            ("hot_ops page", lambda: hot_ops_page(ctx, state)),
+            LATER, ("collectives", lambda: collectives(ctx, state)),
             ("dma queues", lambda: dma(ctx, state, "queues")), ("dma sizes", lambda: dma(ctx, state, "sizes")),
             fig("dma_throughput"), ("memory", lambda: memory(ctx, state)),
             ("source_lines", lambda: source_lines(ctx, state)), ("sql", lambda: database(ctx, state))]
 
 
-#: in :func:`page_frames`, where the ``extra`` frames of :func:`warm` go: after the Summary's answer and sections
+#: in :func:`page_frames`, where the ``extra`` frames of :func:`warm` go: after the Summary, Roofline and Hot ops
 LATER = ("later", None)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ _REQUEST = threading.local()
 
 #: how long the rebuild of a pushed section waits for the rest of its frames (explorer.push)
 SECTION_WAIT_S = 300.0
+#: after a page asked for a frame, the background precompute stays paused this long (s): the page's sections
+#: arrive and the browser draws them without a precompute frame competing for the CPU
+FOREGROUND_GRACE_S = 2.5
 
 
 def new_request(section: bool = False) -> None:
@@ -178,6 +182,7 @@ class TraceStore:
         self.preferred: str | None = None
         self._executor = None
         self._foreground = 0  # frames a page is waiting for, computing in the pool (the warm-up yields to them)
+        self._page_seen = -1e9  # time.monotonic() of the last frame a page asked for (computed or not)
         self._watches: OrderedDict[str, tuple] = OrderedDict()  # token -> (futures, rebuild): explorer.push
 
     # ------------------------------------------------------------------ listing and containment
@@ -338,6 +343,8 @@ class TraceStore:
         instead of holding a server thread for the whole analysis."""
         slot = self._slot(key)
         memo = slot["memo"]
+        if wait is not None:  # a page (the warm-up and scripts wait without limit)
+            self._page_seen = time.monotonic()
         if sub in memo:
             return analysis.handout(memo[sub])
         if getattr(_WORKER, "active", False):  # nested frames compute inline (a worker never waits on the pool)
@@ -368,9 +375,11 @@ class TraceStore:
             self._foreground -= 1
 
     def foreground_busy(self) -> bool:
-        """Whether a page is waiting for a frame (the background precompute pauses between frames then)."""
+        """Whether a page is waiting for a frame, or asked for one less than :data:`FOREGROUND_GRACE_S` ago (the
+        browser is drawing what it was sent: on a machine of few cores the precompute would slow that down).
+        The background precompute pauses between frames then."""
         with self._lock:
-            return self._foreground > 0
+            return self._foreground > 0 or time.monotonic() - self._page_seen < FOREGROUND_GRACE_S
 
     # ------------------------------------------------------------------ push: sections wait on their frames
     def watch(self, futures: list[concurrent.futures.Future], rebuild) -> str:

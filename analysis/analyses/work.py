@@ -20,7 +20,17 @@ import pandas as pd
 from neuron_profiler.opmodel import TENSOR_ENGINE_CLASSES, classify, known_no_work, lower_signature, wants_concrete
 from neuron_profiler.opmodel.inductor import is_inductor_kernel
 
-from ..core.categorical import as_cat, cat_map, cat_pick, cat_values, cat_where, column, empty_cat
+from ..core.categorical import (
+    as_cat,
+    cat_map,
+    cat_pick,
+    cat_values,
+    cat_where,
+    category_names,
+    code_dtype,
+    column,
+    empty_cat,
+)
 from ..core.commkernels import is_collective_kernel, is_collective_op
 from ..core.tables import ANALYSIS_COLUMNS, COPY_ENGINES, MATRIX_ENGINES, NON_COMPUTE_ENGINES, row_positions
 from ..metrics import canonical_dtype
@@ -428,16 +438,34 @@ def _reason(note: str, op: str) -> str:
 
 
 def _unpriced_reason(trace) -> pd.Series:
+    """Reasons computed once per distinct (host op note, op name) pair on the codes, never per row: the same
+    Categorical (sorted categories of the values present) as one string per row would give."""
     w = instruction_work(trace)
+    n = len(w)
     unknown = ~(w["flops_known"].to_numpy() & w["bytes_known"].to_numpy())
-    out = np.full(len(w), "", dtype=object)
-    if unknown.any():
-        fo = w["framework_op"].to_numpy()
-        hw = host_op_work(trace)
-        pos = row_positions(hw.index, fo) if len(hw) else np.full(len(w), -1)
-        notes = hw["note"].astype(str).to_numpy() if len(hw) else np.zeros(0, dtype=object)
-        names = w["op"].astype(str).to_numpy()
-        has = unknown & (pos >= 0)
-        out[has] = [_reason(n, op) for n, op in zip(notes[pos[has]], names[has])]
-        out[unknown & (pos < 0)] = "a kernel without a launching host op: its work is not recorded"
-    return pd.Series(pd.Categorical(out), index=w.index)
+    if not unknown.any():
+        return pd.Series(pd.Categorical.from_codes(np.zeros(n, np.int8), [""] if n else []), index=w.index)
+    fo = w["framework_op"].to_numpy()
+    hw = host_op_work(trace)
+    pos = row_positions(hw.index, fo) if len(hw) else np.full(n, -1)
+    note = as_cat(hw["note"].astype(str)) if len(hw) else empty_cat(0)
+    op = as_cat(w["op"])
+    n_op = len(op.cat.categories) + 1  # + the missing code (-1 -> last)
+    has = unknown & (pos >= 0)
+    # key of each priced-by-note row: (note code, op code); -1 no reason (known), -2 no launching host op
+    key = np.full(n, -1, np.int64)
+    key[unknown & (pos < 0)] = -2
+    note_codes = np.asarray(note.cat.codes, dtype=np.int64)
+    op_codes = np.asarray(op.cat.codes, dtype=np.int64) % n_op
+    key[has] = (note_codes[pos[has]] % (len(note.cat.categories) + 1)) * n_op + op_codes[has]
+    key += 2  # >= 0: the distinct keys by a count over their (small) range, not a sort of n keys
+    present = np.flatnonzero(np.bincount(key))
+    notes = np.append(category_names(note), "nan")
+    ops = np.append(category_names(op), "nan")
+    text = ["" if k == 1 else "a kernel without a launching host op: its work is not recorded" if k == 0
+            else _reason(notes[(k - 2) // n_op], ops[(k - 2) % n_op]) for k in present]
+    cats = sorted(set(text))
+    at = {c: i for i, c in enumerate(cats)}
+    lut: np.ndarray = np.zeros(int(present[-1]) + 1, dtype=code_dtype(len(cats)))
+    lut[present] = [at[x] for x in text]
+    return pd.Series(pd.Categorical.from_codes(lut[key], cats), index=w.index)

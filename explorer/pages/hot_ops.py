@@ -6,6 +6,7 @@ the grid); grouped by module, unattributed device time is "(no module)". Below, 
 line with the line's text (:mod:`explorer.source`)."""
 from __future__ import annotations
 
+import plotly.graph_objects as go
 from dash import Input, Output, State, html
 from dash.exceptions import PreventUpdate
 
@@ -49,13 +50,26 @@ def display_frame(df, by: str):
     return df
 
 
+def _bar_figure(ctx: Ctx, state: ViewState, by: str, shown):
+    """The top-ops bar chart of the rows ``shown``, built once per trace and grouping."""
+    fig_df = shown.set_index("stack_label") if by == "stack" else shown
+    return frames.figure(ctx, state, f"hot_ops-page:{by}", lambda t: figures.hot_ops_figure(fig_df))
+
+
+def warm(ctx: Ctx, state: ViewState) -> None:
+    """Compute every frame this page shows (the explorer's precompute, :func:`explorer.frames.page_frames`)."""
+    df = frames.hot_ops(ctx, state, "op")
+    if len(df):
+        _bar_figure(ctx, state, "op", display_frame(df, "op"))
+    _treemap(ctx, state)
+
+
 def body(ctx: Ctx, state: ViewState, by: str):
     df = frames.hot_ops(ctx, state, by)
     if not len(df):
         return note("no device work attributed to ops in this trace (device events without a launching host op)")
     shown = display_frame(df, by)
-    fig_df = shown.set_index("stack_label") if by == "stack" else shown
-    return html.Div([graph(figures.hot_ops_figure(fig_df), id="ho-bar"),
+    return html.Div([graph(_bar_figure(ctx, state, by, shown), id="ho-bar"),
                      data_table(shown, id="ho-table", page_size=15, analysis="hot_ops",
                                 labels={by: by.capitalize(), "stack_label": "Stack (innermost frames)"})])
 
@@ -64,8 +78,10 @@ def _treemap(ctx: Ctx, state: ViewState):
     fig = frames.figure(ctx, state, "module_treemap", figures.module_treemap_figure)
     if not fig.data or not len(getattr(fig.data[0], "labels", []) or []):
         return note("no module information in this trace (modules come from the capture's module hooks)")
-    fig.update_layout(title=None, margin={"t": 10})  # the section heading names it
-    return graph(fig, id="ho-treemap", height=420)
+    # the section heading names it; built once per trace (a copy of the shared frame, not on every page build)
+    shown = frames.figure(ctx, state, "module_treemap-page",
+                          lambda t: go.Figure(fig).update_layout(title=None, margin={"t": 10}, height=420))
+    return graph(shown, id="ho-treemap")
 
 
 def register(app, ctx: Ctx) -> None:

@@ -39,7 +39,7 @@ def _layout(ctx: Ctx, state: ViewState):
         body.append(note("Empty roofline: no op in this trace has FLOPs or bytes (the op model needs recorded "
                          "input shapes: capture with record_shapes=True), so nothing can be placed under the "
                          "roofs."))
-    body += [controls, html.Div(id="rf-graph-box", children=graph(figure(trace, pts, state), id="rf-graph")),
+    body += [controls, html.Div(id="rf-graph-box", children=graph(_figure(ctx, state, trace, pts), id="rf-graph")),
              html.Div(id="rf-selected", children=note("click a point to select its events on the timeline")),
              section("Ops on the roofline", data_table(_named_devices(trace, pts), id="rf-table", page_size=15,
                                                      analysis="roofline"))]
@@ -68,9 +68,21 @@ def figure(trace, pts: pd.DataFrame, state: ViewState):
     return fig
 
 
+def _figure(ctx: Ctx, state: ViewState, trace, pts: pd.DataFrame):
+    """:func:`figure`; without filters built once per trace and colouring (a plotly figure costs ~0.1 s)."""
+    if state.engines is None and state.bounds is None:
+        return frames.figure(ctx, state, f"roofline-page:{state.roof_color}", lambda t: figure(t, pts, state))
+    return figure(trace, pts, state)
+
+
+def warm(ctx: Ctx, state: ViewState) -> None:
+    """Compute every frame this page shows (the explorer's precompute, :func:`explorer.frames.page_frames`)."""
+    _figure(ctx, state, trace_or_error(ctx, state), frames.roofline(ctx, state))
+
+
 def _graph(ctx: Ctx, state: ViewState):
     trace = trace_or_error(ctx, state)
-    return graph(figure(trace, frames.roofline(ctx, state), state), id="rf-graph")
+    return graph(_figure(ctx, state, trace, frames.roofline(ctx, state)), id="rf-graph")
 
 
 def _listed(value, options) -> tuple[str, ...] | None:

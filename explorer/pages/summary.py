@@ -17,6 +17,7 @@ from analysis import figures
 from analysis.units import format_value
 
 from .. import frames
+from ..bars import bar_list, stacked_bar
 from ..labels import metric_label
 from ..notes import note_list, notes_for
 from ..regions import by_key, regions
@@ -168,7 +169,7 @@ def _answer(ctx: Ctx, state: ViewState, both: pd.DataFrame, origin: int, n_ranks
     ts = frames.figure(ctx, state, "time_split", analysis.time_split)
     out.append(html.Div("Where the time goes (each nanosecond charged to the first of compute, collectives, "
                         "DMA, other device work active then, else idle):", style={"fontSize": 13, "marginTop": 6}))
-    out.append(html.Div(graph(figures.time_split_figure(ts), id="time-split-fig"),
+    out.append(html.Div(stacked_bar(frames.named(ctx, state, "fig:time_split"), id="time-split-fig"),
                         **{"data-split": ",".join(f"{p}={v:.6g}" for p, v in zip(ts["part"], ts["percent"]))}))
     rec = frames.recommendations(ctx, state)
     if len(rec):
@@ -185,14 +186,14 @@ def _answer(ctx: Ctx, state: ViewState, both: pd.DataFrame, origin: int, n_ranks
 
 def _compute(ctx: Ctx, state: ViewState, both: pd.DataFrame, engines: pd.DataFrame) -> html.Div:
     """Per-engine utilisation as one chart, the TensorE FLOPs split, the compute figures."""
-    out = [graph(figures.engine_utilisation_figure(engines), id="engine-fig")]
+    out = [bar_list(frames.named(ctx, state, "fig:engines"), id="engine-fig")]
     if {"Tensor_active_percent", "TensorMatrix_active_percent"} <= set(engines["metric"]):
         out.append(note(TENSOR_NOTE))
     fb = frames.figure(ctx, state, "flops_breakdown", analysis.flops_breakdown)
     out.append(html.Div("Matrix-engine capacity (peak × active cores × analysed time), split as Neuron Explorer splits "
                         "TensorE FLOPs:",
                         style={"fontSize": 13}))
-    out.append(graph(figures.flops_breakdown_figure(fb), id="flops-fig"))
+    out.append(stacked_bar(frames.named(ctx, state, "fig:flops_breakdown"), id="flops-fig"))
     out.append(data_table(fb, id="flops-table", page_size=4, analysis="flops_breakdown", wrap=("note",),
                           widths={"note": 520}))
     # throttling is a Trainium TensorE mechanism: its cards show where the trace has the counter
@@ -206,8 +207,9 @@ def _dma(ctx: Ctx, state: ViewState, sm: pd.DataFrame) -> html.Div:
     figs = []
     for by in ("source", "data_type"):
         df = frames.figure(ctx, state, f"dma_bytes_by:{by}", lambda t, b=by: analysis.dma_bytes_by(t, by=b))
-        figs.append(html.Div(graph(figures.dma_bytes_figure(df, by=by), id=f"dma-{by}-fig"),
-                             style={"flex": "1 1 480px"}))
+        tips = {str(g): f"{g}: {int(b):,} B ({p:.1f}%)" for g, b, p in zip(df["group"], df["bytes"], df["percent"])}
+        bars = bar_list(frames.named(ctx, state, f"fig:dma_bytes_by:{by}"), id=f"dma-{by}-fig", tips=tips)
+        figs.append(html.Div(bars, style={"flex": "1 1 480px"}))
     return html.Div([cards(sm, DMA, id="dma-cards"), html.Div(figs, style={"display": "flex", "flexWrap": "wrap"})])
 
 
@@ -267,7 +269,7 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
         out.append(note(f"Step boundary: {analysis.STEP_BOUNDARY}."))
         out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin,
                               analysis="steps"))
-        out.append(graph(figures.steps_figure(st), id="steps-fig"))
+        out.append(graph(frames.named(ctx, state, "fig:steps"), id="steps-fig"))
     else:
         out.append(note("no profiler steps in this trace (a capture without prof.step() calls): the whole trace "
                         "is one region"))

@@ -107,10 +107,11 @@ def test_summary_numbers_are_the_analyses_values(ctx, key):
     assert list(answer)[:2] == ["step_time_mean_ns", "mfu_estimated_percent"]
     assert answer["mfu_estimated_percent"][0] == "MFU (estimated)"  # words, not identifiers
     split = analysis.time_split(tr)
-    fig = _find(page, "time-split-fig").figure
-    drawn = {t.name.rsplit(" ", 1)[0]: t.x[0] for t in fig.data}
+    segs = _find(page, "time-split-fig").children[0].children  # the stacked bar's segments, drawn as HTML
+    drawn = [float(sg.to_plotly_json()["props"]["data-value"]) for sg in segs]
     shown = {k: v for k, v in zip(split["part"], split["percent"]) if v > 0}
-    assert sorted(drawn.values()) == pytest.approx(sorted(shown.values()))
+    assert sorted(drawn) == pytest.approx(sorted(shown.values()))
+    assert [sg.style["width"] for sg in segs] == [f"{v:.4f}%" for v in split["percent"] if v > 0]
     top = analysis.recommendations(tr).iloc[0]["title"]
     assert top in _dump(_find(page, "top-recommendation"))
 
@@ -141,6 +142,48 @@ def test_summary_flops_table_is_the_analysis(ctx):
     assert [r["component"] for r in grid.rowData] == fb["component"].tolist()
     for r, f in zip(grid.rowData, fb["flops"]):
         assert (r["flops"] is None and not np.isfinite(f)) or r["flops"] == pytest.approx(f)
+
+
+def _bars(component) -> dict[str, float]:
+    """{name: value} of the HTML bars (explorer/bars.py) inside a component."""
+    out = {}
+
+    def walk(c):
+        props = c.to_plotly_json()["props"] if hasattr(c, "to_plotly_json") else {}
+        if "data-value" in props and "data-name" in props:
+            out[props["data-name"]] = float(props["data-value"])
+        kids = getattr(c, "children", None)
+        for k in kids if isinstance(kids, (list, tuple)) else ([kids] if kids is not None else []):
+            walk(k)
+
+    walk(component)
+    return out
+
+
+def test_summary_small_charts_are_the_analysis(ctx):
+    """The engine, FLOPs-split and DMA bars drawn as HTML show the analysis's values, one bar per row, with
+    lengths in proportion (oracle: analysis.summary, flops_breakdown, dma_bytes_by on the trace)."""
+    tr = ctx.store.trace("single.nprof")
+    page = summary.layout(ctx, ViewState(trace="single.nprof"))
+    sm = analysis.summary(tr)
+    eng = sm[sm["metric"].str.endswith("_active_percent") & (sm["metric"] != "device_active_percent")
+             & sm["value"].notna()]
+    names = {"Tensor": "Tensor (weight loads)", "TensorMatrix": "TensorMatrix (matmuls)"}
+    want = {names.get(m[: -len("_active_percent")], m[: -len("_active_percent")]): v
+            for m, v in zip(eng["metric"], eng["value"])}
+    engine_fig = _find(page, "engine-fig")
+    assert _bars(engine_fig) == pytest.approx(want) and len(want) >= 2
+    widths = {r.to_plotly_json()["props"]["data-name"]: float(r.children[1].children[0].style["width"][:-1])
+              for r in engine_fig.children if "nx-bar-row" in str(getattr(r, "className", ""))}
+    top = max(100.0, max(want.values()) * 1.1)
+    assert widths == pytest.approx({k: v / top * 100 for k, v in want.items()}, abs=1e-3)
+    fb = analysis.flops_breakdown(tr)
+    known = fb[fb["percent"].notna()]
+    assert sorted(_bars(_find(page, "flops-fig")).values()) == pytest.approx(sorted(known["percent"]))
+    for by in ("source", "data_type"):
+        d = analysis.dma_bytes_by(tr, by=by)
+        assert _bars(_find(page, f"dma-{by}-fig")) == pytest.approx(dict(zip(d["group"].astype(str), d["percent"])))
+        assert len(d) >= 1
 
 
 def test_timeline_layout_lod_and_zoom(ctx):
