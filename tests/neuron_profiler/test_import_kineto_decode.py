@@ -382,3 +382,28 @@ def test_a_counter_event_whose_pid_is_not_an_id_imports(tmp_path, pid):
     assert b.table("counters")["value"].tolist() == [3.0]
     r = _run_cli("import", str(p), "-o", str(tmp_path / "c.nprof"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_one_pass_decode_of_a_kineto_document_equals_the_two_pass_decode():
+    """A document holding only Kineto's top-level keys is decoded in one pass (``KINETO_TOP_KEYS``); one key of
+    its own sends it through the two-pass decode. Both give the stdlib's document and events; epoch ts with
+    ns decimals stay exact (a float64 cannot hold them: re-read from the text) although the one pass returns
+    the whole text ("ts" keys before the events and inside args are skipped by the alignment)."""
+    from neuron_profiler.importers.kineto.decode import KINETO_TOP_KEYS
+
+    ev = ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, '
+                  f'"ts": 1669783687464{181 + i}.{123 + i}, "dur": 2, "args": {{"ts": 5, "External id": {i}}}}}'
+                  for i in range(50))
+    head = '{"schemaVersion": 1, "metadata": {"ts": 1.5, "x": [1, 2]}, '
+    tail = ', "INFO": ["a"], "traceName": "t", "displayTimeUnit": "ms"}'
+    one = (head + f'"traceEvents": [{ev}]' + tail).encode()
+    two = (head + '"my_own_key": {"traceEvents": []}, ' + f'"traceEvents": [{ev}]' + tail).encode()
+    assert {"schemaVersion", "metadata", "INFO", "traceName", "displayTimeUnit"} <= set(KINETO_TOP_KEYS)
+    got_one, got_two = decode_document(one, "t"), decode_document(two, "t")
+    assert got_one[2] is one and bytes(got_two[2]).startswith(b"[{")  # one pass: the whole text; two: the events'
+    assert got_one[0] == _oracle(one)[0] and got_two[0] == _oracle(two)[0] and "my_own_key" in got_two[0]
+    assert got_one[1] == got_two[1] == _oracle(one)[1] and len(got_one[1]) == 50
+    cols_one, _ = _columns(got_one[1], one)
+    cols_two, _ = _columns(got_two[1], bytes(got_two[2]))
+    _same(cols_one, cols_two)
+    assert cols_one["start_ts"].tolist() == [1669783687464181123 + 1001 * i for i in range(50)]  # by hand

@@ -47,6 +47,19 @@ EventList = list[Union[Event, list, str, int, float, bool, None]]  # noqa: UP007
 _EVENTS = msgspec.json.Decoder(EventList)
 _TOP = msgspec.json.Decoder(Union[dict[str, msgspec.Raw], EventList])  # noqa: UP007
 _ANY = msgspec.json.Decoder()
+#: the top-level keys Kineto writes (torch 1.x to 2.x; CUDA, ROCm, MTIA, CPU-only traces; its logger's INFO /
+#: WARNING / ERROR lists after the events), in the order it writes them: a document holding no other key is
+#: decoded in one pass (``_decode``)
+KINETO_TOP_KEYS = (
+    "schemaVersion", "metadata", "deviceProperties", "distributedInfo", "group_trace_id", "trace_id", "host_name",
+    "logical_server_subtype", "username", "tw_cluster", "tw_task_id", "tw_user", "tw_job", "record_shapes",
+    "profile_memory", "with_stack", "with_flops", "with_modules", "cuda_runtime_version", "cuda_driver_version",
+    "cupti_version", "hip_runtime_version", "hip_driver_version", "roctracer_version", "INFO", "WARNING", "ERROR",
+    "traceName", "displayTimeUnit", "baseTimeNanoseconds")
+#: such a document: ``traceEvents`` typed, the other keys as decoded; any other key is a ValidationError
+_DOCUMENT = msgspec.json.Decoder(msgspec.defstruct(
+    "KinetoDocument", [("traceEvents", EventList, msgspec.UNSET), *((k, Any, msgspec.UNSET) for k in KINETO_TOP_KEYS)],
+    forbid_unknown_fields=True, gc=False))
 #: a JSON escape of a UTF-16 surrogate pair, or of a lone surrogate, with the backslashes before it
 _SURROGATE = re.compile(rb"(\\*)\\u(?:[dD][89abAB][0-9a-fA-F]{2}(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
                         rb"|[dD][c-fC-F][0-9a-fA-F]{2})")
@@ -82,7 +95,21 @@ def decode_document(raw: bytes, where: str) -> tuple[dict[str, Any], list[Any], 
 
 def _decode(raw: bytes, where: str) -> tuple[dict[str, Any], list[Any], bytes | msgspec.Raw]:
     """The typed decode; ``msgspec.DecodeError`` for any text that is not a trace object or event list (the
-    caller's stdlib parse then gives the exact error)."""
+    caller's stdlib parse then gives the exact error).
+
+    A document whose top-level keys are all ``KINETO_TOP_KEYS`` (every real trace we know) is decoded in one
+    pass, its events typed as they are met; its text is returned as the events' text (``exact`` aligns the
+    ``"ts"`` texts with the events and skips any other). Any other document (a key of its own, the array
+    format, ``traceEvents`` not a list) takes two: the top-level keys with ``traceEvents`` skipped as text
+    (msgspec's skip of the events costs 8 % of a whole import), then the events."""
+    try:
+        d: Any = _DOCUMENT.decode(raw)
+    except msgspec.ValidationError:  # an unknown top-level key, not an object...: the two-pass decode
+        pass
+    else:
+        if d.traceEvents is msgspec.UNSET:
+            raise msgspec.DecodeError("no traceEvents")
+        return {k: v for k in KINETO_TOP_KEYS if (v := getattr(d, k)) is not msgspec.UNSET}, d.traceEvents, raw
     top = _TOP.decode(raw)
     if isinstance(top, list):  # the Chrome "JSON array format"
         return {}, top, raw
