@@ -19,7 +19,7 @@ import numpy as np
 
 from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.args import CLASS_OF_CAT, EMPTY_ARGS, HOST, INT_ARGS, JSON_ARGS, args_columns
-from neuron_profiler.importers.kineto.decode import Event
+from neuron_profiler.importers.kineto.decode import Chunked, Event
 from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
     id_column,
@@ -358,3 +358,15 @@ def extract_events(events: list[Any], text: bytes | msgspec.Raw | None = None) -
         del batch
     events.clear()
     return ev
+
+
+def extract_chunked(chunked: Chunked) -> EventColumns | None:
+    """The columns of the events of a text read a chunk at a time (``decode.document_chunks``): each chunk is
+    extracted while its structs are hot in the CPU caches and freed before the next is decoded, its
+    timestamps made exact from its own text (as for a one-batch trace). None when the text could not be read
+    so (``Chunked.failed``): the caller reads it whole."""
+    ev = EventColumns()
+    for events, text in chunked:
+        ev.add(events, text)
+        del events, text
+    return None if chunked.failed else ev
