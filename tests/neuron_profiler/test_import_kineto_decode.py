@@ -467,3 +467,25 @@ def test_cuts_inside_strings_and_nested_values_and_odd_keys_read_as_the_whole_te
             _same(cols, extract.extract_events(want_events, text).finish())
     assert [_chunked_or_whole(texts[i], 500)[2] for i in (0, 1, 2, 4, 6, 8)] == [
         "chunked", "chunked", "whole", "whole", "chunked", "chunked"]  # nested "traceEvents" first, own "e" key
+
+
+def test_a_chunked_read_decides_exact_timestamps_for_the_whole_trace_as_the_whole_read_does():
+    """Sub-ns ts texts round by decimal arithmetic when the trace's ts are re-read from the text (a float ts
+    beyond 2**43 us somewhere), by float64 otherwise ("4.0025" us: 4002 ns against 4003 ns): a chunked read makes
+    that choice for the whole trace, as the whole read does (reading the text whole when a later chunk
+    first needs it)."""
+
+    def ev(ts: str, i: int) -> str:
+        return f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1}}'
+
+    small = [ev("4.0025", i) for i in range(300)]
+    epoch = [ev(f"1669783687464{i:03d}.5", i) for i in range(300)]
+    for events, how in ((small + epoch, "whole"), (epoch + small, "chunked"), (small, "chunked")):
+        raw = ('{"schemaVersion": 1, "traceEvents": [' + ",\n".join(events) + "]}").encode()
+        doc, cols, got_how = _chunked_or_whole(raw, 2000)
+        want_doc, want_events, text = decode_document(raw, "t")
+        want = extract.extract_events(want_events, text).finish()
+        assert got_how == how and doc == want_doc
+        _same(cols, want)
+        exact = len(events) == 600
+        assert want["start_ts"][events.index(small[1])] == (4002 if exact else 4003)  # decimal vs float64
