@@ -382,3 +382,110 @@ def test_a_counter_event_whose_pid_is_not_an_id_imports(tmp_path, pid):
     assert b.table("counters")["value"].tolist() == [3.0]
     r = _run_cli("import", str(p), "-o", str(tmp_path / "c.nprof"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_one_pass_decode_of_a_kineto_document_equals_the_two_pass_decode():
+    """A document holding only Kineto's top-level keys is decoded in one pass (``KINETO_TOP_KEYS``); one key of
+    its own sends it through the two-pass decode. Both give the stdlib's document and events; epoch ts with
+    ns decimals stay exact (a float64 cannot hold them: re-read from the text) although the one pass returns
+    the whole text ("ts" keys before the events and inside args are skipped by the alignment)."""
+    from neuron_profiler.importers.kineto.decode import KINETO_TOP_KEYS
+
+    ev = ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, '
+                  f'"ts": 1669783687464{181 + i}.{123 + i}, "dur": 2, "args": {{"ts": 5, "External id": {i}}}}}'
+                  for i in range(50))
+    head = '{"schemaVersion": 1, "metadata": {"ts": 1.5, "x": [1, 2]}, '
+    tail = ', "INFO": ["a"], "traceName": "t", "displayTimeUnit": "ms"}'
+    one = (head + f'"traceEvents": [{ev}]' + tail).encode()
+    two = (head + '"my_own_key": {"traceEvents": []}, ' + f'"traceEvents": [{ev}]' + tail).encode()
+    assert {"schemaVersion", "metadata", "INFO", "traceName", "displayTimeUnit"} <= set(KINETO_TOP_KEYS)
+    got_one, got_two = decode_document(one, "t"), decode_document(two, "t")
+    assert got_one[2] is one and bytes(got_two[2]).startswith(b"[{")  # one pass: the whole text; two: the events'
+    assert got_one[0] == _oracle(one)[0] and got_two[0] == _oracle(two)[0] and "my_own_key" in got_two[0]
+    assert got_one[1] == got_two[1] == _oracle(one)[1] and len(got_one[1]) == 50
+    cols_one, _ = _columns(got_one[1], one)
+    cols_two, _ = _columns(got_two[1], bytes(got_two[2]))
+    _same(cols_one, cols_two)
+    assert cols_one["start_ts"].tolist() == [1669783687464181123 + 1001 * i for i in range(50)]  # by hand
+
+
+def _chunked_or_whole(raw: bytes, size: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(document, extracted columns, "chunked" / "whole") as ``api._read_events`` reads ``raw`` with chunks of
+    ``size`` bytes: chunk by chunk when ``document_chunks`` can, else whole (``decode_document``)."""
+    from neuron_profiler.importers.kineto.decode import document_chunks
+
+    chunked = document_chunks(raw, "t", size)
+    if chunked is not None:
+        ev = extract.extract_chunked(chunked)
+        if ev is not None:
+            return chunked.doc, ev.finish(), "chunked"
+    doc, events, text = decode_document(raw, "t")
+    return doc, extract.extract_events(events, text).finish(), "whole"
+
+
+@pytest.mark.parametrize("rel", [
+    "TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz",  # deviceProperties (objects) after the events
+    "HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz",  # INFO / ERROR lists after
+    "HolisticTraceAnalysis/trace_filter/sampled_rank-0.json.gz",  # one line, no space between elements
+])
+@pytest.mark.parametrize("size", [1, 3000, 200_000])
+def test_a_real_trace_read_a_chunk_at_a_time_equals_the_whole_read(rel, size):
+    raw = gzip.decompress(real_trace(rel).read_bytes())
+    doc, cols, how = _chunked_or_whole(raw, size)
+    want_doc, want_events, text = decode_document(raw, rel)
+    assert how == "chunked" and list(doc) == list(_oracle(raw)[0]) and doc == want_doc
+    _same(cols, extract.extract_events(want_events, text).finish())
+
+
+def test_cuts_inside_strings_and_nested_values_and_odd_keys_read_as_the_whole_text():
+    """Every cut the chunks may try: inside a string holding "}, {", between nested objects of args, a
+    top-level "traceEvents" found first inside another key, a key "e" after the events, objects after them,
+    a lone surrogate in a late event: each reads as the whole text (or is read whole)."""
+    nested = {"nested": [{"a": 1}, {"b": [{"c": "}, {"}]}], "s": "x}, {y", "ts": 3}
+    events = [dict(GOOD, name=f"}}, {{op {i}", ts=10.5 + i, args=nested if i % 3 else {"External id": i})
+              for i in range(400)]
+    docs = [
+        {"schemaVersion": 1, "traceEvents": events, "deviceProperties": [{"id": 0}, {"id": 1}]},
+        {"meta": {"traceEvents": [{"ph": "X"}, {"ph": "i"}]}, "traceEvents": events, "traceName": "t"},
+        {"traceEvents": events, "e": [1]},
+        {"traceEvents": events[:1]},
+        {"traceEvents": []},
+    ]
+    texts = [json.dumps(d, indent=ind).encode() for d in docs for ind in (None, 2)]
+    texts.append(json.dumps(docs[0]).encode().replace(b'"op 399', b'"op \\ud800 399'))  # lone surrogate
+    texts.append(json.dumps(docs[0]).encode() + b" x")  # trailing garbage: the whole read's error
+    for raw in texts:
+        for size in (1, 500, 7000):
+            try:
+                want_doc, want_events, text = decode_document(raw, "t")
+            except NotATraceError:
+                with pytest.raises(NotATraceError):
+                    _chunked_or_whole(raw, size)
+                continue
+            doc, cols, _how = _chunked_or_whole(raw, size)
+            assert doc == want_doc
+            _same(cols, extract.extract_events(want_events, text).finish())
+    assert [_chunked_or_whole(texts[i], 500)[2] for i in (0, 1, 2, 4, 6, 8)] == [
+        "chunked", "chunked", "whole", "whole", "chunked", "chunked"]  # nested "traceEvents" first, own "e" key
+
+
+def test_a_chunked_read_decides_exact_timestamps_for_the_whole_trace_as_the_whole_read_does():
+    """Sub-ns ts texts round by decimal arithmetic when the trace's ts are re-read from the text (a float ts
+    beyond 2**43 us somewhere), by float64 otherwise ("4.0025" us: 4002 ns against 4003 ns): a chunked read makes
+    that choice for the whole trace, as the whole read does (reading the text whole when a later chunk
+    first needs it)."""
+
+    def ev(ts: str, i: int) -> str:
+        return f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1}}'
+
+    small = [ev("4.0025", i) for i in range(300)]
+    epoch = [ev(f"1669783687464{i:03d}.5", i) for i in range(300)]
+    for events, how in ((small + epoch, "whole"), (epoch + small, "chunked"), (small, "chunked")):
+        raw = ('{"schemaVersion": 1, "traceEvents": [' + ",\n".join(events) + "]}").encode()
+        doc, cols, got_how = _chunked_or_whole(raw, 2000)
+        want_doc, want_events, text = decode_document(raw, "t")
+        want = extract.extract_events(want_events, text).finish()
+        assert got_how == how and doc == want_doc
+        _same(cols, want)
+        exact = len(events) == 600
+        assert want["start_ts"][events.index(small[1])] == (4002 if exact else 4003)  # decimal vs float64

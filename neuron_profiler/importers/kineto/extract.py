@@ -19,7 +19,7 @@ import numpy as np
 
 from neuron_profiler.importers.kineto import counters as kc
 from neuron_profiler.importers.kineto.args import CLASS_OF_CAT, EMPTY_ARGS, HOST, INT_ARGS, JSON_ARGS, args_columns
-from neuron_profiler.importers.kineto.decode import Event
+from neuron_profiler.importers.kineto.decode import Chunked, Event
 from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
     id_column,
@@ -358,3 +358,27 @@ def extract_events(events: list[Any], text: bytes | msgspec.Raw | None = None) -
         del batch
     events.clear()
     return ev
+
+
+def extract_chunked(chunked: Chunked) -> EventColumns | None:
+    """The columns of the events of a text read a chunk at a time (``decode.document_chunks``): each chunk is
+    extracted while its structs are hot in the CPU caches and freed before the next is decoded. Timestamps
+    are decided for the whole trace, as ``extract_events`` does: when the first chunk holds a float ``ts``
+    that needs its text (``exact``), every chunk's ``ts`` are re-read from its text. None when the text could
+    not be read so (``Chunked.failed``), or when that decision cannot be kept (a later chunk first needs
+    the text, a chunk's texts do not align): the caller reads the text whole, which decides for all."""
+    ev = EventColumns()
+    exact: bool | None = None
+    for events, text in chunked:
+        if exact is None:
+            exact = needs_exact(events)
+        if exact:
+            if not apply_exact(events, text):
+                return None
+            ev.add(events, ns=True)
+        elif needs_exact(events):
+            return None
+        else:
+            ev.add(events, float_ts_checked=True)
+        del events, text
+    return None if chunked.failed else ev
