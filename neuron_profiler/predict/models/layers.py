@@ -149,6 +149,28 @@ class _ColumnSP(torch.autograd.Function):
         return _scatter_seq(_fused_cast(gi, ctx.reduce_dtype or gi.dtype)).to(x.dtype), gw, gb, None
 
 
+class _GatherFromSPRe(torch.autograd.Function):
+    """``_ColumnSP``'s collectives without its matmuls, for compiled dry runs: the capture's c10d calls are not
+    traceable, so Dynamo runs this Function eagerly between the compiled regions and the linear stays in the
+    compiled graph. Forward: all-gather of the sequence shards (saving only the shard); backward: the same
+    re-gather of the input for the weight gradient (the graph's wgrad matmul reads the gathered input it
+    saved, so the re-gathered copy only prices the collective) and the reduce-scatter of the input gradient
+    in ``reduce_dtype`` when set. Same collectives by kind, dtype and bytes as ``_ColumnSP``; the re-gather
+    runs after the graph's wgrad matmul instead of before it."""
+
+    @staticmethod
+    def forward(ctx, x, reduce_dtype):
+        ctx.save_for_backward(x)
+        ctx.reduce_dtype = reduce_dtype
+        return _gather_seq(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        _gather_seq(x)                          # the re-gather for the weight gradient
+        return _scatter_seq(_fused_cast(g, ctx.reduce_dtype or g.dtype)).to(x.dtype), None
+
+
 def _fused_cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``x`` (a matmul's output) in ``dtype`` with no cast op of its own: the compiled graph writes the matmul's
     FP32 PSUM result in ``dtype`` on its evacuation (MODEL: the extra store bytes of a wider dtype are not
@@ -163,8 +185,8 @@ def column(x: torch.Tensor, lin: nn.Linear, c: TransformerConfig) -> torch.Tenso
         return lin(x)
     if not c.sp:
         return lin(_CopyToTP.apply(x))
-    if torch.compiler.is_compiling():   # --compiled: Dynamo cannot trace the collectives inside the Function;
-        return lin(_GatherFromSP.apply(x))   # the gather runs between the compiled regions, not re-gathered
+    if torch.compiler.is_compiling():   # --compiled: the collectives between the compiled regions, the matmuls
+        return lin(_GatherFromSPRe.apply(x, _dtype(c.tp_reduce_dtype)))   # in them (``_GatherFromSPRe``)
     return _ColumnSP.apply(x, lin.weight, lin.bias, _dtype(c.tp_reduce_dtype))
 
 
