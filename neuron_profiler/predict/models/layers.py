@@ -232,6 +232,8 @@ class TransformerConfig:
     # (matmul q k^T, / sqrt(d), + padding mask, softmax, dropout, matmul with v), see ``Attention.eager``
     attn_dropout: float = 0.0  # dropout of the attention probabilities ("eager" only: the fused kernel has none)
     pad_mask: bool = False     # "eager": the scores get the additive padding mask (HF's extended attention mask)
+    softmax_dtype: str = ""    # "eager": the dtype the softmax computes in ("": the scores'; NxD 2.16's
+    # CoreAttention: ``softmax(dtype=torch.double).to(q.dtype)``, FP32 on the device under XLA_DOWNCAST_BF16)
     tp_reduce_dtype: str = ""  # dtype of the sequence-parallel reduce-scatters ("": the activations'; NxD 2.24:
     # "float32", ``RowParallelLinear`` / ``ColumnParallelLinear(reduce_dtype=torch.float32)``)
 
@@ -285,7 +287,8 @@ class Attention(nn.Module):
             s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
         if self.c.pad_mask:   # HF's extended mask: (1 - mask) * dtype-min, one row per sequence
             s = s + s.new_zeros(s.shape[0], 1, 1, t)
-        p = F.softmax(s, dim=-1)
+        sd = _dtype(self.c.softmax_dtype)
+        p = F.softmax(s, dim=-1, dtype=sd).to(s.dtype) if sd is not None and sd != s.dtype else F.softmax(s, dim=-1)
         if self.c.attn_dropout > 0:
             p = F.dropout(p, self.c.attn_dropout, self.training)
         return torch.matmul(p, v)
