@@ -36,7 +36,7 @@ ROWS: dict[str, tuple[float, dict]] = {
     "C4": (47.95, dict(model="llama3.1-8b", instances=32, tp=32, microbatch=1, global_batch=1024,
                        precision="bf16", optimizer="adamw", zero1=True)),
     "C5": (15.34, dict(model="llama2-70b", instances=32, tp=32, pp=4, microbatch=1, global_batch=1024,
-                       precision="bf16", optimizer="adamw")),
+                       precision="bf16", optimizer="adamw", zero1=True)),
 }
 NOTES = {
     "C1": "'Autocast:BF16+SR' (the AWS table's label for C1 and C3): the ViT notebook of that release "
@@ -62,7 +62,9 @@ NOTES = {
     "C5": "NxD 2.16 (aws-neuron/neuronx-distributed a80091d) run_llama_70b_tp_pp.sh: XLA_DOWNCAST_BF16=1, BF16 "
           "weights on the device. Attention: modeling_llama_nxd.py CoreAttention, eager (matmul / sqrt(d), triu "
           "causal mask, softmax(dtype=torch.double), FP32 on the device, matmul; NxD 2.16 has no flash kernel), "
-          "recomputed in the backward (--use_selective_checkpoint 1: activation_checkpoint_config=CoreAttention).",
+          "recomputed in the backward (--use_selective_checkpoint 1: activation_checkpoint_config=CoreAttention). "
+          "ZeRO-1: the script passes --use_zero1_optimizer 1 (NxD 2.16 trainer.py: NeuronZero1Optimizer sharded "
+          "over the DP group; no FP32 gradient accumulation or higher_cc_precision options at 2.16).",
 }
 LAST = Path(tempfile.gettempdir()) / "neuron_predict_calibration.json"
 
