@@ -155,20 +155,23 @@ class _GatherFromSPRe(torch.autograd.Function):
     compiled graph. Forward: all-gather of the sequence shards (saving only the shard); backward: the same
     re-gather of the input for the weight gradient (the graph's wgrad matmul reads the gathered input it
     saved, so the re-gathered copy only prices the collective) and the reduce-scatter of the input gradient
-    in ``reduce_dtype`` when set. Same collectives by kind, dtype and bytes as ``_ColumnSP``; the re-gather
-    runs after the graph's wgrad matmul instead of before it."""
+    in ``reduce_dtype`` when set, else in the matmul's dtype (under autocast its dtype, as ``_ColumnSP``'s dgrad
+    matmul writes it; the graph hands back the gradient in the input's dtype). Same collectives by kind, dtype
+    and bytes as ``_ColumnSP``; the re-gather runs after the graph's wgrad matmul instead of before it."""
 
     @staticmethod
     def forward(ctx, x, reduce_dtype):
         ctx.save_for_backward(x)
-        ctx.reduce_dtype = reduce_dtype
+        amp = torch.is_autocast_enabled("cpu") and x.is_floating_point()
+        ctx.reduce_dtype = reduce_dtype or (torch.get_autocast_dtype("cpu") if amp else None)
         return _gather_seq(x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         _gather_seq(x)                          # the re-gather for the weight gradient
-        return _scatter_seq(_fused_cast(g, ctx.reduce_dtype or g.dtype)).to(x.dtype), None
+        rs = _scatter_seq(_fused_cast(g, ctx.reduce_dtype or g.dtype))
+        return (rs if rs.dtype == x.dtype else rs.to(x.dtype)), None
 
 
 def _fused_cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
