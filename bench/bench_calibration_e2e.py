@@ -36,7 +36,7 @@ ROWS: dict[str, tuple[float, dict]] = {
     "C4": (47.95, dict(model="llama3.1-8b", instances=32, tp=32, microbatch=1, global_batch=1024,
                        precision="bf16", optimizer="adamw", zero1=True)),
     "C5": (15.34, dict(model="llama2-70b", instances=32, tp=32, pp=4, microbatch=1, global_batch=1024,
-                       precision="bf16", optimizer="adamw")),
+                       precision="bf16", optimizer="adamw", zero1=True)),
 }
 NOTES = {
     "C1": "'Autocast:BF16+SR' (the AWS table's label for C1 and C3): the ViT notebook of that release "
@@ -49,13 +49,22 @@ NOTES = {
           "the FP32 rate. 2.27 publishes 32,752.79 (+0.8 %). HF eager attention with the padding mask and "
           "probability dropout 0.1 (transformers 4.44: SDPA on XLA is the math decomposition).",
     "C3": "neuronx-nemo-megatron train_setup.sh's default recipe 'bf16SR' sets XLA_USE_BF16=1 (BF16 weights); "
-          "gpt_23b.sh: selective recompute, sequence parallel; hidden dropout 0.1 (test.sh).",
+          "gpt_23b.sh: selective recompute, sequence parallel; hidden dropout 0.1 (test.sh). Attention as SDK 2.16 "
+          "ran it (the tree at 89680bb, 2023-11-16; no 2.16 commit, next is 2.18's): transformer.py CoreAttention, "
+          "eager (baddbmm, scale, causal mask, softmax, dropout 0.1 = megatron_gpt_config.yaml attention_dropout, "
+          "bmm; masked_softmax_fusion False; no flash/NKI kernel in that tree), recomputed in the backward "
+          "(selective: 'Region where selective activation recomputation is applied').",
     "C4": "'Autocast:BF16+FP32Optimizer': BF16 weights on the device, FP32 master weights and optimizer state "
           "(NxD 2.24 tp_zero1_llama3_8B_hf_pretrain.sh passes --use_gpu_compatible_precision 1, so neither "
           "XLA_DOWNCAST_BF16 nor XLA_USE_BF16 is set: the weights are BF16 because the model is built in the "
           "config's torch_dtype bfloat16; get_mixed_precision_config: FP32 master weights in ZeRO-1). "
           "Column/RowParallelLinear reduce_dtype=torch.float32: FP32 sequence-parallel reduce-scatters.",
-    "C5": "as C4 (NxD, XLA_DOWNCAST_BF16): BF16 weights on the device, FP32 optimizer.",
+    "C5": "NxD 2.16 (aws-neuron/neuronx-distributed a80091d) run_llama_70b_tp_pp.sh: XLA_DOWNCAST_BF16=1, BF16 "
+          "weights on the device. Attention: modeling_llama_nxd.py CoreAttention, eager (matmul / sqrt(d), triu "
+          "causal mask, softmax(dtype=torch.double), FP32 on the device, matmul; NxD 2.16 has no flash kernel), "
+          "recomputed in the backward (--use_selective_checkpoint 1: activation_checkpoint_config=CoreAttention). "
+          "ZeRO-1: the script passes --use_zero1_optimizer 1 (NxD 2.16 trainer.py: NeuronZero1Optimizer sharded "
+          "over the DP group; no FP32 gradient accumulation or higher_cc_precision options at 2.16).",
 }
 LAST = Path(tempfile.gettempdir()) / "neuron_predict_calibration.json"
 

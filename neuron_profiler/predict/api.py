@@ -20,7 +20,7 @@ from neuron_profiler.predict.stages import StageCost, dry_run_stages
 __all__ = ["Prediction", "predict", "MODEL_VERSION"]
 
 #: bumped when the composition changes what it predicts
-MODEL_VERSION = "predict-4"
+MODEL_VERSION = "predict-5"
 
 
 @dataclass

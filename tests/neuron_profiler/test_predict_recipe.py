@@ -137,13 +137,42 @@ def test_eager_attention_computes_what_the_fused_kernel_does(causal, kv_heads):
     torch.testing.assert_close(a.core(q, k, v), fused, rtol=1e-5, atol=1e-5)
 
 
+def test_eager_softmax_in_fp32_of_bf16_scores():
+    """NxD 2.16's CoreAttention (``softmax_dtype="float32"``): BF16 scores, the softmax computed in FP32 and cast
+    back: a softmax op with an FP32 output is dispatched, and the result matches an FP32 reference to BF16
+    precision."""
+    from neuron_profiler.predict.models.layers import Attention, TransformerConfig
+    torch.manual_seed(0)
+    c = TransformerConfig(hidden=64, layers=1, heads=4, ffn=128, attention="eager", softmax_dtype="float32")
+    a = Attention(c).eval()
+    q, k, v = (torch.randn(1, 4, 12, 16) for _ in range(3))
+    seen: list[torch.dtype] = []
+
+    class Log(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten._softmax.default:
+                seen.append(out.dtype)
+            return out
+    with Log():
+        y = a.core(*(x.bfloat16() for x in (q, k, v)))
+    assert y.dtype == torch.bfloat16 and seen == [torch.float32]
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(y.float(), ref, rtol=3e-2, atol=3e-2)
+
+
 def test_attention_of_the_built_in_models():
     """The HF recipes (ViT-Base, BERT-Large) run HF's eager attention, BERT with its attention-probability
-    dropout 0.1 and padding mask; Megatron's GPT-3 and NxD's Llamas the fused kernel."""
+    dropout 0.1 and padding mask; SDK 2.16's NeMo Megatron (GPT-3 23B, probability dropout 0.1) and NxD
+    (Llama-2-70B, softmax in FP32) their eager core attention, recomputed; NxD 2.24's Llama-3.1-8B the fused
+    kernel."""
     assert MODELS["vit-base"].layers.attention == MODELS["bert-large"].layers.attention == "eager"
     assert (MODELS["bert-large"].layers.attn_dropout, MODELS["vit-base"].layers.attn_dropout) == (0.1, 0.0)
     assert MODELS["bert-large"].layers.pad_mask and not MODELS["vit-base"].layers.pad_mask
-    assert {MODELS[n].layers.attention for n in ("gpt3-23b", "llama3.1-8b", "llama2-70b")} == {"fused"}
+    assert MODELS["gpt3-23b"].layers.attention == MODELS["llama2-70b"].layers.attention == "eager"
+    assert MODELS["llama3.1-8b"].layers.attention == "fused"
+    assert (MODELS["gpt3-23b"].layers.attn_dropout, MODELS["llama2-70b"].layers.softmax_dtype) == (0.1, "float32")
+    assert MODELS["gpt3-23b"].recompute == MODELS["llama2-70b"].recompute == "selective"
     from neuron_profiler.predict.config import predict_table
     stated = predict_table()["framework"]["attention"]["value"]   # what the trace header tells the user
     kinds = dict(part.split(": ") for part in stated.split("; "))

@@ -149,6 +149,31 @@ class _ColumnSP(torch.autograd.Function):
         return _scatter_seq(_fused_cast(gi, ctx.reduce_dtype or gi.dtype)).to(x.dtype), gw, gb, None
 
 
+class _GatherFromSPRe(torch.autograd.Function):
+    """``_ColumnSP``'s collectives without its matmuls, for compiled dry runs: the capture's c10d calls are not
+    traceable, so Dynamo runs this Function eagerly between the compiled regions and the linear stays in the
+    compiled graph. Forward: all-gather of the sequence shards (saving only the shard); backward: the same
+    re-gather of the input for the weight gradient (the graph's wgrad matmul reads the gathered input it
+    saved, so the re-gathered copy only prices the collective) and the reduce-scatter of the input gradient
+    in ``reduce_dtype`` when set, else in the matmul's dtype (under autocast its dtype, as ``_ColumnSP``'s dgrad
+    matmul writes it; the graph hands back the gradient in the input's dtype). Same collectives by kind, dtype
+    and bytes as ``_ColumnSP``; the re-gather runs after the graph's wgrad matmul instead of before it."""
+
+    @staticmethod
+    def forward(ctx, x, reduce_dtype):
+        ctx.save_for_backward(x)
+        amp = torch.is_autocast_enabled("cpu") and x.is_floating_point()
+        ctx.reduce_dtype = reduce_dtype or (torch.get_autocast_dtype("cpu") if amp else None)
+        return _gather_seq(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        _gather_seq(x)                          # the re-gather for the weight gradient
+        rs = _scatter_seq(_fused_cast(g, ctx.reduce_dtype or g.dtype))
+        return (rs if rs.dtype == x.dtype else rs.to(x.dtype)), None
+
+
 def _fused_cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``x`` (a matmul's output) in ``dtype`` with no cast op of its own: the compiled graph writes the matmul's
     FP32 PSUM result in ``dtype`` on its evacuation (MODEL: the extra store bytes of a wider dtype are not
@@ -163,8 +188,8 @@ def column(x: torch.Tensor, lin: nn.Linear, c: TransformerConfig) -> torch.Tenso
         return lin(x)
     if not c.sp:
         return lin(_CopyToTP.apply(x))
-    if torch.compiler.is_compiling():   # --compiled: Dynamo cannot trace the collectives inside the Function;
-        return lin(_GatherFromSP.apply(x))   # the gather runs between the compiled regions, not re-gathered
+    if torch.compiler.is_compiling():   # --compiled: the collectives between the compiled regions, the matmuls
+        return lin(_GatherFromSPRe.apply(x, _dtype(c.tp_reduce_dtype)))   # in them (``_GatherFromSPRe``)
     return _ColumnSP.apply(x, lin.weight, lin.bias, _dtype(c.tp_reduce_dtype))
 
 
@@ -210,6 +235,8 @@ class TransformerConfig:
     # (matmul q k^T, / sqrt(d), + padding mask, softmax, dropout, matmul with v), see ``Attention.eager``
     attn_dropout: float = 0.0  # dropout of the attention probabilities ("eager" only: the fused kernel has none)
     pad_mask: bool = False     # "eager": the scores get the additive padding mask (HF's extended attention mask)
+    softmax_dtype: str = ""    # "eager": the dtype the softmax computes in ("": the scores'; NxD 2.16's
+    # CoreAttention: ``softmax(dtype=torch.double).to(q.dtype)``, FP32 on the device under XLA_DOWNCAST_BF16)
     tp_reduce_dtype: str = ""  # dtype of the sequence-parallel reduce-scatters ("": the activations'; NxD 2.24:
     # "float32", ``RowParallelLinear`` / ``ColumnParallelLinear(reduce_dtype=torch.float32)``)
 
@@ -263,7 +290,8 @@ class Attention(nn.Module):
             s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
         if self.c.pad_mask:   # HF's extended mask: (1 - mask) * dtype-min, one row per sequence
             s = s + s.new_zeros(s.shape[0], 1, 1, t)
-        p = F.softmax(s, dim=-1)
+        sd = _dtype(self.c.softmax_dtype)
+        p = F.softmax(s, dim=-1, dtype=sd).to(s.dtype) if sd is not None and sd != s.dtype else F.softmax(s, dim=-1)
         if self.c.attn_dropout > 0:
             p = F.dropout(p, self.c.attn_dropout, self.training)
         return torch.matmul(p, v)

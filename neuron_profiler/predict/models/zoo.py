@@ -16,8 +16,16 @@ of it that one pipeline stage of one tensor-parallel rank holds. Sources of the 
   pretraining script (``dp_bert_hf_pretrain``, transformers 4.44) passes ``attention_mask`` (the additive
   padding mask) and, on an XLA device, SDPA has no fused kernel: it runs as ``_scaled_dot_product_attention_math``,
   the same separate ops (pytorch/pytorch#108180). BERT's ``attention_probs_dropout_prob`` 0.1 is priced; ViT's
-  is 0.0. GPT-3 23B (NeMo Megatron's fused core attention) and the Llamas (NxD's flash attention) keep the
-  fused kernel, whose attention-probability dropout is not priced.
+  is 0.0. GPT-3 23B and Llama-2-70B (C3, C5: SDK 2.16) run eager core attention too, recomputed in the
+  backward (selective recompute): neuronx-nemo-megatron 89680bb (the tree of SDK 2.16) ``transformer.py``
+  ``CoreAttention`` (baddbmm, scale, causal mask, softmax, dropout ``attention_dropout`` 0.1 of
+  ``megatron_gpt_config.yaml``, bmm; ``masked_softmax_fusion: False``; no flash / NKI kernel in that tree;
+  "Region where selective activation recomputation is applied") and neuronx-distributed a80091d (SDK 2.16)
+  ``modeling_llama_nxd.py`` ``CoreAttention`` (matmul / sqrt(d), ``triu`` causal mask, ``softmax(dtype=
+  torch.double)``, i.e. FP32 under XLA_DOWNCAST_BF16, matmul; no flash kernel before later NxD releases),
+  checkpointed by ``activation_checkpoint_config=CoreAttention`` (``run_llama_70b_tp_pp.sh``
+  ``--use_selective_checkpoint 1``). Llama-3.1-8B (C4, NxD 2.24) keeps the fused kernel (``nki_flash_attn_func``,
+  ``USE_FLASH_ATTENTION=1``).
 - ``gpt3-23b``: aws-neuron/neuronx-nemo-megatron ``gpt_23b.sh`` + ``test.sh`` (hidden 8192, 28 layers, 64 heads,
   FFN 4 x hidden, GPT-2 vocabulary 50257, LayerNorm, GELU, learned positions, selective recompute).
 - ``llama3.1-8b``: Meta Llama-3.1-8B ``config.json`` (hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336,
@@ -75,9 +83,11 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     ModelSpec("bert-large", _t(hidden=1024, layers=24, heads=16, ffn=4096, causal=False, dropout=0.1,
                                attention="eager", attn_dropout=0.1, pad_mask=True), seq=128,
               vocab=30522, head="mlm", positions=True, source="HF bert-large-uncased"),
-    ModelSpec("gpt3-23b", _t(hidden=8192, layers=28, heads=64, ffn=32768, dropout=0.1),
-              seq=2048, vocab=50257, positions=True,
-              recompute="selective", source="aws-neuron/neuronx-nemo-megatron gpt_23b.sh, test.sh"),
+    ModelSpec("gpt3-23b", _t(hidden=8192, layers=28, heads=64, ffn=32768, dropout=0.1, attention="eager",
+                             attn_dropout=0.1),
+              seq=2048, vocab=50257, positions=True, recompute="selective",
+              source="aws-neuron/neuronx-nemo-megatron gpt_23b.sh, test.sh; @89680bb (SDK 2.16) transformer.py "
+                     "CoreAttention (eager, selective recompute), megatron_gpt_config.yaml attention_dropout 0.1"),
     ModelSpec("llama3.1-8b", _t(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, norm="rms", mlp="swiglu",
                                 bias=False, tp_reduce_dtype="float32"), seq=8192, vocab=128256, grad_acc="float32",
               source="meta-llama/Llama-3.1-8B config.json; NxD 2.24 (aws-neuron/neuronx-distributed c9ee222) "
@@ -86,7 +96,12 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
                      "use_fp32_grad_acc, hence ZeRO-1 use_grad_acc_hook + higher_cc_precision (FP32 gradient "
                      "accumulation and reduce-scatter)"),
     ModelSpec("llama2-70b", _t(hidden=8192, layers=80, heads=64, kv_heads=8, ffn=28672, norm="rms", mlp="swiglu",
-                               bias=False), seq=4096, vocab=32000, source="meta-llama/Llama-2-70b-hf config.json"),
+                               bias=False, attention="eager", softmax_dtype="float32"), seq=4096, vocab=32000,
+              recompute="selective",
+              source="meta-llama/Llama-2-70b-hf config.json; NxD a80091d (SDK 2.16) modeling_llama_nxd.py "
+                     "CoreAttention (eager, causal mask, softmax in FP32) checkpointed by "
+                     "activation_checkpoint_config=CoreAttention (run_llama_70b_tp_pp.sh "
+                     "--use_selective_checkpoint 1)"),
     ModelSpec("tiny-gpt", _t(hidden=256, layers=4, heads=8, ffn=1024), seq=128, vocab=1024, positions=True,
               source="test model"),
 )}
