@@ -226,13 +226,22 @@ def _hta_activity(trace) -> pd.DataFrame:
     return quantise(activity_frame(sel), sort=True, origin_ns=origin)
 
 
+def _hta_intervals(trace) -> pd.DataFrame:
+    """:func:`_hta_activity` reduced to ``start_ts``, ``end_ts`` and ``kernel_type`` (the same rows and order)."""
+    origin = hta_origin_ns(trace)
+    sel = hta_kernel_selection(_activity_columns(trace.analysis_table("instructions")), trace.table("host_ops"),
+                               tracks=trace.tracks, origin_ns=origin)
+    return quantise(activity_frame(sel)[["start_ts", "end_ts", "kernel_type"]], sort=True, origin_ns=origin)
+
+
 def hta_unions(trace) -> dict:
     """The row count (``"rows"``) of :func:`hta_activity` and its unions (key None: all rows; each kernel type)
     as sorted disjoint (start, end) arrays, memoised without keeping the activity itself (as many rows as the
     device activity: the temporal breakdown needs only these)."""
     def compute() -> dict:
         act = trace._memo.get("hta_activity")  # already kept for an analysis of its rows: not computed again
-        act = _hta_activity(trace) if act is None else act
+        # the unions need only each row's rounded interval and kernel type: sort those, not every column
+        act = _hta_intervals(trace) if act is None else act
         out: dict = {k: union_of_kind(act, k) for k in (None, *KERNEL_TYPES)}
         out["rows"] = len(act)
         return out

@@ -97,3 +97,21 @@ def test_temporal_breakdown_says_its_mode_and_why_hta_idle_differs():
     note = figures.temporal_breakdown_note(t)
     assert f"{exact:.1f} % idle ({hta.EXACT_LABEL})" in note and f"{compat:.1f} % ({hta.MODE_LABEL})" in note
     assert note.endswith(hta.IDLE_WHY) and hta.IDLE_WHY.count(". ") == 0  # one sentence
+
+
+def test_unions_from_the_rounded_intervals_alone_equal_the_unions_of_the_whole_activity():
+    """hta_unions sorts only (start, end, kernel type) when the HTA activity is not kept; oracle: the unions of
+    the full quantised activity frame (every column), on real Kineto traces and a simulated sample."""
+    import analysis
+    from realdata import real_trace, sample_trace
+
+    for path in (real_trace("HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz"),
+                 real_trace("HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz"),
+                 sample_trace("gpt_train_step.nprof")):
+        t = analysis.load(path)
+        got = hta.hta_unions(t)
+        act = hta._hta_activity(analysis.load(path))
+        assert got["rows"] == len(act) > 0, path
+        for k in (None, *hta.KERNEL_TYPES):
+            s, e = hta.union_of_kind(act, k)
+            assert np.array_equal(got[k][0], s) and np.array_equal(got[k][1], e), (path, k)
