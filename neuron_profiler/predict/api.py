@@ -107,9 +107,11 @@ def _check_fits(c: PredictConfig, lay: Layout, m: ModelSpec) -> None:
                           f"(raise TP or PP, or use ZeRO-1)")
 
 
-def _band(compiled: bool = False) -> tuple[float, float]:
-    f = predict_table()["fitted"].get("band_compiled" if compiled else "band", {})
-    return float(f.get("low", -0.15)), float(f.get("high", 0.15))
+def calibration_band(compiled: bool = False) -> tuple[float, float]:
+    """The leave-one-out (low, high) relative errors of the end-to-end calibration of a dry-run mode
+    (predict_table.json ``fitted.band`` / ``band_compiled``)."""
+    f = predict_table()["fitted"]["band_compiled" if compiled else "band"]
+    return float(f["low"]), float(f["high"])
 
 
 def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] = (None, None),
@@ -140,7 +142,8 @@ def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] =
         gb = lay.accumulation * c.microbatch * lay.dp
         peak = float(raw_table()["neuron"][lay.inst.target]["peak_flops_per_s"]["bfloat16"]["value"])
         mfu = gb * fps / (step.step_ns / 1e9) / (lay.world * peak) if fps else float("nan")
-        pred = Prediction(c, lay, m, step, gb / (step.step_ns / 1e9), mfu, hbm, _band(c.compiled), stages, run_dir)
+        pred = Prediction(c, lay, m, step, gb / (step.step_ns / 1e9), mfu, hbm, calibration_band(c.compiled), stages,
+                          run_dir)
         pred.warnings = _warnings(pred) + (["pipeline sends not priced: the stage module has no activation_bytes"]
                                            if m is None and lay.pp > 1 and not act else [])
         pred.assumptions = _assumptions(pred)

@@ -26,6 +26,11 @@ def format_prediction(p: Prediction) -> str:
         f"errors {p.band[0] * 100:+.0f} % .. {p.band[1] * 100:+.0f} % on the published rows C1-C5)",
         f"time per optimizer step {_ms(s.step_ns)}:",
     ]
+    if not c.compiled:
+        from neuron_profiler.predict.api import calibration_band
+        clo, chi = calibration_band(compiled=True)
+        lines.insert(2, f"  (eager dry run: the published rows are compiled graphs; --compiled, their mode, has "
+                        f"leave-one-out errors {clo * 100:+.0f} % .. {chi * 100:+.0f} %)")
     for k, v in s.parts.items():
         lines.append(f"  {k:<20} {_ms(v):>14}  {100 * v / s.step_ns:5.1f} %")
     lines.append(f"  {'total':<20} {_ms(sum(s.parts.values())):>14}")

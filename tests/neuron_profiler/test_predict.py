@@ -169,3 +169,21 @@ def test_compiled_dry_run_fuses(pred, tmp_path):
         assert k.tp_comm_ns == pytest.approx(e.tp_comm_ns, rel=0.1)
         assert k.mm_runs[-1][:, 1].sum() == pytest.approx(e.mm_runs[-1][:, 1].sum(), rel=1e-6)
         assert k.micro_ns - k.mm_ns < e.micro_ns - e.mm_ns
+
+
+def test_report_names_the_eager_mode_and_its_band(pred):
+    """The printed report: the band of the mode that ran (eager here, its leave-one-out band from the table),
+    the note that the calibrated mode is --compiled, and breakdown lines that add up to the printed total."""
+    from neuron_profiler.predict.api import calibration_band
+    from neuron_profiler.predict.report import format_prediction
+    text = format_prediction(pred)
+    lo, hi = calibration_band(False)
+    assert pred.band == (lo, hi) and f"{lo * 100:+.0f} % .. {hi * 100:+.0f} %" in text
+    clo, chi = calibration_band(True)
+    assert "eager dry run" in text and f"--compiled, their mode, has leave-one-out errors {clo * 100:+.0f} %" in text
+    ms = {ln[2:22].strip(): float(ln[22:37].replace(",", "").replace("ms", "")) for ln in text.splitlines()
+          if ln.startswith("  ") and ln.rstrip().endswith(("%", "ms")) and ln[22:37].strip().endswith("ms")}
+    assert set(pred.step.parts) | {"total"} == set(ms)
+    assert ms["total"] == pytest.approx(pred.step.step_ns / 1e6, abs=0.06)
+    assert sum(v for k, v in ms.items() if k != "total") == pytest.approx(ms["total"], abs=0.06 * len(ms))
+    assert (pred.run_dir / "prediction.txt").read_text(encoding="utf-8").strip() == text.strip()
