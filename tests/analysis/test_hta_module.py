@@ -102,8 +102,9 @@ def test_temporal_breakdown_says_its_mode_and_why_hta_idle_differs():
 def test_unions_from_the_rounded_intervals_alone_equal_the_unions_of_the_whole_activity():
     """hta_unions sorts only (start, end, kernel type) when the HTA activity is not kept; oracle: the unions of
     the full quantised activity frame (every column), on real Kineto traces and a simulated sample."""
-    import analysis
     from realdata import real_trace, sample_trace
+
+    import analysis
 
     for path in (real_trace("HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz"),
                  real_trace("HolisticTraceAnalysis/nccl_parser_config/nccl_data.json.gz"),
