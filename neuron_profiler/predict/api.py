@@ -12,7 +12,7 @@ from typing import Any
 
 from neuron_profiler.hardware import raw_table
 from neuron_profiler.predict import compose as comp
-from neuron_profiler.predict.config import ConfigError, Layout, PredictConfig, layout, predict_table
+from neuron_profiler.predict.config import ConfigError, Layout, PredictConfig, calibration_band, layout, predict_table
 from neuron_profiler.predict.flops import flops_per_sample, layer_params, model_params
 from neuron_profiler.predict.models.zoo import ModelSpec, get_model
 from neuron_profiler.predict.stages import StageCost, dry_run_stages
@@ -105,13 +105,6 @@ def _check_fits(c: PredictConfig, lay: Layout, m: ModelSpec) -> None:
         raise ConfigError(f"a stage does not fit in HBM: its weights, gradients and optimizer state need "
                           f"{need / 2**30:.1f} GiB per NeuronCore, {cap / 2**30:.0f} GiB available "
                           f"(raise TP or PP, or use ZeRO-1)")
-
-
-def calibration_band(compiled: bool = False) -> tuple[float, float]:
-    """The leave-one-out (low, high) relative errors of the end-to-end calibration of a dry-run mode
-    (predict_table.json ``fitted.band`` / ``band_compiled``)."""
-    f = predict_table()["fitted"]["band_compiled" if compiled else "band"]
-    return float(f["low"]), float(f["high"])
 
 
 def predict(c: PredictConfig, *, efficiency: tuple[float | None, float | None] = (None, None),

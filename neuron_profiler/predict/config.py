@@ -11,7 +11,8 @@ from typing import Any
 
 from neuron_profiler.hardware import Target
 
-__all__ = ["ConfigError", "PredictConfig", "Instance", "instance", "predict_table", "PRECISIONS", "OPTIMIZERS"]
+__all__ = ["ConfigError", "PredictConfig", "Instance", "instance", "predict_table", "calibration_band", "PRECISIONS",
+           "OPTIMIZERS"]
 
 #: bf16-autocast: FP32 weights, torch.autocast(bfloat16); fp32: FP32 model, matmuls cast to BF16 by neuronx-cc's
 #: default --auto-cast matmult; fp32-strict: --auto-cast none (matmuls at the FP32 rate); bf16: BF16 weights
@@ -29,6 +30,13 @@ def predict_table() -> dict[str, Any]:
     """neuron_profiler/hardware/predict_table.json: instance types, framework assumptions, fitted constants."""
     text = resources.files("neuron_profiler.hardware").joinpath("predict_table.json").read_text(encoding="utf-8")
     return json.loads(text)
+
+
+def calibration_band(compiled: bool = False) -> tuple[float, float]:
+    """The leave-one-out (low, high) relative errors of the end-to-end calibration of a dry-run mode
+    (predict_table.json ``fitted.band`` / ``band_compiled``)."""
+    f = predict_table()["fitted"]["band_compiled" if compiled else "band"]
+    return float(f["low"]), float(f["high"])
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from neuron_profiler.predict.config import calibration_band
+
 if TYPE_CHECKING:
     from neuron_profiler.predict.api import Prediction
 
@@ -27,7 +29,6 @@ def format_prediction(p: Prediction) -> str:
         f"time per optimizer step {_ms(s.step_ns)}:",
     ]
     if not c.compiled:
-        from neuron_profiler.predict.api import calibration_band
         clo, chi = calibration_band(compiled=True)
         lines.insert(2, f"  (eager dry run: the published rows are compiled graphs; --compiled, their mode, has "
                         f"leave-one-out errors {clo * 100:+.0f} % .. {chi * 100:+.0f} %)")

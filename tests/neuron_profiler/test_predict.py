@@ -174,7 +174,7 @@ def test_compiled_dry_run_fuses(pred, tmp_path):
 def test_report_names_the_eager_mode_and_its_band(pred):
     """The printed report: the band of the mode that ran (eager here, its leave-one-out band from the table),
     the note that the calibrated mode is --compiled, and breakdown lines that add up to the printed total."""
-    from neuron_profiler.predict.api import calibration_band
+    from neuron_profiler.predict.config import calibration_band
     from neuron_profiler.predict.report import format_prediction
     text = format_prediction(pred)
     lo, hi = calibration_band(False)
