@@ -4,10 +4,15 @@ Runs every row C1-C5 of ../shared/reference/trainium-training-calibration.md thr
 its own process, so its peak RSS is its own) and prints expected, predicted, error, wall time and peak RSS.
 Those rows are the calibration set; other published AWS figures are an independent check and are not used here.
 
-    nice -n 10 python bench/bench_calibration_e2e.py              # all rows
+    nice -n 10 python bench/bench_calibration_e2e.py              # all rows, compiled as they were published
     nice -n 10 python bench/bench_calibration_e2e.py --rows C1,C4
-    python bench/bench_calibration_e2e.py --fit     # refit the matmul peak fraction on the last run's rows
-    python bench/bench_calibration_e2e.py --fit --write   # ... and store them in hardware/predict_table.json
+    nice -n 10 python bench/bench_calibration_e2e.py --eager      # eager dry runs (predict's other mode)
+    python bench/bench_calibration_e2e.py --fit     # refit the mode's matmul peak fraction on the last run's rows
+    python bench/bench_calibration_e2e.py --fit --write   # ... and store it in hardware/predict_table.json
+
+The published runs are compiled graphs (torch-neuronx / NxD / NeMo through XLA), so the rows run through
+``torch.compile(backend="neuron")`` (``predict --compiled``) unless ``--eager`` is given; each mode has its own
+fitted constant and band.
 
 Where a row's recipe differs from the calibration file's wording, ``NOTES`` says which public source was used.
 """
@@ -153,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--efficiency", default=None, help="PEAK_FRACTION,TP_OVERLAP: override the fitted constants")
     ap.add_argument("--fit", action="store_true", help="fit the matmul peak fraction on the last run's rows")
-    ap.add_argument("--compiled", action="store_true", help="dry-run through torch.compile(backend='neuron')")
+    ap.add_argument("--eager", action="store_true", help="eager dry runs instead of the published runs' compiled "
+                                                         "graphs (torch.compile(backend='neuron'), the default)")
+    ap.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)  # the default; kept for old scripts
     ap.add_argument("--write", action="store_true", help="with --fit: store the fit in predict_table.json")
     a = ap.parse_args(argv)
+    a.compiled = not a.eager
     if a.one:
         eff = tuple(float(x) for x in a.efficiency.split(",")) if a.efficiency else (None, None)
         print(json.dumps(run_row(a.one, a.out, eff, compiled=a.compiled)))
@@ -176,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, __file__, "--one", row, "--out", out]
         if a.efficiency:
             cmd += ["--efficiency", a.efficiency]
-        if a.compiled:
-            cmd.append("--compiled")
+        if a.eager:
+            cmd.append("--eager")
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode:
             print(f"{row}: failed: {done.stderr.strip().splitlines()[-1:]}")
