@@ -24,13 +24,13 @@ class MLP(torch.nn.Module):
         return (self.down(h) * 0.5 + x).relu()
 
 
-def _capture(compiled: bool, autocast: bool = True):
+def _capture(compiled: bool, autocast: bool = True, **config):
     torch.manual_seed(0)
     model = MLP()
     x = torch.randn(512, 256)
     step = torch.compile(model, backend="neuron") if compiled else model
     out = tempfile.mkdtemp()
-    with neuron_profiler.profile(profile_output_dir=out, run_id="c", runtime="simulated",
+    with neuron_profiler.profile(profile_output_dir=out, run_id="c", runtime="simulated", **config,
                                  schedule=torch.profiler.schedule(wait=0, warmup=1, active=1)) as p:
         for _ in range(2):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
@@ -120,3 +120,11 @@ def test_compiled_fp32_matmuls_count_at_their_dtypes_rate_in_instant_mfu():
     eager, comp = _capture(False, autocast=False), _capture(True, autocast=False)
     assert set(comp.table("instructions").query("opcode == 'MATMUL'")["dtype"].astype(str)) == {"float32"}
     assert _mfu_flops_ratio(comp) == pytest.approx(_mfu_flops_ratio(eager), rel=1e-3)
+
+
+def test_auto_cast_fp32_matmuls_count_at_the_bf16_rate_in_instant_mfu():
+    """Under --auto-cast matmult an FP32 matmul multiplies at the BF16 rate, so Instant MFU weighs it x1, not
+    FP32's x4; oracle: the BF16 (autocast) run of the same model, the same area per matmul FLOP."""
+    auto = _capture(False, autocast=False, auto_cast="matmult")
+    assert set(auto.table("instructions").query("opcode == 'MATMUL'")["dtype"].astype(str)) == {"float32"}
+    assert _mfu_flops_ratio(auto) == pytest.approx(_mfu_flops_ratio(_capture(False)), rel=1e-3)

@@ -318,9 +318,10 @@ def _counters(b: TraceBuilder, ev: CoreEvents, p: CoreParams, core: int, dev: in
         ts, v = ctr.step_series(seg[:, 0].astype(np.int64), seg[:, 1].astype(np.int64), seg[:, 2])
         series[name] = (ts, np.clip(100.0 * v / cap, 0.0, 100.0))
     mm = i["opcode"] == "MATMUL"
-    # each matmul's own dtype: a compiled graph's matmuls differ in dtype, the graph has none of its own
+    # each matmul's own dtype (a compiled graph's matmuls differ, the graph has none of its own), as the Tensor
+    # engine multiplies in it: FP32 under --auto-cast matmult runs at the BF16 rate, so it weighs as BF16
     codes, uniq = pd.factorize(owner.dtype(i["k"][mm], i["node"][mm]))
-    mult = np.array([adjusted_flops_multiplier(p.target, x) for x in uniq], np.float64)
+    mult = np.array([adjusted_flops_multiplier(p.target, p.matmul_dtype(x)) for x in uniq], np.float64)
     adj = i["flops"][mm] * mult[codes] if mm.any() else np.zeros(0)
     mfu = 100.0 * ctr.rate_average(edges, i["start"][mm], i["start"][mm] + i["dur"][mm], adj) / p.peak("bfloat16")
     series["Estimated Instant MFU"] = (edges, np.append(mfu, 0.0))
