@@ -437,6 +437,10 @@ def _reason(note: str, op: str) -> str:
     return note or f"{op}: no op model for it"
 
 
+#: ``_unpriced_reason`` counts its keys over their range when it is under this many times the rows, else sorts
+_COUNT_RANGE = 4
+
+
 def _unpriced_reason(trace) -> pd.Series:
     """Reasons computed once per distinct (host op note, op name) pair on the codes, never per row: the same
     Categorical (sorted categories of the values present) as one string per row would give."""
@@ -458,14 +462,18 @@ def _unpriced_reason(trace) -> pd.Series:
     note_codes = np.asarray(note.cat.codes, dtype=np.int64)
     op_codes = np.asarray(op.cat.codes, dtype=np.int64) % n_op
     key[has] = (note_codes[pos[has]] % (len(note.cat.categories) + 1)) * n_op + op_codes[has]
-    key += 2  # >= 0: the distinct keys by a count over their (small) range, not a sort of n keys
-    present = np.flatnonzero(np.bincount(key))
+    key += 2  # >= 0: the distinct keys by a count over their range, not a sort of n keys, where the range is small
+    small = int(key.max()) < _COUNT_RANGE * (n + 256)  # many distinct notes x ops: a huge range, sort instead
+    present, inverse = (np.flatnonzero(np.bincount(key)), None) if small else np.unique(key, return_inverse=True)
     notes = np.append(category_names(note), "nan")
     ops = np.append(category_names(op), "nan")
     text = ["" if k == 1 else "a kernel without a launching host op: its work is not recorded" if k == 0
             else _reason(notes[(k - 2) // n_op], ops[(k - 2) % n_op]) for k in present]
     cats = sorted(set(text))
     at = {c: i for i, c in enumerate(cats)}
-    lut: np.ndarray = np.zeros(int(present[-1]) + 1, dtype=code_dtype(len(cats)))
-    lut[present] = [at[x] for x in text]
+    codes: np.ndarray = np.array([at[x] for x in text], dtype=code_dtype(len(cats)))
+    if inverse is not None:
+        return pd.Series(pd.Categorical.from_codes(codes[inverse], cats), index=w.index)
+    lut: np.ndarray = np.zeros(int(present[-1]) + 1, dtype=codes.dtype)
+    lut[present] = codes
     return pd.Series(pd.Categorical.from_codes(lut[key], cats), index=w.index)

@@ -106,3 +106,24 @@ def test_mi250_gcds_and_mi210_by_name_and_memory():
     assert gpu_variant_name("AMD Instinct MI250", 137438953472) == "AMD Instinct MI250"
     assert gpu_variant_name("AMD Instinct MI250X", 68702699520) == "AMD Instinct MI250X (one GCD)"
     assert gpu_variant_name("AMD Instinct MI210", 68702699520) == "AMD Instinct MI210"
+
+
+def test_unpriced_reasons_by_sort_equal_those_by_count(monkeypatch):
+    """unpriced_reason finds its distinct (note, op) keys by a count over their range, or by a sort where the
+    range is large (many distinct notes x ops): both give the same Categorical (forced here by the threshold)."""
+    import pandas as pd
+    from realdata import real_trace, sample_trace
+
+    from analysis.analyses import work
+
+    reasons = set()
+    for path in (real_trace("HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz"),
+                 real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"),
+                 sample_trace("gpt_train_step.nprof")):
+        by_count = work._unpriced_reason(analysis.load(path))
+        monkeypatch.setattr(work, "_COUNT_RANGE", 0)
+        by_sort = work._unpriced_reason(analysis.load(path))
+        monkeypatch.setattr(work, "_COUNT_RANGE", 4)
+        pd.testing.assert_series_equal(by_count, by_sort)
+        reasons |= set(by_count.cat.categories)
+    assert len(reasons - {""}) >= 2, reasons  # the traces have rows with reasons, not only priced rows
