@@ -27,13 +27,15 @@ from .summary import primary_device
 from .work import instruction_work
 
 KEYS = ("op", "module", "shape")
+#: what a diff row counts: not Hot ops' "Calls" (every host op of the op, with device work or not)
+_LAUNCHES = "host ops of the group that launched device work (device rows where no launching op is known)"
 DIFF_SPEC = (
-    Column("calls_a", "count", "Calls (a)"), Column("calls_b", "count", "Calls (b)"),
+    Column("calls_a", "count", "Launches (a)", _LAUNCHES), Column("calls_b", "count", "Launches (b)", _LAUNCHES),
     Column("device_time_a_ns", "ns", "Device time (a)"), Column("device_time_b_ns", "ns", "Device time (b)"),
-    Column("per_call_a_ns", "ns", "Per call (a)"), Column("per_call_b_ns", "ns", "Per call (b)"),
+    Column("per_call_a_ns", "ns", "Per launch (a)"), Column("per_call_b_ns", "ns", "Per launch (b)"),
     Column("delta_ns", "ns", "Delta", "b − a"),
-    Column("more_calls_ns", "ns", "From more calls", "(calls_b − calls_a) × per_call_a"),
-    Column("slower_per_call_ns", "ns", "From slower calls", "calls_b × (per_call_b − per_call_a), same bound"),
+    Column("more_calls_ns", "ns", "From more launches", "(calls_b − calls_a) × per_call_a"),
+    Column("slower_per_call_ns", "ns", "From slower launches", "calls_b × (per_call_b − per_call_a), same bound"),
     Column("moved_across_roofline_ns", "ns", "From a change of bound", "the same, when the bound changed"),
     Column("bound_a", "", "Bound (a)"), Column("bound_b", "", "Bound (b)"),
     Column("arithmetic_intensity_a", "FLOP/byte", "Arithmetic intensity (a)"),

@@ -16,8 +16,8 @@ def diff_figure(df, top: int = 20) -> go.Figure:
     d = df.head(top).iloc[::-1]
     labels = [short(" | ".join(str(p) for p in (i if isinstance(i, tuple) else (i,)) if p), 70) for i in d.index]
     fig = go.Figure()
-    for col, name, color in (("more_calls_ns", "more calls", "#9467bd"),
-                             ("slower_per_call_ns", "slower per call", "#d62728"),
+    for col, name, color in (("more_calls_ns", "more launches", "#9467bd"),
+                             ("slower_per_call_ns", "slower per launch", "#d62728"),
                              ("moved_across_roofline_ns", "moved across the roofline", "#ff7f0e")):
         fig.add_bar(y=labels, x=d[col] / 1e3, orientation="h", name=name, marker_color=color)
     fig.update_layout(title="Time delta per op (b − a)", barmode="relative", xaxis_title="µs",
