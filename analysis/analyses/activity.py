@@ -242,12 +242,34 @@ def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scra
     cols["framework_op"] = final(_fill_parts(parts, buf(), lambda p: _int_col(p.df, "framework_op")))
     cols["table"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.table))
     cols["row"] = final(_fill_parts(parts, buf(), lambda p: p.rows, selected=True))
-    index = final(_fill_parts(parts, buf(), _index_values, selected=True))
+    index = _index_from_rows(parts, cols["row"], cols["table"], order)
+    if index is None:
+        index = final(_fill_parts(parts, buf(), _index_values, selected=True))
     pool.clear()
     for k in ("name", "kernel_type", "opcode"):
         cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if k == "kernel_type" else categories[k],
                                             validate=False)
-    return pd.DataFrame(cols, index=pd.Index(index, name=index_name), copy=False)
+    return pd.DataFrame(cols, index=pd.Index(index, name=index_name, copy=False), copy=False)
+
+
+def _index_from_rows(parts: list[_Part], row: np.ndarray, table: np.ndarray, order: np.ndarray | None
+                     ) -> np.ndarray | None:
+    """The sorted index values made from the sorted ``row`` / ``table`` columns, in the array of ``order`` (free
+    once every column is gathered: no gather, no new array), when each part's index follows from its rows (the
+    instructions' RangeIndex: start + row; the other tables' -1 - row); None otherwise."""
+    if order is None or order.dtype != np.int64 or not isinstance(parts[0].index, int) \
+            or not all(isinstance(p.index, np.ndarray) and np.array_equal(p.index, -1 - p.rows) for p in parts[1:]):
+        return None
+    out, start = order, parts[0].index
+    if len(parts) == 1:
+        return np.add(row, start, out=out)
+    np.negative(row, out=out)
+    out -= 1
+    is_ins = table == INSTRUCTIONS
+    np.copyto(out, row, where=is_ins)
+    if start:
+        np.add(out, start, out=out, where=is_ins)
+    return out
 
 
 def _durations(p: _Part) -> np.ndarray:
