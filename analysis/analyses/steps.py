@@ -156,7 +156,7 @@ def _step_per_row(fop: np.ndarray, host_index: pd.Index, step: np.ndarray, n_ste
     n, dt = len(step), code_dtype(n_steps)
     if isinstance(host_index, pd.RangeIndex) and host_index.step == 1 and host_index.start >= 0 and len(fop):
         lo = int(host_index.start)
-        lut = np.full(lo + n + 1, -1, dtype=dt)  # by row id; the last entry (-1) is where id -1 wraps to
+        lut: np.ndarray = np.full(lo + n + 1, -1, dtype=dt)  # by row id; the last entry (-1) is where id -1 wraps to
         lut[lo:lo + n] = step
         if int(fop.min()) >= -1 and int(fop.max()) < len(lut):
             return np.take(lut, fop, mode="wrap")
