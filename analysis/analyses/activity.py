@@ -20,7 +20,7 @@ import pandas as pd
 from ..core.categorical import categorical, category_names, code_dtype, per_category
 from ..core.commkernels import is_collective_kernel
 from ..core.devicetime import group_time
-from ..core.intervals import first_rows, is_sorted, merge, union_by_key
+from ..core.intervals import first_rows, is_sorted, merge_where, union_by_key
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
@@ -393,9 +393,11 @@ def merged_activity(trace, kernel_type: str | None = None) -> tuple[np.ndarray, 
 
 def union_of_kind(act: pd.DataFrame, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The union of a start-sorted activity frame's intervals (of one kernel type, or all) as sorted disjoint
-    (start, end) arrays."""
-    s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
-    if kernel_type is not None:
-        m = kernel_type_mask(act, kernel_type)
-        s, e = s[m], e[m]
-    return merge(s, e, sorted_by_start=True)
+    (start, end) arrays (:func:`analysis.core.intervals.merge_where`: chunk by chunk, no copies of the columns)."""
+    s, e = act["start_ts"].to_numpy(np.int64), act["end_ts"].to_numpy(np.int64)
+    if kernel_type is None:
+        return merge_where(s, e)
+    lut = np.zeros(len(KERNEL_TYPES), dtype=bool)
+    lut[KERNEL_TYPES.index(kernel_type)] = True
+    codes = np.asarray(act["kernel_type"].cat.codes)
+    return merge_where(s, e, lambda a, b: lut[codes[a:b]])

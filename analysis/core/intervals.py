@@ -8,11 +8,13 @@ close to linear in the number of rows.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["first_rows", "is_sorted", "start_order", "merge", "union_ns", "union_sorted_ns", "union_by_key",
-           "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
+__all__ = ["first_rows", "is_sorted", "start_order", "merge", "merge_where", "union_ns", "union_sorted_ns",
+           "union_by_key", "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
 
 _I64_MIN = np.iinfo(np.int64).min
 
@@ -71,6 +73,39 @@ def merge(start: np.ndarray, end: np.ndarray, *, sorted_by_start: bool = False) 
     np.greater(s[1:], reach[:-1], out=new[1:])
     first = np.flatnonzero(new)
     return s[first], np.maximum.reduceat(e, first)
+
+
+def merge_where(start: np.ndarray, end: np.ndarray, select: Callable[[int, int], np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`merge` of start-sorted intervals, or of the rows ``select(a, b)`` keeps of rows ``a:b`` (a bool
+    mask), chunk by chunk: each chunk's groups found against the reach carried from the previous chunks, so no
+    array of all rows is made (no selected copies of the columns, no running maximum of all ends)."""
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    reach = _I64_MIN
+    for a in range(0, len(start), _CHUNK):
+        s, e = start[a:a + _CHUNK], end[a:a + _CHUNK]
+        if select is not None:
+            m = select(a, a + len(s))
+            s, e = s[m], e[m]
+        if not len(s):
+            continue
+        r = np.maximum.accumulate(e)
+        np.maximum(r, reach, out=r)
+        new = np.empty(len(s), dtype=bool)
+        new[0] = s[0] > reach
+        np.greater(s[1:], r[:-1], out=new[1:])
+        first = np.flatnonzero(new)
+        if not new[0]:  # the chunk's first rows belong to the last group so far
+            head = int(first[0]) if len(first) else len(s)
+            ends[-1][-1] = max(ends[-1][-1], e[:head].max())
+        if len(first):
+            starts.append(s[first])
+            ends.append(np.maximum.reduceat(e, first))
+        reach = int(r[-1])
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(starts).astype(np.int64, copy=False), np.concatenate(ends).astype(np.int64, copy=False)
 
 
 def union_sorted_ns(start: np.ndarray, end: np.ndarray) -> int:

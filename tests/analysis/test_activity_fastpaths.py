@@ -154,3 +154,30 @@ def test_engine_rows_equal_a_naive_union_on_a_sample():
     for code, name in enumerate(ins["engine"].cat.categories):
         if code in want:
             assert s[f"{name}_active_percent"] == pytest.approx(100.0 * want[code] / (hi - lo), rel=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 16])
+def test_merge_where_equals_merge(monkeypatch, chunk):
+    monkeypatch.setattr(I, "_CHUNK", chunk)
+    rng = np.random.default_rng(chunk + 1)
+    n = 2000
+    start = np.sort(rng.integers(0, 40_000, n))
+    end = start + rng.integers(0, 300, n)
+    end[::50] += 5000  # long intervals that swallow the next chunks' rows
+    keep = rng.random(n) < 0.6
+    for sel, mask in ((None, np.ones(n, bool)), (lambda a, b: keep[a:b], keep)):
+        got = I.merge_where(start, end, sel)
+        want = I.merge(start[mask], end[mask], sorted_by_start=True)
+        assert [x.tolist() for x in got] == [x.tolist() for x in want] and got[0].dtype == np.int64
+    assert [x.tolist() for x in I.merge_where(start[:0], end[:0])] == [[], []]
+    assert [x.tolist() for x in I.merge_where(start, end, lambda a, b: np.zeros(b - a, bool))] == [[], []]
+
+
+@pytest.mark.parametrize("name", SAMPLES + REALS)
+def test_union_of_kind_equals_the_masked_merge(name):
+    act = A.trace_activity(_trace(name))
+    for kind in (None, *A.KERNEL_TYPES):
+        m = np.ones(len(act), bool) if kind is None else A.kernel_type_mask(act, kind)
+        want = I.merge(act["start_ts"].to_numpy()[m], act["end_ts"].to_numpy()[m], sorted_by_start=True)
+        got = A.union_of_kind(act, kind)
+        assert [x.tolist() for x in got] == [x.tolist() for x in want]
