@@ -139,6 +139,16 @@ def _union_categories(cats: list[pd.Categorical]) -> tuple[pd.Index, list[np.nda
     return union, [np.append(union.get_indexer(category_names(c)), -1).astype(dt) for c in cats]
 
 
+def _union_codes(p: _Part, key: str) -> np.ndarray:
+    """A part's ``key`` codes in the categories of the concatenation: as they are when its categories come
+    first in the union (the instructions' always do: no lookup of every row, no intp copy of the codes)."""
+    codes = np.asarray(getattr(p, key).codes)
+    lut = p.luts[key]
+    if np.array_equal(lut[:-1], np.arange(len(lut) - 1)):
+        return codes if codes.dtype == lut.dtype else codes.astype(lut.dtype)
+    return lut[codes]
+
+
 def _instruction_part(ins: pd.DataFrame, hta: bool = True) -> _Part:
     busy = _busy_positions(ins)
     n = len(ins) if busy is None else len(busy)
@@ -234,7 +244,7 @@ def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scra
         for p, lut in zip(parts, luts):
             p.luts[key] = lut
     codes = {key: _fill_parts(parts, np.empty(n, parts[0].luts[key].dtype),
-                              lambda p, key=key: p.luts[key][np.asarray(getattr(p, key).codes)])
+                              lambda p, key=key: _union_codes(p, key))
              for key in ("name", "opcode")}
     cols["name"] = final(codes.pop("name"))
     cols["kernel_type"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.ktype))

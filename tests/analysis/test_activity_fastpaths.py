@@ -220,3 +220,27 @@ def test_small_pages_turns_numpy_huge_pages_off_and_restores_them_once():
         assert y.sum() == (1 << 20) * ((1 << 20) - 1) // 2 and x.tolist() == [0, 1, 2]
     finally:
         pages._SET(prev)
+
+
+@pytest.mark.parametrize("name", SAMPLES + REALS)
+def test_activity_names_and_opcodes_are_those_of_their_rows(name):
+    """Codes put in the union's categories (as they are for the instructions, looked up for the other tables):
+    every row's name and opcode are its table row's, as strings."""
+    t = _trace(name)
+    act = A.trace_activity(t)
+    ins = t.analysis_table("instructions")
+    cc = t.table("collectives")
+    table, row = act["table"].to_numpy(), act["row"].to_numpy()
+    want_name = np.empty(len(act), dtype=object)
+    want_op = np.empty(len(act), dtype=object)
+    i = table == A.INSTRUCTIONS
+    want_name[i] = ins["name"].astype(str).to_numpy()[row[i]]
+    want_op[i] = ins["opcode"].astype(str).to_numpy()[row[i]]
+    want_name[table == A.DMA], want_op[table == A.DMA] = "dma", "dma"
+    c = table == A.COLLECTIVES
+    if c.any():
+        want_name[c] = cc["operation"].astype(str).to_numpy()[row[c]]
+        want_op[c] = "collective"
+    assert act["name"].astype(str).tolist() == want_name.tolist()
+    assert act["opcode"].astype(str).tolist() == want_op.tolist()
+    assert (table == A.DMA).any() == (name.endswith(".nprof") and len(t.table("dma")) > 0)
