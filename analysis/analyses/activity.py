@@ -20,7 +20,8 @@ import pandas as pd
 from ..core.categorical import categorical, category_names, code_dtype, per_category
 from ..core.commkernels import is_collective_kernel
 from ..core.devicetime import group_time
-from ..core.intervals import first_rows, is_sorted, merge, union_by_key
+from ..core.intervals import first_rows, is_sorted, merge_where, union_by_key
+from ..core.pages import small_pages
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
@@ -138,6 +139,16 @@ def _union_categories(cats: list[pd.Categorical]) -> tuple[pd.Index, list[np.nda
     return union, [np.append(union.get_indexer(category_names(c)), -1).astype(dt) for c in cats]
 
 
+def _union_codes(p: _Part, key: str) -> np.ndarray:
+    """A part's ``key`` codes in the categories of the concatenation: as they are when its categories come
+    first in the union (the instructions' always do: no lookup of every row, no intp copy of the codes)."""
+    codes = np.asarray(getattr(p, key).codes)
+    lut = p.luts[key]
+    if np.array_equal(lut[:-1], np.arange(len(lut) - 1)):
+        return codes if codes.dtype == lut.dtype else codes.astype(lut.dtype)
+    return lut[codes]
+
+
 def _instruction_part(ins: pd.DataFrame, hta: bool = True) -> _Part:
     busy = _busy_positions(ins)
     n = len(ins) if busy is None else len(busy)
@@ -233,7 +244,7 @@ def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scra
         for p, lut in zip(parts, luts):
             p.luts[key] = lut
     codes = {key: _fill_parts(parts, np.empty(n, parts[0].luts[key].dtype),
-                              lambda p, key=key: p.luts[key][np.asarray(getattr(p, key).codes)])
+                              lambda p, key=key: _union_codes(p, key))
              for key in ("name", "opcode")}
     cols["name"] = final(codes.pop("name"))
     cols["kernel_type"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.ktype))
@@ -242,12 +253,34 @@ def _activity_columns(parts: list[_Part], n: int, order: np.ndarray | None, scra
     cols["framework_op"] = final(_fill_parts(parts, buf(), lambda p: _int_col(p.df, "framework_op")))
     cols["table"] = final(_fill_parts(parts, buf(np.int8), lambda p: p.table))
     cols["row"] = final(_fill_parts(parts, buf(), lambda p: p.rows, selected=True))
-    index = final(_fill_parts(parts, buf(), _index_values, selected=True))
+    index = _index_from_rows(parts, cols["row"], cols["table"], order)
+    if index is None:
+        index = final(_fill_parts(parts, buf(), _index_values, selected=True))
     pool.clear()
     for k in ("name", "kernel_type", "opcode"):
         cols[k] = pd.Categorical.from_codes(cols[k], list(KERNEL_TYPES) if k == "kernel_type" else categories[k],
                                             validate=False)
-    return pd.DataFrame(cols, index=pd.Index(index, name=index_name), copy=False)
+    return pd.DataFrame(cols, index=pd.Index(index, name=index_name, copy=False), copy=False)
+
+
+def _index_from_rows(parts: list[_Part], row: np.ndarray, table: np.ndarray, order: np.ndarray | None
+                     ) -> np.ndarray | None:
+    """The sorted index values made from the sorted ``row`` / ``table`` columns, in the array of ``order`` (free
+    once every column is gathered: no gather, no new array), when each part's index follows from its rows (the
+    instructions' RangeIndex: start + row; the other tables' -1 - row); None otherwise."""
+    if order is None or order.dtype != np.int64 or not isinstance(parts[0].index, int) \
+            or not all(isinstance(p.index, np.ndarray) and np.array_equal(p.index, -1 - p.rows) for p in parts[1:]):
+        return None
+    out, start = order, parts[0].index
+    if len(parts) == 1:
+        return np.add(row, start, out=out)
+    np.negative(row, out=out)
+    out -= 1
+    is_ins = table == INSTRUCTIONS
+    np.copyto(out, row, where=is_ins)
+    if start:
+        np.add(out, start, out=out, where=is_ins)
+    return out
 
 
 def _durations(p: _Part) -> np.ndarray:
@@ -284,8 +317,9 @@ def trace_activity(trace) -> pd.DataFrame:
 def _trace_activity(trace) -> pd.DataFrame:
     cc = None if trace.is_kineto_import else trace.table("collectives")
     dma = trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"])
-    return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
-                          window=trace.window_bounds, hta_kernel_types=False)
+    with small_pages():  # ~10 columns of every device row, built once per trace (analysis.core.pages)
+        return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
+                              window=trace.window_bounds, hta_kernel_types=False)
 
 
 def analysis_span(trace) -> tuple[int, int]:
@@ -371,9 +405,11 @@ def merged_activity(trace, kernel_type: str | None = None) -> tuple[np.ndarray, 
 
 def union_of_kind(act: pd.DataFrame, kernel_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The union of a start-sorted activity frame's intervals (of one kernel type, or all) as sorted disjoint
-    (start, end) arrays."""
-    s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
-    if kernel_type is not None:
-        m = kernel_type_mask(act, kernel_type)
-        s, e = s[m], e[m]
-    return merge(s, e, sorted_by_start=True)
+    (start, end) arrays (:func:`analysis.core.intervals.merge_where`: chunk by chunk, no copies of the columns)."""
+    s, e = act["start_ts"].to_numpy(np.int64), act["end_ts"].to_numpy(np.int64)
+    if kernel_type is None:
+        return merge_where(s, e)
+    lut = np.zeros(len(KERNEL_TYPES), dtype=bool)
+    lut[KERNEL_TYPES.index(kernel_type)] = True
+    codes = np.asarray(act["kernel_type"].cat.codes)
+    return merge_where(s, e, lambda a, b: lut[codes[a:b]])

@@ -137,15 +137,21 @@ def _stream_gaps(st: np.ndarray, en: np.ndarray, la: np.ndarray | None, hl: np.n
 def _gaps_per_stream(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end: np.ndarray,
                      launch: np.ndarray | None, has_launch: np.ndarray | None, delay_ns: int, hta_gaps: bool,
                      end_is_duration: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_gaps_by_category` one stream at a time (a few streams): each stream's rows taken by a mask, in
+    """:func:`_gaps_by_category` one stream at a time (a few streams): each stream's rows taken by a mask (a
+    slice when the rows are grouped by stream, as a Neuron instruction table's engine tracks are), in
     time order (a stable sort of that stream's starts when they are not), so no array spans the whole table."""
     sums = np.zeros(3 * n_streams)
     counts = np.zeros(3 * n_streams, np.int64)
+    blocks = _stream_blocks(s_codes, n_streams)
     for j in range(n_streams):
-        m = s_codes == j
-        if not m.any():
+        if blocks is not None:  # rows grouped by stream: the stream's rows are a slice (copied: changed in place)
+            m = slice(int(blocks[j]), int(blocks[j + 1]))
+            st, en = start[m].copy(), end[m].copy()
+        else:
+            m = s_codes == j
+            st, en = start[m], end[m]
+        if not len(st):
             continue
-        st, en = start[m], end[m]
         la: np.ndarray | None = None
         hl: np.ndarray | None = None
         if launch is not None and has_launch is not None:
@@ -159,6 +165,16 @@ def _gaps_per_stream(s_codes: np.ndarray, n_streams: int, start: np.ndarray, end
             en += st
         sums[3 * j:3 * j + 3], counts[3 * j:3 * j + 3] = _stream_gaps(st, en, la, hl, delay_ns, hta_gaps)
     return _idle_shares(sums, counts, n_streams)
+
+
+def _stream_blocks(s_codes: np.ndarray, n_streams: int) -> np.ndarray | None:
+    """When the rows are grouped by stream code in ascending order (a Neuron instruction table: each engine
+    track's rows together), the bounds of each stream's rows (``n_streams + 1`` positions); else None."""
+    if len(s_codes) > 1 and not (s_codes[1:] >= s_codes[:-1]).all():
+        return None
+    bounds = np.zeros(n_streams + 1, np.int64)
+    np.cumsum(np.bincount(s_codes, minlength=n_streams), out=bounds[1:])
+    return bounds
 
 
 def _idle_shares(sums: np.ndarray, counts: np.ndarray, n_streams: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core.categorical import code_dtype
 from ..registry import Column, register
 from .activity import trace_activity
 
@@ -132,23 +133,35 @@ def _step_of(ts: np.ndarray, te: np.ndarray, h_start: np.ndarray, h_end: np.ndar
 
 def _device_ends(trace, h_start: np.ndarray, h_end: np.ndarray) -> np.ndarray:
     """Per step: the end of the last device activity (:func:`trace_activity`: instructions, DMA, a Neuron trace's
-    collectives) whose launching host op (``framework_op``) lies inside the step's host range; -1: none."""
-    out = np.full(len(h_start), -1, dtype=np.int64)
+    collectives) whose launching host op (``framework_op``) lies inside the step's host range; -1: none.
+
+    The step of each host op is found once per host op (:func:`_step_of` over the host table, thousands of rows);
+    each activity row then looks its host op's step up in a narrow table (no per-row search)."""
+    out = np.full(len(h_start) + 1, -1, dtype=np.int64)  # the last entry collects the rows of no step (-1)
     act = trace_activity(trace)
-    if not len(act):
-        return out
+    if not len(act) or not len(h_start):
+        return out[:-1]
     host = trace.whole_table("host_ops", ["start_ts", "duration_ns"])
-    fop = act["framework_op"].to_numpy(np.int64)
-    pos = host.index.get_indexer(fop)
-    ok = (fop >= 0) & (pos >= 0)
-    if not ok.any():
-        return out
-    hs = host["start_ts"].to_numpy(np.int64)[pos[ok]]
-    k = _step_of(hs, hs + host["duration_ns"].to_numpy(np.int64)[pos[ok]], h_start, h_end)
-    ends = act["end_ts"].to_numpy(np.int64)[ok]
-    m = k >= 0
-    np.maximum.at(out, k[m], ends[m])
-    return out
+    hs = host["start_ts"].to_numpy(np.int64)
+    step = _step_of(hs, hs + host["duration_ns"].to_numpy(np.int64), h_start, h_end)
+    np.maximum.at(out, _step_per_row(act["framework_op"].to_numpy(np.int64), host.index, step, len(h_start)),
+                  act["end_ts"].to_numpy(np.int64))
+    return out[:-1]
+
+
+def _step_per_row(fop: np.ndarray, host_index: pd.Index, step: np.ndarray, n_steps: int) -> np.ndarray:
+    """The step (index, -1: none) of the host op of each row (``fop``: host-op row ids, -1 none), from the step
+    of each host-op row (``step``, in the order of ``host_index``), in the narrowest int dtype that holds
+    ``n_steps`` (and -1)."""
+    n, dt = len(step), code_dtype(n_steps)
+    if isinstance(host_index, pd.RangeIndex) and host_index.step == 1 and host_index.start >= 0 and len(fop):
+        lo = int(host_index.start)
+        lut: np.ndarray = np.full(lo + n + 1, -1, dtype=dt)  # by row id; the last entry (-1) is where id -1 wraps to
+        lut[lo:lo + n] = step
+        if int(fop.min()) >= -1 and int(fop.max()) < len(lut):
+            return np.take(lut, fop, mode="wrap")
+    pos = host_index.get_indexer(fop)
+    return np.where((fop >= 0) & (pos >= 0), step[pos], -1).astype(dt)
 
 
 def _optimizer_steps(ho: pd.DataFrame, names: pd.Series, cats: pd.Series, h_start: np.ndarray,

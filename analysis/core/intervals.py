@@ -8,11 +8,13 @@ close to linear in the number of rows.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["first_rows", "is_sorted", "start_order", "merge", "union_ns", "union_sorted_ns", "union_by_key",
-           "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
+__all__ = ["first_rows", "is_sorted", "start_order", "merge", "merge_where", "union_ns", "union_sorted_ns",
+           "union_by_key", "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
 
 _I64_MIN = np.iinfo(np.int64).min
 
@@ -73,6 +75,39 @@ def merge(start: np.ndarray, end: np.ndarray, *, sorted_by_start: bool = False) 
     return s[first], np.maximum.reduceat(e, first)
 
 
+def merge_where(start: np.ndarray, end: np.ndarray, select: Callable[[int, int], np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`merge` of start-sorted intervals, or of the rows ``select(a, b)`` keeps of rows ``a:b`` (a bool
+    mask), chunk by chunk: each chunk's groups found against the reach carried from the previous chunks, so no
+    array of all rows is made (no selected copies of the columns, no running maximum of all ends)."""
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    reach = _I64_MIN
+    for a in range(0, len(start), _CHUNK):
+        s, e = start[a:a + _CHUNK], end[a:a + _CHUNK]
+        if select is not None:
+            m = select(a, a + len(s))
+            s, e = s[m], e[m]
+        if not len(s):
+            continue
+        r = np.maximum.accumulate(e)
+        np.maximum(r, reach, out=r)
+        new = np.empty(len(s), dtype=bool)
+        new[0] = s[0] > reach
+        np.greater(s[1:], r[:-1], out=new[1:])
+        first = np.flatnonzero(new)
+        if not new[0]:  # the chunk's first rows belong to the last group so far
+            head = int(first[0]) if len(first) else len(s)
+            ends[-1][-1] = max(ends[-1][-1], e[:head].max())
+        if len(first):
+            starts.append(s[first])
+            ends.append(np.maximum.reduceat(e, first))
+        reach = int(r[-1])
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(starts).astype(np.int64, copy=False), np.concatenate(ends).astype(np.int64, copy=False)
+
+
 def union_sorted_ns(start: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of start-sorted intervals (ns)."""
     if not len(start):
@@ -128,14 +163,9 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
         if o is not None:
             key, start, end = key[o], start[o], end[o]
     lo_k, hi_k = int(key.min()), int(key.max())
-    if lo_k >= 0 and hi_k < 16:  # a few keys (engines, kernel types): one sequential pass per key
-        present, sums = [], []
-        for k in range(hi_k + 1):
-            m = key == k
-            if m.any():
-                present.append(k)
-                sums.append(union_sorted_ns(start[m], end[m]))
-        return pd.Series(sums, index=np.asarray(present, dtype=np.int64), dtype=np.int64)
+    if lo_k >= 0 and hi_k < 16:  # a few keys (engines, kernel types): chunk by chunk, no array of all rows
+        present, sums = _few_keys_union(key, start, end, hi_k + 1)
+        return pd.Series(sums, index=present, dtype=np.int64)
     key = key.astype(np.int64, copy=False)
     if lo_k >= 0 and hi_k < 4 * len(key) + 1024:
         kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
@@ -172,6 +202,50 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
     np.subtract(e0, prev, out=prev)
     np.maximum(prev, 0, out=prev)
     return pd.Series(np.add.reduceat(prev, heads), index=idx)
+
+
+#: rows per chunk of :func:`_few_keys_union` (its arrays stay in the CPU caches)
+_CHUNK = 1 << 16
+
+
+def _few_keys_union(key: np.ndarray, start: np.ndarray, end: np.ndarray, n_keys: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(present keys, Σ of the union per present key) of start-sorted rows with keys in [0, n_keys < 256).
+
+    Chunk by chunk: a chunk's rows grouped by key (a stable radix order: starts stay sorted within a key), each
+    key's new coverage measured against its reach so far, carried from chunk to chunk. One pass over the rows
+    in cache-sized pieces, instead of a mask and two gathered copies of the whole columns per key."""
+    reach = np.full(n_keys, _I64_MIN, np.int64)  # latest end so far per key
+    sums = np.zeros(n_keys, np.int64)
+    counts = np.zeros(n_keys, np.int64)
+    bounds = np.zeros(n_keys + 1, np.int64)
+    for a in range(0, len(key), _CHUNK):
+        kc = key[a:a + _CHUNK].astype(np.uint8)
+        c = np.bincount(kc, minlength=n_keys)
+        counts += c
+        np.cumsum(c, out=bounds[1:])
+        o = np.argsort(kc, kind="stable")
+        sc, ec = start[a:a + _CHUNK][o], end[a:a + _CHUNK][o]
+        for k in np.flatnonzero(c).tolist():
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            sums[k] += _covered_after(sc[lo:hi], ec[lo:hi], reach, k)
+    present = np.flatnonzero(counts)
+    return present.astype(np.int64), sums[present]
+
+
+def _covered_after(s: np.ndarray, e: np.ndarray, reach: np.ndarray, k: int) -> int:
+    """ns of start-sorted [s, e) not covered before (by ends up to ``reach[k]``), :func:`union_sorted_ns`'s rule;
+    ``reach[k]`` becomes the latest end."""
+    r = np.maximum.accumulate(e)
+    np.maximum(r, reach[k], out=r)
+    prev = np.empty_like(r)  # each row's new coverage: e - max(s, reach before it), >= 0
+    prev[0] = reach[k]
+    prev[1:] = r[:-1]
+    np.maximum(prev, s, out=prev)
+    np.subtract(e, prev, out=prev)
+    np.maximum(prev, 0, out=prev)
+    reach[k] = r[-1]
+    return int(prev.sum())
 
 
 def intersection_ns(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> int:
