@@ -21,7 +21,6 @@ from ..core.categorical import categorical, category_names, code_dtype, per_cate
 from ..core.commkernels import is_collective_kernel
 from ..core.devicetime import group_time
 from ..core.intervals import first_rows, is_sorted, merge_where, union_by_key
-from ..core.pages import small_pages
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES = (COMMUNICATION, MEMORY, COMPUTATION, OTHER)
@@ -317,9 +316,8 @@ def trace_activity(trace) -> pd.DataFrame:
 def _trace_activity(trace) -> pd.DataFrame:
     cc = None if trace.is_kineto_import else trace.table("collectives")
     dma = trace.table("dma", ["track", "start_ts", "duration_ns", "framework_op"])
-    with small_pages():  # ~10 columns of every device row, built once per trace (analysis.core.pages)
-        return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
-                              window=trace.window_bounds, hta_kernel_types=False)
+    return activity_frame(trace.analysis_table("instructions"), dma=dma, collectives=cc, sort=True,
+                          window=trace.window_bounds, hta_kernel_types=False)
 
 
 def analysis_span(trace) -> tuple[int, int]:

@@ -183,45 +183,6 @@ def test_union_of_kind_equals_the_masked_merge(name):
         assert [x.tolist() for x in got] == [x.tolist() for x in want]
 
 
-def test_small_pages_turns_numpy_huge_pages_off_and_restores_them_once():
-    import threading
-
-    from analysis.core import pages
-
-    if pages._SET is None:
-        pytest.skip("this numpy has no huge-page switch")
-    prev = pages._SET(True)
-    try:
-        with pages.small_pages():
-            assert pages._SET(False) is False  # off inside (reading the switch sets it: keep it off)
-            with pages.small_pages():  # nested: still off, and not restored by the inner exit
-                pass
-            assert pages._SET(False) is False
-        assert pages._SET(True) is True  # restored on the last exit
-        inside, go = threading.Event(), threading.Event()
-
-        def other():
-            with pages.small_pages():
-                inside.set()
-                go.wait(5)
-
-        th = threading.Thread(target=other)
-        th.start()
-        inside.wait(5)
-        with pages.small_pages():  # overlapping users from two threads
-            pass
-        assert pages._SET(False) is False  # the other thread is still inside: off
-        go.set()
-        th.join(5)
-        assert pages._SET(True) is True and pages._state["depth"] == 0
-        x = np.arange(3)
-        with pages.small_pages():
-            y = np.arange(1 << 20)  # arrays made inside are ordinary arrays
-        assert y.sum() == (1 << 20) * ((1 << 20) - 1) // 2 and x.tolist() == [0, 1, 2]
-    finally:
-        pages._SET(prev)
-
-
 @pytest.mark.parametrize("name", SAMPLES + REALS)
 def test_activity_names_and_opcodes_are_those_of_their_rows(name):
     """Codes put in the union's categories (as they are for the instructions, looked up for the other tables):
