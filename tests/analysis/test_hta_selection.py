@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pytest
 from realdata import REAL_TRACE_FILES, SAMPLE_TRACES, real_trace
 
 import analysis
@@ -57,7 +56,6 @@ def _paths():
     return [real_trace(r) for r in REAL_TRACE_FILES] + sorted(SAMPLE_TRACES.glob("*.nprof"))
 
 
-@pytest.mark.slow
 def test_selection_equals_the_dataframe_definition_on_every_real_trace_and_sample():
     seen = set()
     for path in _paths():
