@@ -308,7 +308,7 @@ def instruction_work(trace) -> pd.DataFrame:
     return _work(trace)
 
 
-def _labels(ins: pd.DataFrame, ho: pd.DataFrame, hpos: np.ndarray, has_ho: np.ndarray):
+def _labels(trace, ins: pd.DataFrame, ho: pd.DataFrame, hpos: np.ndarray, has_ho: np.ndarray):
     """(op, module, stack) Categoricals per instruction. Module and stack are worked out once per host op (and
     once for "no host op", the last entry, which ``hpos`` -1 indexes) and gathered, with the categories the
     same picks row by row give: those depend on the categories alone."""
@@ -352,7 +352,7 @@ def _work(trace) -> pd.DataFrame:
     fo = column(ins, "framework_op", -1).to_numpy().astype("int64", copy=False)
     hpos = _host_positions(ho, fo)
     has_ho = hpos >= 0
-    op, module, stack = _labels(ins, ho, hpos, has_ho)
+    op, module, stack = _labels(trace, ins, ho, hpos, has_ho)
     dur = ins["duration_ns"].to_numpy().astype("int64", copy=False)
     engine = as_cat(column(ins, "engine"))
     place = instruction_placement(trace)
