@@ -120,7 +120,6 @@ def test_group_codes_by_first_row_equal_pandas_factorize():
     """roofline numbers its (op, dtype, device) groups by first appearance without a hash table where the keys
     are small; oracle: pd.factorize (same codes, same distinct keys in the same order), also on keys it hands
     over to pandas (negative, or far beyond the row count)."""
-    import numpy as np
     import pandas as pd
 
     from analysis.analyses.roofline import _factorize
