@@ -456,19 +456,13 @@ def _kinds_of_rows(w: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     the names looked up once per distinct key."""
     dt, eng = as_cat(w["dtype"]), as_cat(w["engine"])
     n_dt, n_eng = len(dt.cat.categories) + 1, len(eng.cat.categories) + 1
-    dev = w["device"].to_numpy()
-    nc = int(w["nc_idx"].to_numpy().max()) + 2 if len(w) else 1
-    key = dev * nc  # ((((device + 1) * nc + core + 1) * 2 + mm) * n_dt + dtype + 1) * n_eng + engine + 1, in place
-    key += nc + 1
-    key += w["nc_idx"].to_numpy()
-    key *= 2
-    key += w["is_matmul"].to_numpy()
-    key *= n_dt
-    key += dt.cat.codes.to_numpy()
-    key += 1
-    key *= n_eng
-    key += eng.cat.codes.to_numpy()
-    key += 1
+    core = w["nc_idx"].to_numpy() + 1
+    nc = int(core.max()) + 1 if len(w) else 1
+    key = w["device"].to_numpy() + 1  # ((((device + 1) * nc + core + 1) * 2 + mm) * n_dt + dtype + 1) * n_eng + ...
+    for base, digit in ((nc, core), (2, w["is_matmul"].to_numpy()), (n_dt, dt.cat.codes.to_numpy() + 1),
+                        (n_eng, eng.cat.codes.to_numpy() + 1)):
+        key *= base
+        key += digit
     top = int(key.max()) if len(key) else 0
     if top < max(4 * len(key), 1 << 16):  # the distinct keys by a count over their range, then a lookup
         u = np.flatnonzero(np.bincount(key, minlength=top + 1))

@@ -325,25 +325,18 @@ def _labels(trace, ins: pd.DataFrame, ho: pd.DataFrame, hpos: np.ndarray, has_ho
     module = pd.Series(cat_pick(column(ho, "module"), per, empty_cat(len(per)), has))
     stack = cat_pick(column(ho, "stack"), per, empty_cat(len(per)), has)
     module = module_from_stack(module, pd.Series(stack))
-    return op, _gather(module, hpos), _gather(stack, hpos)
-
-
-def _gather(cat: pd.Categorical, pos: np.ndarray) -> pd.Categorical:
-    """The rows ``pos`` of a Categorical (-1: its last row), on the codes."""
-    return pd.Categorical.from_codes(np.asarray(cat.codes)[pos], cat.categories, validate=False)
+    rows = lambda c: pd.Categorical.from_codes(np.asarray(c.codes)[hpos], c.categories, validate=False)  # noqa: E731
+    return op, rows(module), rows(stack)
 
 
 def _host_positions(ho: pd.DataFrame, fo: np.ndarray) -> np.ndarray:
     """Position of each instruction's launching host op in ``ho`` (-1 none): ``framework_op`` itself (no copy)
     where the whole table's row ids are its positions and every id is one of them or -1."""
-    n = len(fo)
     if not len(ho):
-        return np.full(n, -1)
+        return np.full(len(fo), -1)
     idx = ho.index
-    if n and isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 \
-            and int(fo.min()) >= -1 and int(fo.max()) < len(idx):
-        return fo
-    return row_positions(idx, fo)
+    direct = isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and len(fo) > 0
+    return fo if direct and int(fo.min()) >= -1 and int(fo.max()) < len(idx) else row_positions(idx, fo)
 
 
 def _work(trace) -> pd.DataFrame:
