@@ -158,9 +158,13 @@ def _activity_groups(trace, w: pd.DataFrame, by: str) -> tuple[pd.Index, np.ndar
     codes = w[by].cat.codes.to_numpy().astype(np.int64)
     act = trace_activity(trace)
     table, row, fop = act["table"].to_numpy(), act["row"].to_numpy(), act["framework_op"].to_numpy()
-    g = np.full(len(act), -1, np.int64)
     is_ins = table == INSTRUCTIONS
-    g[is_ins] = codes[row[is_ins]]
+    if len(codes):  # one gather over every row (rows of other tables clipped, then set to -1)
+        g = np.take(codes, row, mode="clip")
+        if not is_ins.all():
+            g[~is_ins] = -1
+    else:
+        g = np.full(len(act), -1, np.int64)
     other = ~is_ins & (fop >= 0)
     if by == "engine" and (table == DMA).any():  # the DMA queues are where a memory-bound op's time goes
         cats = cats.append(pd.Index(["DMA"])).unique()
@@ -182,8 +186,9 @@ def _launching_ops(fo: np.ndarray, codes: np.ndarray, k: int, by: str) -> np.nda
     if not has.any():
         return np.zeros(k, np.int64)
     if by != "engine":
-        _, first = first_rows(fo[has])
-        return np.bincount(codes[has][first], minlength=k)
+        every = bool(has.all())  # then no gathered copies
+        _, first = first_rows(fo if every else fo[has])
+        return np.bincount(codes[first] if every else codes[has][first], minlength=k)
     stride = int(fo.max()) + 2
     pairs = np.unique(codes[has] * stride + fo[has])  # distinct (group, launching host op)
     return np.bincount(pairs // stride, minlength=k)
@@ -205,18 +210,28 @@ def _self_time(trace, g: np.ndarray, inv: np.ndarray, s: np.ndarray, e: np.ndarr
 
 
 def _known_sum(codes: np.ndarray, values: np.ndarray, known: np.ndarray, k: int,
-               dur: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+               dur: np.ndarray | None = None, t_all: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(Σ values per group, share of the group's device-row time whose value is unknown). The sum is NaN
     where it would say 0 while some of the time is unknown, or where more than half of it is unknown: an
-    unknown is never shown as 0 (:func:`unknown_note` says why)."""
+    unknown is never shown as 0 (:func:`unknown_note` says why). ``t_all``: :func:`_row_time` of the group."""
     tot = group_sum(codes, values, k)
-    d = np.ones(len(codes)) if dur is None else np.maximum(dur.astype(float), 1.0)
-    t_all = np.bincount(codes, weights=d, minlength=k) if len(codes) else np.zeros(k)
-    t_unk = np.bincount(codes[~known], weights=d[~known], minlength=k) if len(codes) else np.zeros(k)
+    unknown = ~known
+    if t_all is None:
+        t_all = _row_time(codes, k, dur)
+    t_unk: np.ndarray = np.zeros(k)  # (the sum over no rows)
+    if unknown.any():
+        d = np.ones(len(codes)) if dur is None else np.maximum(dur.astype(float), 1.0)
+        t_unk = np.bincount(codes[unknown], weights=d[unknown], minlength=k)
     share = M._div(t_unk, t_all)
     share = np.where(t_all > 0, share, 0.0)
     nan = (share > 0) & ((tot == 0) | (share > 0.5))
     return np.where(nan, np.nan, tot), share
+
+
+def _row_time(codes: np.ndarray, k: int, dur: np.ndarray | None = None) -> np.ndarray:
+    """Per group: Σ of its rows' durations, each at least 1 ns (1 per row without ``dur``)."""
+    d = np.ones(len(codes)) if dur is None else np.maximum(dur, 1.0, dtype=np.float64)  # (one array)
+    return np.bincount(codes, weights=d, minlength=k) if len(codes) else np.zeros(k)
 
 
 def unknown_note(codes: np.ndarray, k: int, flops_share: np.ndarray, bytes_share: np.ndarray,
@@ -280,8 +295,9 @@ def hot_ops(trace, by: str = "op", top: int | None = None) -> pd.DataFrame:
         is_dma = act["table"].to_numpy() == DMA
         n_ins += np.bincount(g_act[is_dma & (g_act >= 0)], minlength=k)
     dur = w["duration_ns"].to_numpy()
-    flops, f_unk = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k, dur)
-    hbm, b_unk = _known_sum(codes, w["hbm_bytes"].to_numpy(), w["bytes_known"].to_numpy(), k, dur)
+    t_all = _row_time(codes, k, dur)
+    flops, f_unk = _known_sum(codes, w["flops"].to_numpy(), w["flops_known"].to_numpy(), k, dur, t_all)
+    hbm, b_unk = _known_sum(codes, w["hbm_bytes"].to_numpy(), w["bytes_known"].to_numpy(), k, dur, t_all)
     unk_note = unknown_note(codes, k, f_unk, b_unk, unpriced_reason(trace))
     launch_calls = _launching_ops(w["framework_op"].to_numpy(), codes, k, by)
     df = pd.DataFrame({"instructions": n_ins, "device_time_self_ns": self_ns, "flops": flops, "hbm_bytes": hbm,
@@ -356,23 +372,19 @@ def _totals(trace, df: pd.DataFrame, w: pd.DataFrame, by: str) -> None:
     df["device_time_mean_ns"] = M._div(df["device_time_self_ns"].to_numpy(), df["calls"].to_numpy())
 
 
-def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def group_bounds(trace, w: pd.DataFrame, codes: np.ndarray, k: int, row_kinds: tuple | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Per group code: the highest compute peak its rows could reach and the most HBM traffic they could make
     per second (ceilings of their main device). The compute peak is that of the rows' own work: the matrix peak
     of their dtype for matmul-family rows, the engine's vector peak otherwise (:meth:`DevicePeaks.compute_peak`),
     the largest over the group's kinds of work, × the distinct cores they ran on. The HBM ceiling is
-    :func:`hbm_ceiling`."""
+    :func:`hbm_ceiling`. ``row_kinds``: :func:`row_kinds` when ``w`` is the trace's ``instruction_work``."""
     peak, roof = np.full(k, np.nan), np.full(k, np.nan)
     if not len(w) or k == 0:
         return peak, roof
-    dev = w["device"].to_numpy() + 1
-    core = w["nc_idx"].to_numpy() + 1
-    nd, nc = int(dev.max()) + 1, int(core.max()) + 1
-    by_dev = np.bincount(codes * nd + dev, minlength=k * nd).reshape(k, nd)
-    cores = (np.bincount(codes * nc + core, minlength=k * nc).reshape(k, nc) > 0).sum(axis=1)
+    by_dev, cores, kinds = _group_kinds(w, codes, k, row_kinds)
     main = by_dev.argmax(axis=1) - 1
     devices = (by_dev[:, 1:] > 0).sum(axis=1) + (by_dev[:, 0] > 0)  # unknown device (-1): one more at most
-    kinds = _kinds(w, codes)
     for d in np.unique(main):
         p = device_peaks(trace, int(d))
         if p is None:
@@ -405,23 +417,70 @@ def hbm_ceiling(p, cores: np.ndarray, devices: np.ndarray) -> np.ndarray:
     return hbm
 
 
-def _kinds(w: pd.DataFrame, codes: np.ndarray) -> pd.DataFrame:
-    """The distinct (group code ``g``, ``mm`` is_matmul, ``dt`` dtype, ``eng`` engine) of the rows: one int key
-    per row from the category codes (no per-row strings), the names looked up once per distinct key (a missing
-    dtype or engine is NaN, as the strings of the column were)."""
+def _group_kinds(w: pd.DataFrame, codes: np.ndarray, k: int, row_kinds: tuple | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """Per group code: its rows per device (k × devices + 1, column 0 the unknown device -1), its distinct cores,
+    and its kinds of work (``g`` group, ``mm`` is_matmul, ``dt`` dtype, ``eng`` engine; a missing dtype or engine
+    is NaN, as the strings of the column were), from one count per (group, row kind) (``row_kinds``: the
+    :func:`_kinds_of_rows` of ``w``, computed when None)."""
+    kind, table = _kinds_of_rows(w) if row_kinds is None else row_kinds
+    a_n = len(table)
+    key = np.asarray(codes, dtype=np.int64) * a_n
+    key += kind
+    if k * a_n <= max(len(key), 1 << 16):  # a count per (group, kind): linear
+        cnt = np.bincount(key, minlength=k * a_n)
+        pairs = np.flatnonzero(cnt)
+        n_rows = cnt[pairs]
+    else:
+        pairs, n_rows = np.unique(key, return_counts=True)
+    del key
+    g, a = pairs // a_n, pairs % a_n
+    dev, core = table["dev"].to_numpy()[a], table["core"].to_numpy()[a]
+    by_dev = np.zeros((k, int(table["dev"].max()) + 1), np.int64)
+    np.add.at(by_dev, (g, dev), n_rows)
+    seen = np.zeros((k, int(table["core"].max()) + 1), bool)
+    seen[g, core] = True
+    kinds = pd.DataFrame({"g": g, "mm": table["mm"].to_numpy()[a], "dt": table["dt"].to_numpy()[a],
+                          "eng": table["eng"].to_numpy()[a]})
+    return by_dev, seen.sum(axis=1), kinds
+
+
+def row_kinds(trace) -> tuple[np.ndarray, pd.DataFrame]:
+    """:func:`_kinds_of_rows` of the trace's ``instruction_work``, memoised (shared by every grouping)."""
+    return trace.memo("work_row_kinds", lambda: _kinds_of_rows(instruction_work(trace)))
+
+
+def _kinds_of_rows(w: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """(kind code of each row of ``w``, the kinds: ``dev`` device + 1, ``core`` nc_idx + 1, ``mm`` is_matmul,
+    ``dt`` dtype, ``eng`` engine): one int key per row from the columns and category codes (no per-row strings),
+    the names looked up once per distinct key."""
     dt, eng = as_cat(w["dtype"]), as_cat(w["engine"])
     n_dt, n_eng = len(dt.cat.categories) + 1, len(eng.cat.categories) + 1
-    key = np.asarray(codes, dtype=np.int64) * 2 + w["is_matmul"].to_numpy().astype(np.int64)
-    key = (key * n_dt + dt.cat.codes.to_numpy() + 1) * n_eng + eng.cat.codes.to_numpy() + 1
-    u = pd.unique(key)
+    core = w["nc_idx"].to_numpy() + 1
+    nc = int(core.max()) + 1 if len(w) else 1
+    key = w["device"].to_numpy() + 1  # ((((device + 1) * nc + core + 1) * 2 + mm) * n_dt + dtype + 1) * n_eng + ...
+    for base, digit in ((nc, core), (2, w["is_matmul"].to_numpy()), (n_dt, dt.cat.codes.to_numpy() + 1),
+                        (n_eng, eng.cat.codes.to_numpy() + 1)):
+        key *= base
+        key += digit
+    top = int(key.max()) if len(key) else 0
+    if top < max(4 * len(key), 1 << 16):  # the distinct keys by a count over their range, then a lookup
+        u = np.flatnonzero(np.bincount(key, minlength=top + 1))
+        lut = np.zeros(top + 1, np.int32)
+        lut[u] = np.arange(len(u), dtype=np.int32)
+        kind = lut[key]
+    else:
+        u, kind = np.unique(key, return_inverse=True)
+    del key
     e_i, u = u % n_eng - 1, u // n_eng
     d_i, u = u % n_dt - 1, u // n_dt
     names = lambda c: np.append(category_names(c), np.nan)  # noqa: E731 (code -1, missing: the last)
-    return pd.DataFrame({"g": u // 2, "mm": (u % 2).astype(bool), "dt": names(dt)[d_i], "eng": names(eng)[e_i]})
+    return kind, pd.DataFrame({"dev": u // 2 // nc, "core": u // 2 % nc, "mm": (u % 2).astype(bool),
+                               "dt": names(dt)[d_i], "eng": names(eng)[e_i]})
 
 
 def _rates(trace, df: pd.DataFrame, w: pd.DataFrame, codes: np.ndarray, cats: pd.Index, by: str) -> None:
-    pk, rf = group_bounds(trace, w, codes, len(cats))
+    pk, rf = group_bounds(trace, w, codes, len(cats), row_kinds(trace))
     pos = cats.get_indexer(df.index)
     peak = np.where(pos >= 0, pk[np.maximum(pos, 0)], np.nan)
     roof = np.where(pos >= 0, rf[np.maximum(pos, 0)], np.nan)

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.categorical import cat_values
-from ..core.intervals import is_sorted
-from ..core.tables import row_positions
-from .activity import KERNEL_TYPES, activity_frame, union_of_kind
+from ..core.categorical import cat_values, categorical, category_names, per_category
+from ..core.intervals import is_sorted, merge
+from .activity import KERNEL_TYPES, WAIT_OPCODES, activity_frame, kernel_type_codes, union_of_kind
 
 __all__ = ["US_NS", "MODE_LABEL", "EXACT_LABEL", "IDLE_WHY", "ceil_us", "floor_us", "json_us", "hta_origin_ns",
            "hta_round", "quantise",
@@ -159,49 +158,107 @@ def hta_kernel_selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *,
     host-side ``cpu_op`` that torch.compile / Triton launchers annotate with ``stream``; such host ops are
     appended as pseudo kernel rows (opcode "kernel", index -1 - host row) so the numbers match HTA. They are
     CPU time, so our own (non-emulated) breakdowns never include them. ``origin_ns``: see :func:`hta_round`."""
-    ins = instructions
+    rows, reps = _selection(instructions, host_ops, tracks=tracks, hta_rounding=hta_rounding, origin_ns=origin_ns,
+                            include_last_profiler_step=include_last_profiler_step,
+                            host_ops_with_stream=host_ops_with_stream)
+    pos = _positions(rows, reps)
+    return rows.frame if pos is None else rows.frame.take(pos)
+
+
+class _Rows:
+    """The rows a selection picks from: ``frame`` (the instructions, or their rows on a stream concatenated
+    with host ops carrying one), ``keep`` (positions in ``frame`` of the candidate rows in order; None: all)."""
+
+    def __init__(self, frame: pd.DataFrame, keep: np.ndarray | None) -> None:
+        self.frame, self.keep = frame, keep
+
+    def __len__(self) -> int:
+        return len(self.frame) if self.keep is None else len(self.keep)
+
+    def column(self, name: str) -> np.ndarray:
+        """int64 column ``name`` of the candidate rows."""
+        a = self.frame[name].to_numpy(np.int64)
+        return a if self.keep is None else a[self.keep]
+
+
+def _positions(rows: _Rows, reps: np.ndarray | None) -> np.ndarray | None:
+    """Positions in ``rows.frame`` of the selected rows (each ``reps`` times; None: every candidate once)."""
+    if reps is None:
+        return rows.keep
+    at = np.flatnonzero(reps) if reps.max(initial=0) <= 1 else np.repeat(np.arange(len(reps)), reps)
+    return at if rows.keep is None else rows.keep[at]
+
+
+def _stream_rows(instructions: pd.DataFrame, host_ops: pd.DataFrame, tracks: pd.DataFrame | None,
+                 host_ops_with_stream: bool) -> _Rows:
+    """The candidate rows: instructions not on a ``tid == -1`` track, then the host ops with a stream."""
+    ins, keep = instructions, None
     if tracks is not None and len(tracks) and len(ins):
-        pos = row_positions(tracks.index, ins["track"].to_numpy())
-        tid = np.where(pos >= 0, tracks["tid"].to_numpy(np.int64)[np.maximum(pos, 0)], -2)  # -2: no such track
-        if (tid == -1).any():
-            ins = ins[tid != -1]
-    if host_ops_with_stream:
-        extra = _host_ops_with_stream(host_ops)
-        if len(extra):  # (concatenating an empty frame would still union every Categorical)
-            ins = pd.concat([ins, extra])
+        bad = tracks.index.to_numpy()[tracks["tid"].to_numpy(np.int64) == -1]  # tracks of stream -1
+        if len(bad):
+            drop = np.isin(ins["track"].to_numpy(), bad)
+            if drop.any():
+                keep = np.flatnonzero(~drop)
+    extra = _host_ops_with_stream(host_ops) if host_ops_with_stream else None
+    if extra is None or not len(extra):  # (concatenating an empty frame would still union every Categorical)
+        return _Rows(ins, keep)
+    return _Rows(pd.concat([ins if keep is None else ins.take(keep), extra]), None)
+
+
+def _selection(instructions: pd.DataFrame, host_ops: pd.DataFrame, *, tracks: pd.DataFrame | None,
+               include_last_profiler_step: bool, hta_rounding: bool, host_ops_with_stream: bool,
+               origin_ns: int | None) -> tuple[_Rows, np.ndarray | None]:
+    """:func:`hta_kernel_selection` as (candidate rows, copies of each candidate row; None: one of each),
+    with no copy of any column."""
+    rows = _stream_rows(instructions, host_ops, tracks, host_ops_with_stream)
     names = host_ops["name"].astype(str)
     is_step = names.str.contains("ProfilerStep", regex=False).to_numpy()
-    if names[is_step].nunique() < 2 or len(ins) == 0:
-        return ins
-
+    if names[is_step].nunique() < 2 or len(rows) == 0:
+        return rows, None
     h_start, h_dur = host_ops["start_ts"].to_numpy(np.int64), host_ops["duration_ns"].to_numpy(np.int64)
     h_start, h_end = hta_round(h_start, h_dur, origin_ns) if hta_rounding else (h_start, h_start + h_dur)
-    if include_last_profiler_step:
-        kept_host = h_start <= h_end[is_step].max()
-    else:
-        kept_host = h_start < h_start[is_step].max()
-    cutoff_ok = kept_host
-    corr = host_ops["correlation_id"].to_numpy(np.int64)[cutoff_ok]
-    counts = pd.Series(corr).value_counts()
-    i_corr = ins["correlation_id"].to_numpy(np.int64)
-    gpu_like = (i_corr >= 0) | cat_values(ins["name"], ["Event Sync", "Context Sync"])
-    vals, cnt = counts.index.to_numpy(np.int64), counts.to_numpy(np.int64)
-    o = np.argsort(vals)
-    vals, cnt = vals[o], cnt[o]
-    reps = np.zeros(len(i_corr), np.int64)  # host events with the device row's correlation (HTA's merge)
+    limit = int(h_end[is_step].max() if include_last_profiler_step else h_start[is_step].max())
+    kept_host = h_start <= limit if include_last_profiler_step else h_start < limit
+    i_corr = rows.column("correlation_id")
+    sync = cat_values(rows.frame["name"], ["Event Sync", "Context Sync"])
+    gpu_like = (i_corr >= 0) | (sync if rows.keep is None else sync[rows.keep])
+    own_start = origin_ns if hta_rounding else False
+    if not gpu_like.any():  # (Neuron instructions carry no correlation): the start filter alone, one byte a row
+        return rows, _starts_by(rows.column("start_ts"), limit, include_last_profiler_step, own_start).view(np.int8)
+    reps = np.zeros(len(rows), np.int64)
+    at = np.flatnonzero(gpu_like)
+    if len(at):  # host events with the device row's correlation (HTA's merge); no -1 cross product
+        reps[at] = _matches(host_ops["correlation_id"].to_numpy(np.int64)[kept_host], i_corr[at])
+    del i_corr
+    own = np.flatnonzero(~gpu_like)
+    if len(own):  # device events without a correlation: filtered by their own (rounded) start
+        start = rows.column("start_ts")[own]
+        reps[own] = _starts_by(start, limit, include_last_profiler_step, own_start)
+    return rows, reps
+
+
+def _matches(host_corr: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Per device correlation id: how many host events have it (at most 1 for a negative id)."""
+    vals, cnt = np.unique(host_corr, return_counts=True)
+    reps = np.zeros(len(corr), np.int64)
     if len(vals):
-        at = np.minimum(np.searchsorted(vals, i_corr), len(vals) - 1)
-        hit = vals[at] == i_corr
+        at = np.minimum(np.searchsorted(vals, corr), len(vals) - 1)
+        hit = vals[at] == corr
         reps[hit] = cnt[at[hit]]
-    reps = np.where(gpu_like & (i_corr < 0), np.minimum(reps, 1), reps)  # no -1 cross product
-    i_start = ins["start_ts"].to_numpy(np.int64)
-    i_start = hta_round(i_start, np.zeros_like(i_start), origin_ns)[0] if hta_rounding else i_start
-    limit = h_end[is_step].max() if include_last_profiler_step else h_start[is_step].max()
-    own = (i_start <= limit) if include_last_profiler_step else (i_start < limit)
-    reps = np.where(gpu_like, reps, own.astype(np.int64))
-    if reps.max(initial=0) <= 1:
-        return ins[reps.astype(bool)]
-    return ins.iloc[np.repeat(np.arange(len(ins)), reps)]
+    return np.where(corr < 0, np.minimum(reps, 1), reps)
+
+
+def _starts_by(start: np.ndarray, limit: int, inclusive: bool, origin_ns: int | None | bool) -> np.ndarray:
+    """Whether each start (ns), rounded up as HTA loads it (``origin_ns`` False: not rounded), is before
+    ``limit`` (at or before it when ``inclusive``). Rounding to whole µs is monotonic, so without HTA's float64
+    reading (origin None) this is one comparison with the last start that rounds below the limit: a start
+    rounds up to at most the multiple of 1000 ``m`` exactly when it is at most ``m``."""
+    if origin_ns is None:
+        last = int(floor_us(np.int64(limit))) if inclusive else int(ceil_us(np.int64(limit))) - US_NS
+        return start <= last
+    if origin_ns is not False:
+        start = hta_round(start, np.zeros_like(start), origin_ns)[0]
+    return start <= limit if inclusive else start < limit
 
 
 #: the instruction columns the HTA selection and an activity frame read (the others are not copied by the selection)
@@ -226,12 +283,46 @@ def _hta_activity(trace) -> pd.DataFrame:
     return quantise(activity_frame(sel), sort=True, origin_ns=origin)
 
 
-def _hta_intervals(trace) -> pd.DataFrame:
-    """:func:`_hta_activity` reduced to ``start_ts``, ``end_ts`` and ``kernel_type`` (the same rows and order)."""
+def _hta_intervals(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_hta_activity` reduced to its ``start_ts``, ``end_ts`` and ``kernel_type`` codes (the same rows in
+    the same order), gathered once from the selection's row positions: no copy of the other columns, no
+    activity frame."""
     origin = hta_origin_ns(trace)
-    sel = hta_kernel_selection(_activity_columns(trace.analysis_table("instructions")), trace.table("host_ops"),
-                               tracks=trace.tracks, origin_ns=origin)
-    return quantise(activity_frame(sel)[["start_ts", "end_ts", "kernel_type"]], sort=True, origin_ns=origin)
+    rows, reps = _selection(_activity_columns(trace.analysis_table("instructions")), trace.table("host_ops"),
+                            tracks=trace.tracks, include_last_profiler_step=False, hta_rounding=True,
+                            host_ops_with_stream=True, origin_ns=origin)
+    f = rows.frame
+    working = _working(f)  # what activity_frame keeps of the selection: no semaphore waits
+    if working is not None:
+        cand = working if rows.keep is None else working[rows.keep]
+        if reps is None:
+            reps = cand.view(np.int8)
+        else:
+            reps[~cand] = 0
+        del cand
+    pos = _positions(rows, reps)
+    del reps
+    kt = kernel_type_codes(f) if len(f) else np.zeros(0, np.int8)
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return a if pos is None else a[pos]
+    start, end = hta_round(take(f["start_ts"].to_numpy(np.int64)), take(f["duration_ns"].to_numpy(np.int64)),
+                           origin)
+    kt = take(kt)
+    if len(start) and not is_sorted(start):
+        o = np.argsort(start, kind="stable")
+        start, end, kt = start[o], end[o], kt[o]
+    return start, end, kt
+
+
+def _working(frame: pd.DataFrame) -> np.ndarray | None:
+    """Rows an activity frame keeps (:func:`analysis.analyses.activity.activity_frame`: no ``WAIT_OPCODES``),
+    None when that is every row."""
+    if not len(frame) or "opcode" not in frame.columns:
+        return None
+    op = categorical(frame, "opcode")
+    wait = per_category(op, np.isin(category_names(op), list(WAIT_OPCODES)), False)
+    return ~wait if wait.any() else None
 
 
 def hta_unions(trace) -> dict:
@@ -240,10 +331,17 @@ def hta_unions(trace) -> dict:
     device activity: the temporal breakdown needs only these)."""
     def compute() -> dict:
         act = trace._memo.get("hta_activity")  # already kept for an analysis of its rows: not computed again
+        if act is not None:
+            out: dict = {k: union_of_kind(act, k) for k in (None, *KERNEL_TYPES)}
+            out["rows"] = len(act)
+            return out
         # the unions need only each row's rounded interval and kernel type: sort those, not every column
-        act = _hta_intervals(trace) if act is None else act
-        out: dict = {k: union_of_kind(act, k) for k in (None, *KERNEL_TYPES)}
-        out["rows"] = len(act)
+        s, e, kt = _hta_intervals(trace)
+        out = {None: merge(s, e, sorted_by_start=True)}
+        for code, k in enumerate(KERNEL_TYPES):
+            m = kt == code
+            out[k] = merge(s[m], e[m], sorted_by_start=True)
+        out["rows"] = len(s)
         return out
     return trace.memo("hta_unions", compute)
 

@@ -282,7 +282,9 @@ def _low_matrix_util_rule(trace, ctx):
     if not w["is_matmul"].any() or not np.isfinite(mfu) or mfu >= LOW_MFU_PCT:
         return []
     r = roofline(trace)
-    mmops = set(w.loc[w["is_matmul"].to_numpy(), "op"].cat.remove_unused_categories().cat.categories.astype(str))
+    op = w["op"].array  # the ops of matrix rows, from a count per op code (no copy of the rows)
+    used = np.bincount(np.asarray(op.codes)[w["is_matmul"].to_numpy()] + 1, minlength=len(op.categories) + 1)[1:]
+    mmops = set(op.categories[used > 0].astype(str))
     r = r[r["op"].isin(mmops) & r["time_saved_at_roof_ns"].notna()]
     saved = float(r["time_saved_at_roof_ns"].sum()) if len(r) else math.nan
     worst = r.iloc[0]["op"] if len(r) else "?"

@@ -114,9 +114,22 @@ def _groups(w: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray]:
     combo *= n_dev
     combo += dev
     combo -= dmin
-    g, uniq = pd.factorize(combo)
+    g, uniq = _factorize(combo)
     del combo
-    return g.astype(np.int64, copy=False), np.asarray(uniq)
+    return g, uniq
+
+
+def _factorize(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` of int keys (codes numbered in order of first appearance, int64; the distinct keys in
+    that order), by each key's first row where the keys are small non-negative ints (no hash table)."""
+    if not len(key) or int(key.min()) < 0 or int(key.max()) > 8 * len(key) + 1024:
+        g, uniq = pd.factorize(key)
+        return g.astype(np.int64, copy=False), np.asarray(uniq)
+    present, first = first_rows(key)
+    uniq = present[np.argsort(first, kind="stable")]
+    lut = np.zeros(int(present[-1]) + 1, np.int64)
+    lut[uniq] = np.arange(len(uniq))
+    return lut[key], uniq
 
 
 @register("roofline", columns=ROOFLINE_SPEC, figure="roofline_figure")
@@ -202,9 +215,10 @@ def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.nd
     dur = w["duration_ns"].to_numpy().astype(float)
     ins = trace.analysis_table("instructions")
     if "opcode" in ins.columns and len(ins):
-        waiting = cat_values(ins["opcode"].reindex(w.index), _WAITING)
-        dur = np.where(waiting, 0.0, dur)
-    key = g * n_eng + w["engine"].cat.codes.to_numpy()
+        opcode = ins["opcode"] if ins.index.equals(w.index) else ins["opcode"].reindex(w.index)
+        dur[cat_values(opcode, _WAITING)] = 0.0
+    key = g * n_eng
+    key += w["engine"].cat.codes.to_numpy()
     et = np.bincount(key, weights=dur, minlength=k * n_eng).reshape(k, n_eng)
     eng_names = np.asarray(w["engine"].cat.categories.astype(str), dtype=object)
     # a DMA trigger on the Sync engine is not where the time goes, unless a group has nothing else
@@ -219,8 +233,10 @@ def _group_engines(trace, w: pd.DataFrame, g: np.ndarray, k: int) -> tuple[np.nd
         m = dma["framework_op"].to_numpy() >= 0
         ds = dma["start_ts"].to_numpy()[m]
         per_op = union_by_key(dma["framework_op"].to_numpy()[m], ds, ds + dma["duration_ns"].to_numpy()[m])
-        inv, first_idx = first_rows(fop[linked])
-        dma_t = np.bincount(g[linked][first_idx], weights=per_op.reindex(inv).fillna(0.0).to_numpy(), minlength=k)
+        every = bool(linked.all())  # then no gathered copies
+        inv, first_idx = first_rows(fop if every else fop[linked])
+        dma_t = np.bincount(g[first_idx] if every else g[linked][first_idx],
+                            weights=per_op.reindex(inv).fillna(0.0).to_numpy(), minlength=k)
         engine = np.where(dma_t > et[np.arange(k), pick], "DMA", busiest).astype(object)
     return engine, busiest
 

@@ -268,11 +268,19 @@ def _work_source(trace) -> str:
     if not len(ins):
         return "shapes"
     # GPU memcpy / memset rows carry their byte count; that alone does not make FLOPs/bytes instruction-level.
-    compute = ~cat_values(column(ins, "engine"), COPY_ENGINES)
+    copy = cat_values(column(ins, "engine"), COPY_ENGINES)
     for c in ("raw_flops", "hbm_read_bytes", "hbm_write_bytes"):
-        if c in ins.columns and (ins[c].to_numpy()[compute] > 0).any():
+        if c in ins.columns and _any_positive(ins[c].to_numpy(), copy):
             return "instructions"
     return "shapes"
+
+
+def _any_positive(values: np.ndarray, excluded: np.ndarray, block: int = 1 << 20) -> bool:
+    """Whether a value is > 0 on a row not ``excluded``, block by block (stops at the first; no gathered copy)."""
+    for lo in range(0, len(values), block):
+        if ((values[lo:lo + block] > 0) & ~excluded[lo:lo + block]).any():
+            return True
+    return False
 
 
 def host_op_work(trace) -> pd.DataFrame:
@@ -301,26 +309,41 @@ def instruction_work(trace) -> pd.DataFrame:
 
 
 def _labels(trace, ins: pd.DataFrame, ho: pd.DataFrame, hpos: np.ndarray, has_ho: np.ndarray):
+    """(op, module, stack) Categoricals per instruction. Module and stack are worked out once per host op (and
+    once for "no host op", the last entry, which ``hpos`` -1 indexes) and gathered, with the categories the
+    same picks row by row give: those depend on the categories alone."""
     n = len(ins)
     empty = empty_cat(n, ins.index)
     # instruction name, or opcode where the name is empty
     ilabel = pd.Series(cat_pick(as_cat(column(ins, "name")), None, as_cat(column(ins, "opcode")), None),
                        index=ins.index) if n else empty
-    if len(ho):
-        op = cat_pick(ho["name"], hpos, ilabel, has_ho)
-        module = cat_pick(column(ho, "module"), hpos, empty, has_ho)
-        stack = cat_pick(column(ho, "stack"), hpos, empty, has_ho)
-    else:
-        op, module, stack = ilabel.array, empty.array, empty.array
-    return op, module_from_stack(pd.Series(module), pd.Series(stack)), stack
+    if not len(ho):
+        return ilabel.array, module_from_stack(empty, empty), empty.array
+    op = cat_pick(ho["name"], hpos, ilabel, has_ho)
+    per = np.append(np.arange(len(ho)), -1)  # each host op, then none
+    has = per >= 0
+    module = pd.Series(cat_pick(column(ho, "module"), per, empty_cat(len(per)), has))
+    stack = cat_pick(column(ho, "stack"), per, empty_cat(len(per)), has)
+    module = module_from_stack(module, pd.Series(stack))
+    rows = lambda c: pd.Categorical.from_codes(np.asarray(c.codes)[hpos], c.categories, validate=False)  # noqa: E731
+    return op, rows(module), rows(stack)
+
+
+def _host_positions(ho: pd.DataFrame, fo: np.ndarray) -> np.ndarray:
+    """Position of each instruction's launching host op in ``ho`` (-1 none): ``framework_op`` itself (no copy)
+    where the whole table's row ids are its positions and every id is one of them or -1."""
+    if not len(ho):
+        return np.full(len(fo), -1)
+    idx = ho.index
+    direct = isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and len(fo) > 0
+    return fo if direct and int(fo.min()) >= -1 and int(fo.max()) < len(idx) else row_positions(idx, fo)
 
 
 def _work(trace) -> pd.DataFrame:
     ins = trace.analysis_table("instructions")
     ho = trace.whole_table("host_ops", ["name", "module", "stack", "duration_ns"])
-    n = len(ins)
     fo = column(ins, "framework_op", -1).to_numpy().astype("int64", copy=False)
-    hpos = row_positions(ho.index, fo) if len(ho) else np.full(n, -1)
+    hpos = _host_positions(ho, fo)
     has_ho = hpos >= 0
     op, module, stack = _labels(trace, ins, ho, hpos, has_ho)
     dur = ins["duration_ns"].to_numpy().astype("int64", copy=False)
@@ -366,13 +389,14 @@ def _instruction_level(ins: pd.DataFrame, engine: pd.Series) -> dict:
     tr = cat_values(column(ins, "tensor_instruction_type"), ["TRANSPOSE"])
     if tr.any():
         flops, tflops = np.where(tr, 0.0, raw), np.where(tr, raw, 0.0)
-    else:  # no transposes (zeros from calloc: pages only mapped when read)
-        flops, tflops = raw.copy(), np.zeros(n)
+    else:  # no transposes: model FLOPs are the hardware FLOPs (one array, read-only in the frame, as on GPU
+        flops, tflops = raw, np.zeros(n)  # traces); zeros from calloc: pages only mapped when read
+    known = np.ones(n, bool)
     return {"flops": flops, "tflops": tflops, "hw": raw,
             "rd": column(ins, "hbm_read_bytes", 0).to_numpy().astype(float),
             "wr": column(ins, "hbm_write_bytes", 0).to_numpy().astype(float),
             "is_mm": cat_values(engine, MATRIX_ENGINES), "dtype": cat_map(column(ins, "dtype"), canonical_dtype).array,
-            "fk": np.ones(n, bool), "bk": np.ones(n, bool)}
+            "fk": known, "bk": known}
 
 
 def _communication_rows(trace, ins: pd.DataFrame, hpos: np.ndarray, has_ho: np.ndarray) -> np.ndarray:

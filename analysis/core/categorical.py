@@ -81,26 +81,31 @@ def code_dtype(n_categories: int) -> type:
 def cat_pick(primary: pd.Series, pos: np.ndarray | None, fallback: pd.Series,
              use_primary: np.ndarray | None) -> pd.Categorical:
     """Categorical: ``primary.iloc[pos]`` where ``use_primary`` (and non-empty), else ``fallback`` (row-aligned).
-    ``pos`` None: primary is row-aligned too; ``use_primary`` None: everywhere."""
+    ``pos`` None: primary is row-aligned too; ``use_primary`` None: everywhere. The codes of the result are
+    written once in the codes dtype pandas keeps, ``primary``'s looked up per primary row, then gathered."""
     p, f = as_cat(primary), as_cat(fallback)
     pc, fc = p.cat.categories.astype(str), f.cat.categories.astype(str)
     cats = pd.Index(pc).append(pd.Index(fc)).unique()
-    dt = np.int32 if len(cats) >= (1 << 15) else np.int16
+    dt = code_dtype(len(cats))
     empty_code = cats.get_indexer([""])[0]
-    pmap = np.append(cats.get_indexer(pc), -1).astype(dt)
+    pmap: np.ndarray = np.append(cats.get_indexer(pc), -1).astype(dt)
     pmap[pmap == empty_code] = -1  # an empty primary value falls back too
-    fmap = np.append(cats.get_indexer(fc), -1).astype(dt)
+    fmap: np.ndarray = np.append(cats.get_indexer(fc), -1).astype(dt)
     pcodes = p.cat.codes.to_numpy()
     codes = fmap[f.cat.codes.to_numpy()]
     if len(pcodes):
         if pos is None:
             take = pmap[pcodes]
-        elif use_primary is None or not len(pos) or (int(pos.min()) >= -1 and int(pos.max()) < len(pcodes)):
-            take = pmap[pcodes[pos]]  # -1 (absent) indexes the last row: masked out by use_primary below
         else:
-            take = pmap[pcodes[np.where(use_primary, pos, 0)]]
-        ok = (take >= 0) if use_primary is None else use_primary & (take >= 0)
-        codes = np.where(ok, take, codes)
+            lut = pmap[pcodes]  # the result code of each primary row
+            if use_primary is None or not len(pos) or (int(pos.min()) >= -1 and int(pos.max()) < len(pcodes)):
+                take = lut[pos]  # -1 (absent) indexes the last row: masked out by use_primary below
+            else:
+                take = lut[np.where(use_primary, pos, 0)]
+        ok = take >= 0
+        if use_primary is not None:
+            ok &= use_primary
+        np.copyto(codes, take, where=ok)
     return pd.Categorical.from_codes(codes, cats, validate=False)
 
 

@@ -53,10 +53,10 @@ def group_time(group: np.ndarray, invocation: np.ndarray, start: np.ndarray, end
 def group_sum(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
     """Σ of ``values`` per group code (rows with group -1 left out)."""
     group = np.asarray(group, dtype=np.int64)
-    keep = group >= 0
-    if keep.all():
+    if not len(group) or group.min() >= 0:
         return np.bincount(group, weights=values, minlength=n_groups)
-    return np.bincount(group[keep], weights=np.asarray(values)[keep], minlength=n_groups)
+    # the left-out rows in a bin of their own (no gathered copies); each bin sums its rows in row order, as before
+    return np.bincount(group + 1, weights=values, minlength=n_groups + 1)[1:]
 
 
 def bound(flops: np.ndarray, hbm_bytes: np.ndarray, ridge: np.ndarray) -> np.ndarray:

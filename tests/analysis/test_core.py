@@ -180,3 +180,18 @@ def test_runs_by_run_id_distributed_job_and_time_overlap():
     assert len(ts.groups()) == 3 and "A" in ts.runs and ts.by_run("A").ranks == [0, 1]
     rb = analysis.rank_balance(ts)
     assert rb.groupby("run")["rank"].apply(list).to_dict()["A"] == [0, 1]
+
+
+def test_group_sum_leaves_out_rows_of_group_minus_one_and_sums_each_group_in_row_order():
+    """Oracle: the sum of each group's values added one by one in row order (float sums in that order)."""
+    from analysis.core.devicetime import group_sum
+
+    rng = np.random.default_rng(3)
+    g = rng.integers(-1, 5, 2000)
+    v = rng.random(2000) * 10.0 ** rng.integers(-8, 8, 2000)
+    want = np.zeros(6)
+    for gi, vi in zip(g.tolist(), v.tolist()):
+        if gi >= 0:
+            want[gi] += vi
+    assert np.array_equal(group_sum(g, v, 6), want)
+    assert np.array_equal(group_sum(np.maximum(g, 0), v, 6)[1:], np.bincount(np.maximum(g, 0), v, 6)[1:])

@@ -70,21 +70,31 @@ def test_nested_host_ops_total():
 
 @pytest.mark.parametrize("name", ["gpt_train_step.nprof", "ddp_train_rank0.nprof"])
 def test_kinds_of_work_from_codes_equal_the_string_rows(name):
-    """hot_ops' distinct (group, matmul, dtype, engine) per group, from category codes, equals the distinct rows
-    of the same columns as strings (the way it was computed before)."""
+    """hot_ops' distinct (group, matmul, dtype, engine) per group, from one count per (group, row kind) over the
+    memoised kind of each row, equals the distinct rows of the same columns as strings (the way it was computed
+    before); its rows per (group, device) and distinct cores per group equal counts over the rows."""
     from pathlib import Path
 
     import numpy as np
     import pandas as pd
 
-    from analysis.analyses.hot_ops import _kinds
+    from analysis.analyses.hot_ops import _group_kinds, row_kinds
     from analysis.analyses.work import instruction_work
 
     t = analysis.load(Path(__file__).resolve().parents[2] / "sample_traces" / name)
     w = instruction_work(t)
-    codes = pd.factorize(w["op"].astype(str))[0].astype(np.int64)
-    want = pd.DataFrame({"g": codes, "mm": w["is_matmul"].to_numpy(), "dt": w["dtype"].astype(str).to_numpy(),
-                         "eng": w["engine"].astype(str).to_numpy()}).drop_duplicates()
-    got = _kinds(w, codes)
-    key = lambda df: sorted(map(str, df.itertuples(index=False)))  # noqa: E731
-    assert len(got) == len(want) > 0 and key(got) == key(want)
+    for by in ("op", "module", "engine"):
+        codes = pd.factorize(w[by].astype(str))[0].astype(np.int64)
+        k = int(codes.max()) + 1
+        want = pd.DataFrame({"g": codes, "mm": w["is_matmul"].to_numpy(), "dt": w["dtype"].astype(str).to_numpy(),
+                             "eng": w["engine"].astype(str).to_numpy()}).drop_duplicates()
+        by_dev, cores, got = _group_kinds(w, codes, k, row_kinds(t))
+        key = lambda df: sorted(set(map(str, df.itertuples(index=False))))  # noqa: E731
+        assert len(got) >= len(want) > 0 and key(got) == key(want)
+        dev, core = w["device"].to_numpy() + 1, w["nc_idx"].to_numpy() + 1
+        want_dev = np.bincount(codes * (dev.max() + 1) + dev, minlength=k * (dev.max() + 1)).reshape(k, -1)
+        assert np.array_equal(by_dev, want_dev)
+        want_cores = [len(set(core[codes == g])) for g in range(k)]
+        assert cores.tolist() == want_cores
+        again = _group_kinds(w, codes, k)  # the kinds of w's rows computed, not memoised
+        assert np.array_equal(again[0], by_dev) and np.array_equal(again[1], cores) and again[2].equals(got)

@@ -114,3 +114,19 @@ def test_union_by_key_matches_brute_force(keys, far):
     assert list(got.index) == sorted(set(k.tolist()))
     for key in np.unique(k):
         assert got[key] == _union_oracle(s[k == key], e[k == key])
+
+
+def test_group_codes_by_first_row_equal_pandas_factorize():
+    """roofline numbers its (op, dtype, device) groups by first appearance without a hash table where the keys
+    are small; oracle: pd.factorize (same codes, same distinct keys in the same order), also on keys it hands
+    over to pandas (negative, or far beyond the row count)."""
+    import pandas as pd
+
+    from analysis.analyses.roofline import _factorize
+
+    rng = np.random.default_rng(11)
+    for key in (rng.integers(0, 50, 5000), rng.integers(0, 10**9, 300), rng.integers(-3, 4, 100),
+                np.array([7, 7, 0, 3, 0], np.int64), np.zeros(0, np.int64)):
+        g, u = _factorize(key.astype(np.int64))
+        want_g, want_u = pd.factorize(key.astype(np.int64))
+        assert g.dtype == np.int64 and np.array_equal(g, want_g) and np.array_equal(u, np.asarray(want_u))
