@@ -174,42 +174,16 @@ def page_frames(ctx, state) -> list[tuple[str, Callable[[], object]]]:
 LATER = ("later", None)
 
 
-#: threads of the background precompute: on 2 cores two finish a page's frames sooner than one (numpy releases
-#: the GIL in its large sorts, takes and casts; measured in docs/explorer.md), and both pause while a page waits
-WARM_THREADS = 2
-
-
-def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = (),
-         threads: int = WARM_THREADS) -> threading.Thread:
+def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()) -> threading.Thread:
     """Precompute the frames of every page of ``key`` (:func:`page_frames`; ``extra``, e.g. Compare's diff with
-    its default partner, after the Summary's sections) in the background: ``threads`` threads take the frames
-    in that order, one frame after another each (a frame another thread is computing is waited for, not
-    computed twice: the store's and the trace's memos lock per value). It yields to pages: while a page waits
-    for a frame of its own (computing on the store's pool) it pauses between frames, and it stops when the
-    trace has left the store's cache. Errors are logged: the page that needs the frame shows them. Returns the
-    thread to join (it joins the others)."""
+    its default partner, after the Summary's sections) in a background thread, one frame after another. It
+    yields to pages: while
+    a page waits for a frame of its own (computing on the store's pool) it pauses between frames, and it
+    stops when the trace has left the store's cache. Errors are logged: the page that needs the frame shows
+    them."""
     state = ViewState(trace=key)
     ctx = type(ctx)(store=ctx.store, width_px=ctx.width_px, wait_s=None)  # the warm-up itself waits
     store = ctx.store
-    lock = threading.Lock()
-
-    def work(todo):
-        while True:
-            while store.foreground_busy():
-                time.sleep(0.02)
-            if key not in store.cached_keys():  # evicted: do not open it again for nobody
-                return
-            with lock:
-                name, fn = next(todo, (None, None))
-            if fn is None:
-                return
-            t = time.perf_counter()
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - shown by the page that needs it
-                LOG.debug("warm-up of %s: frame %s failed", key, name, exc_info=True)
-            LOG.debug("warm-up of %s: %s in %.2f s (%s)", key, name, time.perf_counter() - t,
-                      threading.current_thread().name)
 
     def run():
         try:
@@ -218,14 +192,17 @@ def warm(ctx, key: str, extra: tuple[tuple[str, Callable[[], object]], ...] = ()
             return
         todo = page_frames(ctx, state)
         at = todo.index(LATER)
-        it = iter([*todo[:at], *extra, *todo[at + 1:]])
-        more = [threading.Thread(target=work, args=(it,), name=f"warm {key} #{k + 1}", daemon=True)
-                for k in range(max(1, threads) - 1)]
-        for th in more:
-            th.start()
-        work(it)
-        for th in more:
-            th.join()
+        for name, fn in [*todo[:at], *extra, *todo[at + 1:]]:
+            while store.foreground_busy():
+                time.sleep(0.02)
+            if key not in store.cached_keys():  # evicted: do not open it again for nobody
+                return
+            t = time.perf_counter()
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - shown by the page that needs it
+                LOG.debug("warm-up of %s: frame %s failed", key, name, exc_info=True)
+            LOG.debug("warm-up of %s: %s in %.2f s", key, name, time.perf_counter() - t)
 
     th = threading.Thread(target=run, name=f"warm {key}", daemon=True)
     th.start()
