@@ -26,7 +26,7 @@ from .pages import collectives, compare, dma, hot_ops, memory, query, roofline, 
 from .pages.common import Ctx, error_box, guarded
 from .push import register_push
 from .state import PAGE_TITLES, PAGES, ViewState
-from .store import TraceStore, new_request
+from .store import TraceStore, end_request, new_request
 
 PAGE_MODULES = {"summary": summary, "timeline": timeline, "roofline": roofline, "hot_ops": hot_ops, "dma": dma,
                 "memory": memory, "collectives": collectives, "compare": compare, "query": query}
@@ -39,6 +39,13 @@ _RESET_KEYS = ['rank', 't0', 't1', 'sel', 'q', 'other', 'rows', 'pick', 'engines
 def build_page(ctx: Ctx, state: ViewState):
     """The layout of one page for one URL state (pure: used by the router and the unit tests)."""
     new_request()
+    try:
+        return _build_page(ctx, state)
+    finally:
+        end_request()
+
+
+def _build_page(ctx: Ctx, state: ViewState):
     if not state.trace:
         state = state.with_(trace=ctx.store.default_key())
     if not state.trace:

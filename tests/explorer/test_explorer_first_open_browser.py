@@ -1,7 +1,7 @@
 """In Chromium, what a first open costs the browser beyond the server's analysis: the Summary of a trace loads no
 plotly.js (its charts are HTML bars holding the analysis's numbers), and a page with plotly graphs loads
 plotly.js once, while its sections are still computing on the server, not after they arrive
-(explorer/assets/plotlyPreload.js)."""
+(explorer/assets/plotlyPreload.js), as is AG Grid's code (the app's hidden grid: explorer.app.grid_preload)."""
 from __future__ import annotations
 
 import os
@@ -81,6 +81,9 @@ def test_plotly_loads_once_while_a_section_computes(served_dir, chromium, monkey
         page.wait_for_selector("#hot-ops-page .nx-pending", timeout=60000)  # the section waits for the server
         # meanwhile plotly.js is loaded and run (the page's graphs will need it)
         page.wait_for_function("() => window.Plotly && typeof window.Plotly.react === 'function'", timeout=60000)
+        # and AG Grid's code (the app's hidden grid), which the page's table will need
+        page.wait_for_function("() => performance.getEntriesByType('resource')"
+                               ".some(e => e.name.includes('dash_ag_grid/async-community'))", timeout=60000)
         assert page.locator("#hot-ops-page .dash-graph").count() == 0 and not gate.is_set()
         gate.set()
         page.wait_for_function("() => { const g = document.querySelector('#ho-bar .js-plotly-plot');"
