@@ -2,7 +2,7 @@
 interaction latency, and the render time of every page.
 
     python bench/bench_explorer.py [--events 5000000] [--views 60] [--no-browser] [--no-pages] [--alone]
-                                   [--no-page-browser]
+                                   [--no-page-browser] [--pages-first PAGE,...] [--timeline PAGE [--cached]]
 
 Prints:
 - open + index time of the trace;
@@ -20,6 +20,9 @@ Prints:
   computing, every graph drawn, every grid built, the timeline painted) of the page opened first, then the
   complete render again once the precompute is over (cached); target < 3 s. Compare opens the second 5M trace;
 - the server's resident memory with both traces open and every page built (a child process);
+- ``--timeline PAGE``: one first open of PAGE as a timeline in ms (each precomputed frame as it finishes, each
+  request as the server starts and answers it, each change of the page in Chromium), to see where the time
+  between "computed" and "drawn" goes;
 - in headless Chromium: navigation to a painted timeline relative to an empty plotly page (target < 2x),
   zoom-to-redraw (key W until the new view is painted) and click-to-details (click in a slice until the
   details panel shows it).
@@ -222,6 +225,78 @@ def browser_page_times(folder: Path, key: str, other: str, pages=None) -> list[t
     return out
 
 
+#: in the page from its start: every change of (page shown, sections computing, graphs drawn, grids built, Dash
+#: callbacks running, plotly.js run), with performance.now()
+TIMELINE_JS = r"""window.__nxT = []; (function () { let last = '';
+  function tick() {
+    const q = (s) => document.querySelectorAll(s).length;
+    const gs = [...document.querySelectorAll('#page .dash-graph')];
+    const drawn = gs.filter(g => { const p = g.querySelector('.js-plotly-plot'); return p && p._fullLayout; }).length;
+    const s = `page ${!!document.querySelector('#page > *')} computing ${q('#page .nx-pending')} graphs ` +
+      `${drawn}/${gs.length} grids ${q('#page .nx-grid .ag-root-wrapper')}/${q('#page .nx-grid')} callbacks ` +
+      `${q('[data-dash-is-loading="true"]')} plotly.js ${!!(window.Plotly && window.Plotly.react)}`;
+    if (s !== last) { window.__nxT.push([performance.now(), s]); last = s; }
+    requestAnimationFrame(tick);
+  } requestAnimationFrame(tick); })();"""
+
+
+def open_timeline(folder: Path, key: str, other: str, page_name: str, cached: bool = False) -> None:
+    """``--timeline PAGE``: one first open of PAGE (``cached``: after the precompute) on a server started as the
+    CLI starts it, as a timeline in ms from the navigation: each precomputed frame as it finishes (the
+    ``explorer`` logger at DEBUG), each request as the server starts and answers it (Dash callbacks by output,
+    the long-polls by token), and each change of the page in the browser (:data:`TIMELINE_JS`)."""
+    import logging
+
+    from explorer_browser import browser, serve
+    from flask import g, request
+
+    t0, ev = [0.0], []
+
+    def now() -> float:
+        return (time.perf_counter() - t0[0]) * 1000 if t0[0] else -1.0
+
+    class Frames(logging.Handler):
+        def emit(self, record):
+            ev.append((now(), "server", record.getMessage()))
+
+    log = logging.getLogger("explorer")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(Frames())
+    store, app, work = start_like_cli(folder, key)
+    if cached:
+        work.join(900)
+
+    @app.server.before_request
+    def _start():
+        g.nx_t = now()
+        what = (request.get_json(silent=True) or {}).get("output", "") if request.is_json else ""
+        g.nx_what = f"{request.path} {str(what)[:70]} {request.args.get('token', '')[:12]}".rstrip()
+
+    @app.server.after_request
+    def _done(resp):
+        if "component-suites" not in request.path or "plotly" in request.path:
+            ev.append((now(), "server", f"answered {g.nx_what} (started at {g.nx_t:.0f}, "
+                                        f"{resp.calculate_content_length() or 0} B)"))
+        return resp
+
+    u = f"/{page_name}?trace={key}" + (f"&other={other}" if page_name == "compare" else "")
+    with browser() as bctx, serve(app) as url:
+        if cached:  # the browser's cache warm too (scripts), as the bench's cached figure
+            browser_render(bctx, url + u)
+            ev.clear()
+        page = bctx.new_page()
+        page.add_init_script(TIMELINE_JS)
+        t0[0] = time.perf_counter()
+        page.goto(url + u, wait_until="commit")
+        while page.evaluate(PAGE_READY_JS) != 2:
+            time.sleep(0.02)
+        ev.append((now(), "browser", "complete (PAGE_READY_JS)"))
+        ev.extend((t, "browser", s) for t, s in page.evaluate("window.__nxT"))
+    for t, who, what in sorted(ev, key=lambda e: e[0]):
+        print(f"{t:8.0f} ms  {who:7s} {what}")
+    work.join(900)
+
+
 def rss_mib() -> tuple[float, float]:
     """(current, peak) resident memory of this process, MiB (Linux /proc)."""
     vals = {}
@@ -305,6 +380,9 @@ def pages_first(args) -> int:
                 write_synthetic_trace(d / name, args.events, cores=2, steps=4, seed=seed)
         load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").is_file() else []
         print(f"load average before: {' '.join(load)}", flush=True)
+        if args.timeline:
+            open_timeline(d, "big.nprof", "big_b.nprof", args.timeline, args.cached)
+            return 0
         browser_page_times(d, "big.nprof", "big_b.nprof", pages)
         subprocess.run([sys.executable, __file__, "--memory-of", str(d)], check=False)
     return 0
@@ -322,13 +400,16 @@ def main(argv=None) -> int:
     ap.add_argument("--pages-first", metavar="PAGE,...",
                     help="only each page's first render in Chromium (these pages, default all) and the server memory: "
                          "no viewport figures, no layout builds, no timeline interaction (for A/B runs)")
+    ap.add_argument("--timeline", metavar="PAGE", help="one first open of PAGE as a timeline (server frames, requests, "
+                    "the page's changes in Chromium) on the traces in --data (written there if absent)")
+    ap.add_argument("--cached", action="store_true", help="with --timeline: open PAGE after the precompute")
     ap.add_argument("--data", metavar="DIR", help="use big.nprof and big_b.nprof in DIR (written there if absent)")
     ap.add_argument("--memory-of", metavar="DIR", help=argparse.SUPPRESS)  # the child process measuring memory
     args = ap.parse_args(argv)
     if args.memory_of:
         server_memory(Path(args.memory_of), "big.nprof", "big_b.nprof")
         return 0
-    if args.pages_first is not None:
+    if args.pages_first is not None or args.timeline:
         return pages_first(args)
 
     from explorer.store import TraceStore

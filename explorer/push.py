@@ -17,7 +17,7 @@ import math
 from dash import MATCH, Input, Output, dcc, html
 from flask import request
 
-from .store import TraceStore, new_request
+from .store import TraceStore, end_request, new_request
 
 WAIT_MAX_S = 25.0
 PENDING_CLASS = "note nx-pending"
@@ -98,4 +98,4 @@ def register_push(app, store: TraceStore) -> None:
         try:
             return fn(), DONE_CLASS
         finally:
-            new_request()  # this server thread serves other requests next
+            end_request()  # this server thread serves other requests next

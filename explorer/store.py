@@ -53,12 +53,28 @@ SECTION_WAIT_S = 300.0
 FOREGROUND_GRACE_S = 2.5
 
 
+#: the least a page build waits for a frame once its budget is spent (a frame of a few ms is shown at once)
+PENDING_WAIT_S = 0.05
+
+
 def new_request(section: bool = False) -> None:
-    """Start of a page build: its first pending frame may wait the full ``wait``, later ones do not. A pushed
-    section's rebuild (``section``) waits for each of its frames (up to :data:`SECTION_WAIT_S`): one of them
-    is ready, the others are computing."""
+    """Start of a page build: the frames it asks for share one budget of ``wait`` seconds (from now), then each
+    waits :data:`PENDING_WAIT_S` (so a page with many frames still computing is sent after about ``wait`` s,
+    its frames computing on the pool meanwhile, not one after another in the request); once one frame was
+    pending, later ones wait :data:`PENDING_WAIT_S`. A pushed section's rebuild (``section``) waits for each of
+    its frames (up to :data:`SECTION_WAIT_S`): one of them is ready, the others are computing.
+    :func:`end_request` ends it."""
     _REQUEST.pending = False
     _REQUEST.section = section
+    _REQUEST.t0 = time.monotonic()
+
+
+def end_request() -> None:
+    """End of a page build (:func:`new_request`): this server thread serves other requests next, with the
+    whole ``wait`` again."""
+    _REQUEST.pending = False
+    _REQUEST.section = False
+    _REQUEST.t0 = None
 
 
 def _in_worker(fn):
@@ -363,7 +379,9 @@ class TraceStore:
         if wait is not None and getattr(_REQUEST, "section", False):
             wait = SECTION_WAIT_S
         elif wait is not None and getattr(_REQUEST, "pending", False):  # this request already waited once
-            wait = min(wait, 0.05)
+            wait = min(wait, PENDING_WAIT_S)
+        elif wait is not None and getattr(_REQUEST, "t0", None) is not None:  # a page build: its budget left
+            wait = min(wait, max(PENDING_WAIT_S, wait - (time.monotonic() - _REQUEST.t0)))
         try:
             return analysis.handout(fut.result(timeout=wait))
         except concurrent.futures.TimeoutError:

@@ -20,7 +20,7 @@ from analysis import figures
 
 from .. import frames
 from ..state import DIFF_KEYS, ViewState
-from ..store import new_request
+from ..store import end_request, new_request
 from .common import Ctx, data_table, graph, guarded, note, search_of, section
 
 LOG = logging.getLogger("explorer")
@@ -227,4 +227,7 @@ def register(app, ctx: Ctx) -> None:
             raise PreventUpdate
         search = search_of(ViewState(page="compare", trace=a, other=b, keys=keys))  # the pair in the URL
         new_request()
-        return body(ctx, a, b, keys), search, "/compare" + search, _shown(a, b, keys)
+        try:
+            return body(ctx, a, b, keys), search, "/compare" + search, _shown(a, b, keys)
+        finally:
+            end_request()

@@ -17,7 +17,7 @@ from analysis import figures
 from analysis.units import format_value
 
 from .. import frames
-from ..bars import bar_list, stacked_bar
+from ..bars import bar_list, column_bars, stacked_bar, stacked_columns
 from ..labels import metric_label
 from ..notes import note_list, notes_for
 from ..regions import by_key, regions
@@ -35,6 +35,8 @@ DMA = ("dma_transfer_total_bytes", "dma_transfer_count", "dma_transfer_average_b
 COLLECTIVES = ("cc_op_count", "cc_op_active_time_percent", "comm_comp_overlap_percent")
 HOST_IDLE = ("total_time", "step_count", "step_time_max_ns", "device_active_percent", "idle_percent",
              "idle_host_wait_percent", "idle_kernel_wait_percent", "idle_other_percent")
+#: up to this many steps the step times are HTML bars (explorer.bars), beyond it a plotly graph
+MAX_STEP_BARS = 40
 #: engine rows of the Tensor engine: two rows of one TensorE, as in Neuron Explorer
 TENSOR_NOTE = ("Tensor and TensorMatrix are the same TensorE on two rows, as in Neuron Explorer: the Tensor row "
                "holds the weight loads (LoadStationary), TensorMatrix the matmuls (MultiplyMoving).")
@@ -269,12 +271,13 @@ def _steps(ctx: Ctx, state: ViewState, origin: int):
         out.append(note(f"Step boundary: {analysis.STEP_BOUNDARY}."))
         out.append(data_table(st, id="steps-table", page_size=10, link_col="timeline", origin=origin,
                               analysis="steps"))
-        out.append(graph(frames.named(ctx, state, "fig:steps"), id="steps-fig"))
+        fig = frames.named(ctx, state, "fig:steps")  # HTML bars (no plotly.js to load) unless there are many steps
+        out.append(column_bars(fig, id="steps-fig") if len(st) <= MAX_STEP_BARS else graph(fig, id="steps-fig"))
     else:
         out.append(note("no profiler steps in this trace (a capture without prof.step() calls): the whole trace "
                         "is one region"))
-    out.append(guarded(lambda: graph(frames.figure(ctx, state, "temporal", figures.temporal_breakdown_figure),
-                                     id="step-breakdown-fig", height=260)))
+    out.append(guarded(lambda: stacked_columns(frames.figure(ctx, state, "temporal", figures.temporal_breakdown_figure),
+                                               id="step-breakdown-fig")))
     out.append(guarded(lambda: note(frames.figure(ctx, state, "temporal-note", figures.temporal_breakdown_note))))
     return html.Div(out)
 

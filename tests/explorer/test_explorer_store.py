@@ -80,3 +80,40 @@ def test_timeline_rows_follow_neuron_layout(served_dir):
     assert [h.depth for h in host] == [0, 1]
     tr = idx.trace
     assert idx.n_events() == sum(len(tr.table(t)) for t in ("instructions", "dma", "collectives", "host_ops"))
+
+
+def test_a_page_build_waits_one_budget_not_one_per_frame(served_dir):
+    """A page build asking for 4 frames of 0.4 s each (wait 1 s): before, each frame had the whole second and
+    they ran one after another in the request (1.6 s); now the build shares 1 s, the frames left are pending
+    (computing on the pool meanwhile) and come out equal to their computation; after end_request the next
+    request has its whole wait again."""
+    import time
+
+    from explorer.store import FramePending, end_request, new_request
+
+    st = TraceStore(served_dir)
+
+    def frame(i):
+        return lambda: (time.sleep(0.4), f"frame {i}")[1]
+
+    new_request()
+    t = time.monotonic()
+    got, pending = {}, []
+    for i in range(4):
+        try:
+            got[i] = st.memo("single.nprof", ("budget", i), frame(i), wait=1.0)
+        except FramePending as exc:
+            pending.append((i, exc.future))
+    elapsed = time.monotonic() - t
+    end_request()
+    assert elapsed < 1.35, elapsed  # one budget (1 s) and a short wait, not 4 x 0.4 s
+    assert got == {0: "frame 0", 1: "frame 1"} and [i for i, _ in pending] == [2, 3]
+    for i, fut in pending:  # computing on the pool: the frame arrives, as the page's push will show it
+        assert fut.result(timeout=10) == f"frame {i}"
+        assert st.memo("single.nprof", ("budget", i), frame(i), wait=1.0) == f"frame {i}"
+    new_request()
+    time.sleep(1.1)  # this request's budget spent: a new frame is pending after the short wait
+    with pytest.raises(FramePending):
+        st.memo("single.nprof", ("budget", 9), frame(9), wait=1.0)
+    end_request()
+    assert st.memo("single.nprof", ("budget", 8), frame(8), wait=1.0) == "frame 8"  # ended: the whole wait again
