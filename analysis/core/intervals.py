@@ -149,15 +149,23 @@ def stable_key_order(codes: np.ndarray) -> np.ndarray:
     return np.argsort(codes, kind="stable")
 
 
-def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_by_start: bool = False
-                 ) -> pd.Series:
-    """Σ of the union of [start, end) per key (ns): an int64 Series indexed by the distinct keys (ascending)."""
-    if not len(key):
-        return pd.Series(dtype=np.int64)
+def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_by_start: bool = False,
+                 skip_negative: bool = False) -> pd.Series:
+    """Σ of the union of [start, end) per key (ns): an int64 Series indexed by the distinct keys (ascending).
+    ``skip_negative``: rows with a negative key are left out (no selected copies of the columns)."""
     key = np.asarray(key)
     if key.dtype.kind not in "iu":
         key = key.astype(np.int64)
     start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    if skip_negative and len(key) and key.min() < 0:
+        m = key >= 0
+        dense = sorted_by_start and 0 <= int(key.max()) < 4 * len(key) + 1024
+        if not dense:  # the selected rows, then as any keys
+            return union_by_key(key[m], start[m], end[m], sorted_by_start=sorted_by_start)
+        present, sums = _dense_keys_union(key, start, end, int(key.max()) + 1)
+        return pd.Series(sums, index=present, dtype=np.int64)
+    if not len(key):
+        return pd.Series(dtype=np.int64)
     if not sorted_by_start:
         o = start_order(start)
         if o is not None:
@@ -166,45 +174,73 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
     if lo_k >= 0 and hi_k < 16:  # a few keys (engines, kernel types): chunk by chunk, no array of all rows
         present, sums = _few_keys_union(key, start, end, hi_k + 1)
         return pd.Series(sums, index=present, dtype=np.int64)
-    key = key.astype(np.int64, copy=False)
-    if lo_k >= 0 and hi_k < 4 * len(key) + 1024:
-        kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
-    else:
-        codes, uniques = pd.factorize(key, sort=True)
-        kc = codes.astype(np.int64, copy=False)
-    o = stable_key_order(kc)  # by key; starts stay sorted within a key
-    k, s0, e0 = kc[o], start[o], end[o]
-    del o
-    first = np.ones(len(k), dtype=bool)
-    np.not_equal(k[1:], k[:-1], out=first[1:])
-    heads = np.flatnonzero(first)
-    idx = k[heads] if uniques is None else uniques[k[heads]]
-    t0 = int(min(s0.min(), e0.min()))
-    span = int(e0.max()) - t0 + 1
-    if span * (int(k[-1]) + 1) < (1 << 62):  # running max within each key: key i's times shifted by i*span
-        shift = k  # k is not needed any more: the shifts are made in its array, then the previous reaches
-        shift *= span
-        reach = e0 - t0
-        reach += shift
-        np.maximum.accumulate(reach, out=reach)
-        reach -= shift
-        reach += t0
-        prev = shift
-        del shift
-    else:
-        reach = pd.Series(e0).groupby(k).cummax().to_numpy()
-        prev = np.empty_like(reach)
-    del k
-    prev[1:] = reach[:-1]  # reach of the previous row of the same key (-inf at a key's first row)
-    del reach
-    prev[first] = _I64_MIN
-    np.maximum(s0, prev, out=prev)
-    np.subtract(e0, prev, out=prev)
-    np.maximum(prev, 0, out=prev)
-    return pd.Series(np.add.reduceat(prev, heads), index=idx)
+    if lo_k >= 0 and hi_k < 4 * len(key) + 1024:  # small non-negative ids (row numbers) are their own dense codes
+        present, sums = _dense_keys_union(key, start, end, hi_k + 1)
+        return pd.Series(sums, index=present, dtype=np.int64)
+    codes, uniques = pd.factorize(key, sort=True)
+    present, sums = _dense_keys_union(codes, start, end, len(uniques))
+    return pd.Series(sums, index=np.asarray(uniques, dtype=np.int64)[present], dtype=np.int64)
 
 
-#: rows per chunk of :func:`_few_keys_union` (its arrays stay in the CPU caches)
+def _dense_keys_union(key: np.ndarray, start: np.ndarray, end: np.ndarray, n_keys: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(present keys, Σ of the union per present key) of start-sorted rows with keys < ``n_keys`` (rows with a
+    negative key are left out), chunk by chunk: a chunk's rows grouped by key (stable: starts stay sorted within
+    a key), each row's new coverage measured against the running maximum of its key's ends, carried from chunk to
+    chunk in an array per key. The same row contributions as over all rows at once; their integer sums are exact."""
+    reach = np.full(n_keys, _I64_MIN, np.int64)  # latest end so far per key
+    sums = np.zeros(n_keys, np.int64)
+    seen = np.zeros(n_keys, bool)
+    for a in range(0, len(key), _CHUNK):
+        k, s, e = key[a:a + _CHUNK], start[a:a + _CHUNK], end[a:a + _CHUNK]
+        keep = k >= 0
+        if not keep.all():
+            k, s, e = k[keep], s[keep], e[keep]
+        if not len(k):
+            continue
+        if not is_sorted(k):
+            o = np.argsort(k, kind="stable")
+            k, s, e = k[o], s[o], e[o]
+        first = np.empty(len(k), dtype=bool)
+        first[0] = True
+        np.not_equal(k[1:], k[:-1], out=first[1:])
+        heads = np.flatnonzero(first)
+        keys = k[heads].astype(np.intp)
+        carried = reach[keys]
+        r = e.copy()  # running maximum of the ends within each key, from its reach so far
+        r[heads] = np.maximum(r[heads], carried)
+        _group_cummax(r, first, len(heads))
+        prev = np.empty_like(r)  # each row's reach before it: the previous row's, the carried one at a key's first
+        prev[1:] = r[:-1]
+        prev[heads] = carried
+        np.maximum(s, prev, out=prev)
+        np.subtract(e, prev, out=prev)
+        np.maximum(prev, 0, out=prev)
+        sums[keys] += np.add.reduceat(prev, heads)
+        reach[keys] = r[np.append(heads[1:], len(r)) - 1]
+        seen[keys] = True
+    present = np.flatnonzero(seen)
+    return present.astype(np.int64), sums[present]
+
+
+def _group_cummax(r: np.ndarray, first: np.ndarray, n_groups: int) -> None:
+    """Running maximum of ``r`` in place within consecutive groups (``first`` marks each group's first row)."""
+    t0 = int(r.min())
+    span = int(r.max()) - t0 + 1
+    if span * n_groups >= (1 << 62):
+        r[:] = pd.Series(r).groupby(np.cumsum(first)).cummax().to_numpy()
+        return
+    shift = np.cumsum(first, dtype=np.int64)  # group i's values shifted above group i - 1's
+    shift *= span
+    r -= t0
+    r += shift
+    np.maximum.accumulate(r, out=r)
+    r -= shift
+    r += t0
+
+
+#: rows per chunk of the chunked passes (:func:`_few_keys_union`, :func:`_dense_keys_union`, :func:`merge_where`,
+#: :func:`_exclusive_chunked`): their arrays stay in the CPU caches
 _CHUNK = 1 << 16
 
 
@@ -280,63 +316,92 @@ def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, 
                  ) -> np.ndarray:
     """Each interval's exclusive share of wall time (float ns): time when k intervals run at once counts 1/k for
     each, so the shares add up to the union. ``windows`` (sorted disjoint (start, end) arrays, e.g. merged
-    steps): only time inside them counts."""
+    steps): only time inside them counts.
+
+    A row's share is A(end) - A(start), A(t) the running integral of 1 / (intervals running) over the sorted
+    start, end and window points (:func:`_exclusive_chunked`: chunk by chunk, in the CPU caches)."""
     n = len(start)
     if n == 0:
         return np.zeros(0)
     s = np.asarray(start, dtype=np.int64)
-    e = np.maximum(np.asarray(end, dtype=np.int64), s)
     ws = we = np.zeros(0, np.int64)
+    lo = hi = None
     if windows is not None:
         ws, we = np.asarray(windows[0], dtype=np.int64), np.asarray(windows[1], dtype=np.int64)
         if len(ws) <= 1:  # one window: clipping is exact and cheaper
             lo, hi = (int(ws[0]), int(we[0])) if len(ws) else (0, 0)
-            s, e = clip(s, e, lo, hi)
             ws = we = np.zeros(0, np.int64)
-    o = start_order(s)
-    if o is not None:  # computed on start-sorted rows, returned in the caller's order
-        out = np.empty(n)
-        out[o] = _exclusive_sorted(s[o], e[o], ws, we)
-        return out
-    return _exclusive_sorted(s, e, ws, we)
-
-
-def _exclusive_sorted(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
-    n, m = len(s), len(ws)
-    pts = np.concatenate([s, e, ws, we])
-    # sorted starts then ends: two nearly sorted runs, which timsort merges in about linear time
-    order = np.argsort(pts, kind="stable")
-    t = pts[order]
-    del pts
-    is_start = order < n
-    if m:
-        is_win = order >= 2 * n
-        delta = is_start.view(np.int8) - (~is_start & ~is_win).view(np.int8)
-    else:
-        delta = is_start.view(np.int8) * np.int8(2) - np.int8(1)
-    count = np.cumsum(delta[:-1], dtype=np.int32)  # rows running in [t[j], t[j+1])
-    del delta
-    seg = np.empty(len(t) - 1)
-    np.subtract(t[1:], t[:-1], out=seg, casting="unsafe")
-    del t
-    if m:  # only time inside the windows counts
-        wk = (order >= 2 * n).view(np.int8) - (order >= 2 * n + m).view(np.int8) * np.int8(2)
-        seg[np.cumsum(wk[:-1], dtype=np.int32) <= 0] = 0.0
-        del wk
-    # segments where nothing runs lie inside no interval: their weight cancels out of every difference below
-    np.maximum(count, 1, out=count)
-    seg /= count
-    del count
-    acc = np.empty(len(order))
-    acc[0] = 0.0
-    np.cumsum(seg, out=acc[1:])
-    del seg
-    # the stable sort keeps the (sorted) starts in row order, so the k-th start point is row k's start
+    e = np.maximum(np.asarray(end, dtype=np.int64), s)
+    if is_sorted(s):  # clipping keeps starts sorted: the starts are clipped chunk by chunk
+        if lo is not None:
+            np.maximum(e, lo, out=e)
+        if hi is not None:
+            np.minimum(e, hi, out=e)
+        return _exclusive_chunked(s, e, lo, hi, ws, we)
+    s, e = clip(s, e, lo, hi)
+    o = np.argsort(s, kind="stable")  # computed on start-sorted rows, returned in the caller's order
     out = np.empty(n)
-    is_end = ~is_start
-    if m:
-        is_end &= order < 2 * n
-    out[order[is_end] - n] = acc[is_end]
-    out -= acc[is_start]
+    out[o] = _exclusive_chunked(s[o], e[o], None, None, ws, we)
+    return out
+
+
+def _clipped_starts(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
+    """:func:`clip`'s starts of rows whose ends ``e`` are clipped already."""
+    if lo is not None:
+        s = np.maximum(s, lo)
+    return np.minimum(s, e) if hi is not None else s
+
+
+def _exclusive_chunked(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None, ws: np.ndarray,
+                       we: np.ndarray) -> np.ndarray:
+    """:func:`exclusive_ns` of start-sorted rows (``e``: their clipped ends, ``lo`` / ``hi``: how to clip the starts)
+    and windows. The points are taken in time order chunk by chunk: a chunk's starts, then the ends and window
+    points before the next chunk's first start (the ends in an order sorted once), merged by a small stable sort;
+    the running count, window count and integral carry from chunk to chunk. The integral is one sequential sum
+    as over all points at once (zero-length segments add 0.0), so the shares are the same floats."""
+    n, m = len(s), len(ws)
+    perm = np.argsort(e, kind="stable")  # the ends in time order
+    bounds = np.append(np.arange(0, n, _CHUNK), n)
+    cut = _clipped_starts(s[bounds[1:-1]], e[bounds[1:-1]], lo, hi)  # each chunk's points lie before its cut
+    ce = np.concatenate([[0], np.searchsorted(e, cut, "left", sorter=perm), [n]])
+    cws = np.concatenate([[0], np.searchsorted(ws, cut, "left"), [m]])
+    cwe = np.concatenate([[0], np.searchsorted(we, cut, "left"), [m]])
+    out = np.empty(n)
+    t_prev, acc_prev, count_prev, win_prev = None, 0.0, 0, 0
+    for k in range(len(bounds) - 1):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        rows = perm[ce[k]:ce[k + 1]]  # rows whose end falls in this chunk
+        sc = _clipped_starts(s[a:b], e[a:b], lo, hi)
+        pts = np.concatenate([sc, e[rows], ws[cws[k]:cws[k + 1]], we[cwe[k]:cwe[k + 1]]])
+        order = np.argsort(pts, kind="stable")
+        t = pts[order]
+        n_s, n_e = b - a, len(rows)
+        is_start, is_end = order < n_s, (order >= n_s) & (order < n_s + n_e)
+        step = is_start.view(np.int8) - is_end.view(np.int8)
+        count = np.empty(len(t) + 1, np.int64)  # rows running after the previous point, then after each point
+        count[0] = count_prev
+        np.cumsum(step, out=count[1:])
+        count[1:] += count_prev
+        count_prev = int(count[-1])
+        tt = np.concatenate([[t[0] if t_prev is None else t_prev], t])
+        seg = np.empty(len(t) + 1)  # the integral so far, then each segment's length ending at t[j]
+        seg[0] = acc_prev
+        np.subtract(tt[1:], tt[:-1], out=seg[1:], casting="unsafe")
+        if m:  # only time inside the windows counts
+            wk = (order >= n_s + n_e).view(np.int8) - (order >= n_s + n_e + cws[k + 1] - cws[k]).view(np.int8) * 2
+            win = np.empty(len(t), np.int64)
+            win[0] = win_prev
+            np.cumsum(wk[:-1], out=win[1:])
+            win[1:] += win_prev
+            seg[1:][win <= 0] = 0.0
+            win_prev += int(wk.sum())
+        np.maximum(count, 1, out=count)
+        seg[1:] /= count[:-1]
+        np.cumsum(seg, out=seg)  # the integral at each point, sequential as over all points at once
+        acc = seg[1:]
+        out[a:b] = acc[is_start]
+        ended = rows[order[is_end] - n_s]
+        out[ended] = acc[is_end] - out[ended]
+        t_prev, acc_prev = t[-1], float(acc[-1])
     np.maximum(out, 0.0, out=out)
     return out
