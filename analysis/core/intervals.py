@@ -331,77 +331,93 @@ def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, 
         if len(ws) <= 1:  # one window: clipping is exact and cheaper
             lo, hi = (int(ws[0]), int(we[0])) if len(ws) else (0, 0)
             ws = we = np.zeros(0, np.int64)
-    e = np.maximum(np.asarray(end, dtype=np.int64), s)
-    if is_sorted(s):  # clipping keeps starts sorted: the starts are clipped chunk by chunk
-        if lo is not None:
-            np.maximum(e, lo, out=e)
-        if hi is not None:
-            np.minimum(e, hi, out=e)
-        return _exclusive_chunked(s, e, lo, hi, ws, we)
-    s, e = clip(s, e, lo, hi)
+    if is_sorted(s):  # clipping keeps starts sorted: the rows are clipped chunk by chunk
+        return _exclusive_chunked(s, np.asarray(end, dtype=np.int64), lo, hi, ws, we)
+    s, e = clip(s, np.maximum(np.asarray(end, dtype=np.int64), s), lo, hi)
     o = np.argsort(s, kind="stable")  # computed on start-sorted rows, returned in the caller's order
     out = np.empty(n)
     out[o] = _exclusive_chunked(s[o], e[o], None, None, ws, we)
     return out
 
 
-def _clipped_starts(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
-    """:func:`clip`'s starts of rows whose ends ``e`` are clipped already."""
-    if lo is not None:
-        s = np.maximum(s, lo)
-    return np.minimum(s, e) if hi is not None else s
+def _clip_rows(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows as :func:`exclusive_ns` counts them: ends before their start at the start, then :func:`clip`."""
+    return clip(s, np.maximum(e, s), lo, hi)
 
 
 def _exclusive_chunked(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None, ws: np.ndarray,
                        we: np.ndarray) -> np.ndarray:
-    """:func:`exclusive_ns` of start-sorted rows (``e``: their clipped ends, ``lo`` / ``hi``: how to clip the starts)
-    and windows. The points are taken in time order chunk by chunk: a chunk's starts, then the ends and window
-    points before the next chunk's first start (the ends in an order sorted once), merged by a small stable sort;
-    the running count, window count and integral carry from chunk to chunk. The integral is one sequential sum
-    as over all points at once (zero-length segments add 0.0), so the shares are the same floats."""
+    """:func:`exclusive_ns` of start-sorted rows (clipped here, :func:`_clip_rows`) and windows.
+
+    The points are taken in time order chunk by chunk: a chunk's starts, then the ends and window points before
+    the next chunk's first start. Each chunk's ends are sorted once and wait, as a run of their own, until the
+    chunk they fall in; :func:`_chunk_integral` carries the running count, window count and integral from
+    chunk to chunk. No array of all rows but the result is made."""
     n, m = len(s), len(ws)
-    perm = np.argsort(e, kind="stable")  # the ends in time order
-    bounds = np.append(np.arange(0, n, _CHUNK), n)
-    cut = _clipped_starts(s[bounds[1:-1]], e[bounds[1:-1]], lo, hi)  # each chunk's points lie before its cut
-    ce = np.concatenate([[0], np.searchsorted(e, cut, "left", sorter=perm), [n]])
-    cws = np.concatenate([[0], np.searchsorted(ws, cut, "left"), [m]])
-    cwe = np.concatenate([[0], np.searchsorted(we, cut, "left"), [m]])
     out = np.empty(n)
-    t_prev, acc_prev, count_prev, win_prev = None, 0.0, 0, 0
-    for k in range(len(bounds) - 1):
-        a, b = int(bounds[k]), int(bounds[k + 1])
-        rows = perm[ce[k]:ce[k + 1]]  # rows whose end falls in this chunk
-        sc = _clipped_starts(s[a:b], e[a:b], lo, hi)
-        pts = np.concatenate([sc, e[rows], ws[cws[k]:cws[k + 1]], we[cwe[k]:cwe[k + 1]]])
-        order = np.argsort(pts, kind="stable")
-        t = pts[order]
-        n_s, n_e = b - a, len(rows)
-        is_start, is_end = order < n_s, (order >= n_s) & (order < n_s + n_e)
-        step = is_start.view(np.int8) - is_end.view(np.int8)
-        count = np.empty(len(t) + 1, np.int64)  # rows running after the previous point, then after each point
-        count[0] = count_prev
-        np.cumsum(step, out=count[1:])
-        count[1:] += count_prev
-        count_prev = int(count[-1])
-        tt = np.concatenate([[t[0] if t_prev is None else t_prev], t])
-        seg = np.empty(len(t) + 1)  # the integral so far, then each segment's length ending at t[j]
-        seg[0] = acc_prev
-        np.subtract(tt[1:], tt[:-1], out=seg[1:], casting="unsafe")
-        if m:  # only time inside the windows counts
-            wk = (order >= n_s + n_e).view(np.int8) - (order >= n_s + n_e + cws[k + 1] - cws[k]).view(np.int8) * 2
-            win = np.empty(len(t), np.int64)
-            win[0] = win_prev
-            np.cumsum(wk[:-1], out=win[1:])
-            win[1:] += win_prev
-            seg[1:][win <= 0] = 0.0
-            win_prev += int(wk.sum())
-        np.maximum(count, 1, out=count)
-        seg[1:] /= count[:-1]
-        np.cumsum(seg, out=seg)  # the integral at each point, sequential as over all points at once
-        acc = seg[1:]
-        out[a:b] = acc[is_start]
-        ended = rows[order[is_end] - n_s]
+    runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted ends, their rows) not reached yet, one per chunk
+    carry: list = [None, 0.0, 0, 0]  # the last point, the integral there, rows and windows running after it
+    iw = jw = 0
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        sc, ec = _clip_rows(s[a:b], e[a:b], lo, hi)
+        o = np.argsort(ec)  # (the order of equal ends does not matter: they add 0 ns between them)
+        runs.append((ec[o], o + a))
+        cut = int(_clip_rows(s[b:b + 1], e[b:b + 1], lo, hi)[0][0]) if b < n else None  # the next chunk's start
+        taken, rows_in, left = [], [], []
+        for rt, rr in runs:  # the ends before the cut
+            j = len(rt) if cut is None else int(np.searchsorted(rt, cut, "left"))
+            taken.append(rt[:j])
+            rows_in.append(rr[:j])
+            if j < len(rt):
+                left.append((rt[j:], rr[j:]))
+        runs = left
+        iw2, jw2 = (m, m) if cut is None else (int(np.searchsorted(ws, cut)), int(np.searchsorted(we, cut)))
+        acc, order = _chunk_integral(carry, [sc, *taken, ws[iw:iw2], we[jw:jw2]], b - a, m > 0)
+        iw, jw = iw2, jw2
+        rows = np.concatenate(rows_in)
+        is_end = (order >= b - a) & (order < b - a + len(rows))
+        out[a:b] = acc[order < b - a]
+        ended = rows[order[is_end] - (b - a)]
         out[ended] = acc[is_end] - out[ended]
-        t_prev, acc_prev = t[-1], float(acc[-1])
     np.maximum(out, 0.0, out=out)
     return out
+
+
+def _chunk_integral(carry: list, parts: list[np.ndarray], n_s: int, windowed: bool
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(the integral of 1 / (rows running) at each point of one chunk, the stable order of its points) for the
+    chunk's points ``parts`` (``n_s`` starts, sorted runs of ends, window starts, window ends; ``windowed``: only
+    time inside windows counts), continuing ``carry`` = [last point, integral there, rows running, windows
+    open], updated.
+    The integral is one sequential sum as over all points at once (zero-length segments add 0.0): the shares
+    are the same floats as from one sort of every point."""
+    pts = np.concatenate(parts)
+    order = np.argsort(pts, kind="stable")
+    t = pts[order]
+    n_ws = len(parts[-2])
+    n_e = len(pts) - n_s - n_ws - len(parts[-1])
+    t_prev, acc_prev, count_prev, win_prev = carry
+    step = (order < n_s).view(np.int8) - ((order >= n_s) & (order < n_s + n_e)).view(np.int8)
+    count = np.empty(len(t) + 1, np.int64)  # rows running after the previous point, then after each point
+    count[0] = count_prev
+    np.cumsum(step, out=count[1:])
+    count[1:] += count_prev
+    tt = np.concatenate([[t[0] if t_prev is None else t_prev], t])
+    seg = np.empty(len(t) + 1)  # the integral so far, then each segment's length ending at t[j]
+    seg[0] = acc_prev
+    np.subtract(tt[1:], tt[:-1], out=seg[1:], casting="unsafe")
+    if windowed:  # only time inside the windows counts
+        wk = (order >= n_s + n_e).view(np.int8) - (order >= n_s + n_e + n_ws).view(np.int8) * 2
+        win = np.empty(len(t), np.int64)
+        win[0] = win_prev
+        np.cumsum(wk[:-1], out=win[1:])
+        win[1:] += win_prev
+        seg[1:][win <= 0] = 0.0
+        win_prev += int(wk.sum())
+    carry[2] = int(count[-1])
+    np.maximum(count, 1, out=count)
+    seg[1:] /= count[:-1]
+    np.cumsum(seg, out=seg)  # the integral at each point, sequential as over all points at once
+    carry[0], carry[1], carry[3] = t[-1], float(seg[-1]), win_prev
+    return seg[1:], order
