@@ -24,6 +24,9 @@ import numpy as np
 
 from .intervals import exclusive_ns, union_by_key
 
+#: rows per chunk of :func:`group_sum`'s pass over rows with left-out ones
+_CHUNK = 1 << 16
+
 __all__ = ["group_time", "group_sum", "exclusive_ns", "bound", "physical", "RATE_TOLERANCE"]
 
 #: relative slack on physical bounds (integer-ns durations of work that runs exactly at a peak)
@@ -55,8 +58,13 @@ def group_sum(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarra
     group = np.asarray(group, dtype=np.int64)
     if not len(group) or group.min() >= 0:
         return np.bincount(group, weights=values, minlength=n_groups)
-    # the left-out rows in a bin of their own (no gathered copies); each bin sums its rows in row order, as before
-    return np.bincount(group + 1, weights=values, minlength=n_groups + 1)[1:]
+    # the left-out rows in a bin of their own, chunk by chunk (no gathered or shifted copy of all rows): np.add.at
+    # adds each bin's rows in row order from 0.0, as bincount does, so the sums are the same floats
+    values = np.asarray(values)
+    out = np.zeros(max(n_groups, int(group.max()) + 1) + 1)
+    for a in range(0, len(group), _CHUNK):
+        np.add.at(out, group[a:a + _CHUNK] + 1, values[a:a + _CHUNK].astype(np.float64, copy=False))
+    return out[1:]
 
 
 def bound(flops: np.ndarray, hbm_bytes: np.ndarray, ridge: np.ndarray) -> np.ndarray:

@@ -1,8 +1,8 @@
-"""The chunked exclusive shares (:func:`analysis.core.intervals.exclusive_ns`) and per-key unions
-(:func:`analysis.core.intervals.union_by_key`, :func:`analysis.analyses.activity.invocation_time`) give exactly
-what the previous whole-array implementations gave (kept below as oracles, with a naive sweep for the shares):
-on random data across chunk sizes, windows and orders, on the bundled samples and on the 12 real traces, down
-to the Hot ops frames (same floats, same frame)."""
+"""The chunked exclusive shares (:func:`analysis.core.intervals.exclusive_ns`), per-key unions
+(:func:`analysis.core.intervals.union_by_key`, :func:`analysis.analyses.activity.invocation_time`) and sums per
+group (:func:`analysis.core.devicetime.group_sum`) give exactly what the previous whole-array implementations gave
+(kept below as oracles, with a naive sweep for the shares): on random data across chunk sizes, windows and
+orders, on the bundled samples and on the 12 real traces, down to the Hot ops frames (same floats, same frame)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -228,3 +228,21 @@ def test_hot_ops_frames_equal_the_previous_on_samples(monkeypatch, name, chunk):
 @pytest.mark.parametrize("rel", REAL_TRACE_PARAMS)
 def test_hot_ops_frames_equal_the_previous_on_real_traces(monkeypatch, rel):
     _check_same_as_previous(monkeypatch, real_trace(rel), 97)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_group_sum_with_left_out_rows_equals_bincount(monkeypatch, chunk):
+    """group_sum adds rows chunk by chunk with np.add.at: each bin's rows in row order from 0.0, as one bincount
+    over all rows does (the previous implementation): the same floats, NaN and large values included."""
+    monkeypatch.setattr(devicetime, "_CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    for n, k in ((1, 1), (40, 3), (3000, 7), (3000, 2)):
+        g = rng.integers(-1, k + (k == 2), n)  # k == 2: codes above n_groups widen the result, as bincount's
+        g[0] = -1
+        w = rng.random(n) * 10.0 ** rng.integers(0, 15, n)
+        w[1::17] = np.nan
+        for values in (w, rng.integers(0, 1 << 52, n)):
+            want = np.bincount(g + 1, weights=values, minlength=k + 1)[1:]
+            got = devicetime.group_sum(g, values, k)
+            assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+    assert devicetime.group_sum(np.array([-1, 0, 2, 0]), np.array([5.0, 1.0, 2.0, 3.0]), 3).tolist() == [4.0, 0.0, 2.0]
