@@ -200,9 +200,9 @@ def _self_time(trace, g: np.ndarray, inv: np.ndarray, s: np.ndarray, e: np.ndarr
     t = np.zeros(k)
     linked = (inv >= 0) & (g >= 0)
     if linked.any():
-        fo, first = first_rows(inv[linked])
+        fo, first = first_rows(inv, where=linked)  # (no selected copies of the columns)
         per = invocation_time(trace)
-        t += np.bincount(g[linked][first], weights=per.reindex(fo).fillna(0.0).to_numpy(), minlength=k)
+        t += np.bincount(g[first], weights=per.reindex(fo).fillna(0.0).to_numpy(), minlength=k)
     rest = ~linked & (g >= 0)
     if rest.any():
         t += group_time(g[rest], inv[rest], s[rest], e[rest], k, sorted_by_start=True)

@@ -17,6 +17,7 @@ __all__ = ["first_rows", "is_sorted", "start_order", "merge", "merge_where", "un
            "union_by_key", "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
 
 _I64_MIN = np.iinfo(np.int64).min
+_I64_MAX = np.iinfo(np.int64).max
 
 
 def is_sorted(a: np.ndarray) -> bool:
@@ -29,18 +30,26 @@ def start_order(start: np.ndarray) -> np.ndarray | None:
     return None if is_sorted(start) else np.argsort(start, kind="stable")
 
 
-def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def first_rows(keys: np.ndarray, where: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct non-negative keys, ascending; the index of each key's first row) in linear time for
-    dense keys such as row ids (``np.unique(..., return_index=True)`` otherwise)."""
+    dense keys such as row ids (``np.unique(..., return_index=True)`` otherwise). ``where``: only the rows it
+    marks count (indices still into ``keys``; no selected copy)."""
     keys = np.asarray(keys, dtype=np.int64)
-    if not len(keys):
-        return keys, np.zeros(0, np.int64)
-    top = int(keys.max())
-    if keys.min() < 0 or top > 8 * len(keys) + 1024:
-        u, i = np.unique(keys, return_index=True)
-        return u, i.astype(np.int64)
+    sel = len(keys) if where is None else int(np.count_nonzero(where))
+    if not sel:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo = int(keys.min(where=where, initial=_I64_MAX)) if where is not None else int(keys.min())
+    top = int(keys.max(where=where, initial=_I64_MIN)) if where is not None else int(keys.max())
+    if lo < 0 or top > 8 * sel + 1024:
+        rows = np.flatnonzero(where) if where is not None else None
+        u, i = np.unique(keys if rows is None else keys[rows], return_index=True)
+        return u, (i if rows is None else rows[i]).astype(np.int64)
     pos = np.full(top + 1, -1, np.int64)
-    pos[keys[::-1]] = np.arange(len(keys) - 1, -1, -1)  # the last write wins: the first occurrence
+    for a in range(((len(keys) - 1) // _CHUNK) * _CHUNK, -1, -_CHUNK):  # the last chunk first, each backwards:
+        idx = np.arange(a, min(a + _CHUNK, len(keys)))  # the last write wins, i.e. each key's first row
+        if where is not None:
+            idx = idx[where[a:a + _CHUNK]]
+        pos[keys[idx[::-1]]] = idx[::-1]
     present = np.flatnonzero(pos >= 0)
     return present, pos[present]
 

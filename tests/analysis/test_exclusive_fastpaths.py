@@ -246,3 +246,23 @@ def test_group_sum_with_left_out_rows_equals_bincount(monkeypatch, chunk):
             got = devicetime.group_sum(g, values, k)
             assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
     assert devicetime.group_sum(np.array([-1, 0, 2, 0]), np.array([5.0, 1.0, 2.0, 3.0]), 3).tolist() == [4.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64, 1 << 16])
+def test_first_rows_equals_unique_with_and_without_where(monkeypatch, chunk):
+    """first_rows (chunk by chunk, the last chunk first; ``where``: only the marked rows, indices into the whole
+    array) gives np.unique's distinct keys and first indices of the selected rows."""
+    monkeypatch.setattr(I, "_CHUNK", chunk)
+    rng = np.random.default_rng(7 + chunk)
+    for trial in range(60):
+        n = int(rng.choice([1, 5, 100, 3000]))
+        keys = rng.integers(int(rng.choice([-2, 0])), int(rng.choice([3, 50, 10**7])), n)  # dense, negative, sparse
+        where = rng.random(n) < rng.random() if trial % 3 else None
+        rows = np.arange(n) if where is None else np.flatnonzero(where)
+        u, i = np.unique(keys[rows], return_index=True)
+        got_u, got_i = I.first_rows(keys, where=where)
+        assert np.array_equal(got_u, u) and np.array_equal(got_i, rows[i])
+        assert got_u.dtype == np.int64 and got_i.dtype == np.int64
+    assert [x.tolist() for x in I.first_rows(np.array([4, 2, 4, 2, 7]), where=np.array([0, 0, 1, 1, 1], bool))] \
+        == [[2, 4, 7], [3, 2, 4]]
+    assert [len(x) for x in I.first_rows(np.array([3, 1]), where=np.zeros(2, bool))] == [0, 0]
