@@ -24,7 +24,7 @@ import numpy as np
 
 from .intervals import exclusive_ns, union_by_key
 
-#: rows per chunk of :func:`group_sum`'s pass over rows with left-out ones
+#: rows per chunk of :func:`group_sum`
 _CHUNK = 1 << 16
 
 __all__ = ["group_time", "group_sum", "exclusive_ns", "bound", "physical", "RATE_TOLERANCE"]
@@ -53,17 +53,22 @@ def group_time(group: np.ndarray, invocation: np.ndarray, start: np.ndarray, end
     return np.bincount(u.index.to_numpy() // stride, weights=u.to_numpy().astype(float), minlength=n_groups)
 
 
-def group_sum(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Σ of ``values`` per group code (rows with group -1 left out)."""
+def group_sum(group: np.ndarray, values: np.ndarray, n_groups: int, at_least: float | None = None) -> np.ndarray:
+    """Σ of ``values`` per group code (rows with group -1 left out); ``at_least``: each value counted as at least
+    that (``np.maximum(values, at_least, dtype=float)``, chunk by chunk).
+
+    Chunk by chunk with ``np.add.at`` (the left-out rows in a bin of their own): each bin adds its rows in row
+    order from 0.0, as one ``np.bincount`` over all rows does, so the sums are the same floats; but no n-long
+    array is made (bincount copies a read-only input, and the memoised columns are handed out read-only)."""
     group = np.asarray(group, dtype=np.int64)
-    if not len(group) or group.min() >= 0:
-        return np.bincount(group, weights=values, minlength=n_groups)
-    # the left-out rows in a bin of their own, chunk by chunk (no gathered or shifted copy of all rows): np.add.at
-    # adds each bin's rows in row order from 0.0, as bincount does, so the sums are the same floats
     values = np.asarray(values)
+    if not len(group):
+        return np.zeros(n_groups)
     out = np.zeros(max(n_groups, int(group.max()) + 1) + 1)
     for a in range(0, len(group), _CHUNK):
-        np.add.at(out, group[a:a + _CHUNK] + 1, values[a:a + _CHUNK].astype(np.float64, copy=False))
+        v = values[a:a + _CHUNK]
+        v = v.astype(np.float64, copy=False) if at_least is None else np.maximum(v, at_least, dtype=np.float64)
+        np.add.at(out, group[a:a + _CHUNK] + 1, v)
     return out[1:]
 
 

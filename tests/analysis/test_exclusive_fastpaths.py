@@ -231,20 +231,23 @@ def test_hot_ops_frames_equal_the_previous_on_real_traces(monkeypatch, rel):
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
-def test_group_sum_with_left_out_rows_equals_bincount(monkeypatch, chunk):
+def test_group_sum_equals_bincount(monkeypatch, chunk):
     """group_sum adds rows chunk by chunk with np.add.at: each bin's rows in row order from 0.0, as one bincount
-    over all rows does (the previous implementation): the same floats, NaN and large values included."""
+    over all rows does (the previous implementation): the same floats, NaN and large values included, with and
+    without left-out rows (-1), on read-only columns (as the memo hands them out) without copying them."""
     monkeypatch.setattr(devicetime, "_CHUNK", chunk)
     rng = np.random.default_rng(chunk)
     for n, k in ((1, 1), (40, 3), (3000, 7), (3000, 2)):
         g = rng.integers(-1, k + (k == 2), n)  # k == 2: codes above n_groups widen the result, as bincount's
-        g[0] = -1
         w = rng.random(n) * 10.0 ** rng.integers(0, 15, n)
         w[1::17] = np.nan
-        for values in (w, rng.integers(0, 1 << 52, n)):
-            want = np.bincount(g + 1, weights=values, minlength=k + 1)[1:]
-            got = devicetime.group_sum(g, values, k)
-            assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+        for groups in (g, np.maximum(g, 0)):
+            for values in (w, rng.integers(0, 1 << 52, n)):
+                values.flags.writeable = False
+                want = np.bincount(groups + 1, weights=values, minlength=k + 1)[1:]
+                got = devicetime.group_sum(groups, values, k)
+                assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+    assert devicetime.group_sum(np.zeros(0, np.int64), np.zeros(0), 2).tolist() == [0.0, 0.0]
     assert devicetime.group_sum(np.array([-1, 0, 2, 0]), np.array([5.0, 1.0, 2.0, 3.0]), 3).tolist() == [4.0, 0.0, 2.0]
 
 
@@ -266,3 +269,39 @@ def test_first_rows_equals_unique_with_and_without_where(monkeypatch, chunk):
     assert [x.tolist() for x in I.first_rows(np.array([4, 2, 4, 2, 7]), where=np.array([0, 0, 1, 1, 1], bool))] \
         == [[2, 4, 7], [3, 2, 4]]
     assert [len(x) for x in I.first_rows(np.array([3, 1]), where=np.zeros(2, bool))] == [0, 0]
+
+
+def _previous_group_kinds_counts(codes, kind, k, a_n):
+    key = np.asarray(codes, dtype=np.int64) * a_n + kind
+    cnt = np.bincount(key, minlength=k * a_n)
+    pairs = np.flatnonzero(cnt)
+    return pairs, cnt[pairs]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_row_time_and_group_kinds_equal_the_previous(monkeypatch, chunk):
+    """hot_ops' row time (Σ max(duration, 1) per group) and its (group, kind of work) counts, chunk by chunk,
+    equal the previous whole-array bincounts: the same floats and counts, on read-only columns."""
+    monkeypatch.setattr(devicetime, "_CHUNK", chunk)
+    monkeypatch.setattr(H, "_CHUNK", chunk)
+    rng = np.random.default_rng(11 + chunk)
+    for n, k in ((1, 1), (50, 4), (3000, 9)):
+        codes = rng.integers(0, k, n)
+        dur = rng.integers(-3, 10**12, n)
+        dur[::5] = 0
+        dur.flags.writeable = False
+        want = np.bincount(codes, weights=np.maximum(dur, 1.0, dtype=np.float64), minlength=k)
+        assert np.array_equal(H._row_time(codes, k, dur), want)
+        assert np.array_equal(H._row_time(codes, k), np.bincount(codes, weights=np.ones(n), minlength=k))
+        table = pd.DataFrame({"dev": rng.integers(0, 3, 6), "core": rng.integers(0, 4, 6), "mm": rng.random(6) < .5,
+                              "dt": ["bf16", "fp32", None, "bf16", "fp8", "fp32"], "eng": ["PE", "ACT", "PE", None,
+                                                                                          "DVE", "POOL"]})
+        kind = rng.integers(0, len(table), n)
+        by_dev, cores, kinds = H._group_kinds(None, codes, k, (kind, table))
+        pairs, n_rows = _previous_group_kinds_counts(codes, kind, k, len(table))
+        assert kinds["g"].tolist() == (pairs // len(table)).tolist()
+        assert by_dev.sum() == n and by_dev.sum(axis=1).tolist() == np.bincount(codes, minlength=k).tolist()
+        for g in range(k):  # rows per device of each group, from the rows themselves
+            assert by_dev[g].tolist() == np.bincount(table["dev"].to_numpy()[kind[codes == g]],
+                                                     minlength=by_dev.shape[1]).tolist()
+        assert n_rows.sum() == n
