@@ -340,13 +340,9 @@ def invocation_time(trace) -> pd.Series:
     def compute() -> pd.Series:
         if trace.window_bounds is None and not trace.has_memo("activity"):
             return _invocation_time_from_tables(trace)  # the same sums without building the activity frame
-        act = trace_activity(trace)
-        fop = act["framework_op"].to_numpy()
-        m = fop >= 0
-        s, e = act["start_ts"].to_numpy(), act["end_ts"].to_numpy()
-        if m.all():  # every row has a launching op: the columns as they are
-            return union_by_key(fop, s, e, sorted_by_start=True)
-        return union_by_key(fop[m], s[m], e[m], sorted_by_start=True)
+        act = trace_activity(trace)  # the rows without a launching op left out chunk by chunk (no copies)
+        return union_by_key(act["framework_op"].to_numpy(), act["start_ts"].to_numpy(), act["end_ts"].to_numpy(),
+                            sorted_by_start=True, skip_negative=True)
     return trace.memo("invocation_time", compute)
 
 

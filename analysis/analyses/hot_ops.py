@@ -200,9 +200,9 @@ def _self_time(trace, g: np.ndarray, inv: np.ndarray, s: np.ndarray, e: np.ndarr
     t = np.zeros(k)
     linked = (inv >= 0) & (g >= 0)
     if linked.any():
-        fo, first = first_rows(inv[linked])
+        fo, first = first_rows(inv, where=linked)  # (no selected copies of the columns)
         per = invocation_time(trace)
-        t += np.bincount(g[linked][first], weights=per.reindex(fo).fillna(0.0).to_numpy(), minlength=k)
+        t += np.bincount(g[first], weights=per.reindex(fo).fillna(0.0).to_numpy(), minlength=k)
     rest = ~linked & (g >= 0)
     if rest.any():
         t += group_time(g[rest], inv[rest], s[rest], e[rest], k, sorted_by_start=True)
@@ -230,8 +230,9 @@ def _known_sum(codes: np.ndarray, values: np.ndarray, known: np.ndarray, k: int,
 
 def _row_time(codes: np.ndarray, k: int, dur: np.ndarray | None = None) -> np.ndarray:
     """Per group: Σ of its rows' durations, each at least 1 ns (1 per row without ``dur``)."""
-    d = np.ones(len(codes)) if dur is None else np.maximum(dur, 1.0, dtype=np.float64)  # (one array)
-    return np.bincount(codes, weights=d, minlength=k) if len(codes) else np.zeros(k)
+    if dur is None:
+        return np.bincount(codes, minlength=k).astype(np.float64) if len(codes) else np.zeros(k)
+    return group_sum(codes, dur, k, at_least=1.0)  # (chunk by chunk: no n-long array of the floored durations)
 
 
 def unknown_note(codes: np.ndarray, k: int, flops_share: np.ndarray, bytes_share: np.ndarray,
@@ -417,6 +418,10 @@ def hbm_ceiling(p, cores: np.ndarray, devices: np.ndarray) -> np.ndarray:
     return hbm
 
 
+#: rows per chunk of :func:`_group_kinds`' count
+_CHUNK = 1 << 16
+
+
 def _group_kinds(w: pd.DataFrame, codes: np.ndarray, k: int, row_kinds: tuple | None = None
                  ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
     """Per group code: its rows per device (k × devices + 1, column 0 the unknown device -1), its distinct cores,
@@ -425,15 +430,19 @@ def _group_kinds(w: pd.DataFrame, codes: np.ndarray, k: int, row_kinds: tuple | 
     :func:`_kinds_of_rows` of ``w``, computed when None)."""
     kind, table = _kinds_of_rows(w) if row_kinds is None else row_kinds
     a_n = len(table)
-    key = np.asarray(codes, dtype=np.int64) * a_n
-    key += kind
-    if k * a_n <= max(len(key), 1 << 16):  # a count per (group, kind): linear
-        cnt = np.bincount(key, minlength=k * a_n)
+    if k * a_n <= max(len(codes), 1 << 16):  # a count per (group, kind): linear, chunk by chunk (no n-long key)
+        cnt = np.zeros(max(k, int(codes.max()) + 1 if len(codes) else 0) * a_n, np.int64)
+        for i in range(0, len(codes), _CHUNK):
+            key = np.asarray(codes[i:i + _CHUNK], dtype=np.int64) * a_n
+            key += kind[i:i + _CHUNK]
+            np.add.at(cnt, key, 1)
         pairs = np.flatnonzero(cnt)
         n_rows = cnt[pairs]
     else:
+        key = np.asarray(codes, dtype=np.int64) * a_n
+        key += kind
         pairs, n_rows = np.unique(key, return_counts=True)
-    del key
+        del key
     g, a = pairs // a_n, pairs % a_n
     dev, core = table["dev"].to_numpy()[a], table["core"].to_numpy()[a]
     by_dev = np.zeros((k, int(table["dev"].max()) + 1), np.int64)

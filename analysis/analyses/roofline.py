@@ -23,7 +23,7 @@ import pandas as pd
 from .. import metrics as M
 from ..core.categorical import cat_values
 from ..core.devices import device_peaks
-from ..core.devicetime import bound, physical
+from ..core.devicetime import bound, group_sum, physical
 from ..core.intervals import first_rows, union_by_key
 from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
@@ -164,8 +164,8 @@ def roofline(trace, by: str = "op") -> pd.DataFrame:
     g, uniq = _groups(w, by)
     k = len(uniq)
     t = invocation_group_time(trace, w, g, k)
-    fl = np.bincount(g, weights=w["flops"].to_numpy(), minlength=k)
-    by_ = np.bincount(g, weights=w["hbm_bytes"].to_numpy(), minlength=k)
+    fl = group_sum(g, w["flops"].to_numpy(), k)  # (bincount would copy the read-only memoised columns)
+    by_ = group_sum(g, w["hbm_bytes"].to_numpy(), k)
     unknown = ~w["bytes_known"].to_numpy()
     if unknown.any():  # a group with any row of unknown bytes
         by_[np.bincount(g[unknown], minlength=k) > 0] = np.nan

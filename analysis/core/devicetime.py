@@ -24,6 +24,9 @@ import numpy as np
 
 from .intervals import exclusive_ns, union_by_key
 
+#: rows per chunk of :func:`group_sum`
+_CHUNK = 1 << 16
+
 __all__ = ["group_time", "group_sum", "exclusive_ns", "bound", "physical", "RATE_TOLERANCE"]
 
 #: relative slack on physical bounds (integer-ns durations of work that runs exactly at a peak)
@@ -50,13 +53,23 @@ def group_time(group: np.ndarray, invocation: np.ndarray, start: np.ndarray, end
     return np.bincount(u.index.to_numpy() // stride, weights=u.to_numpy().astype(float), minlength=n_groups)
 
 
-def group_sum(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Σ of ``values`` per group code (rows with group -1 left out)."""
+def group_sum(group: np.ndarray, values: np.ndarray, n_groups: int, at_least: float | None = None) -> np.ndarray:
+    """Σ of ``values`` per group code (rows with group -1 left out); ``at_least``: each value counted as at least
+    that (``np.maximum(values, at_least, dtype=float)``, chunk by chunk).
+
+    Chunk by chunk with ``np.add.at`` (the left-out rows in a bin of their own): each bin adds its rows in row
+    order from 0.0, as one ``np.bincount`` over all rows does, so the sums are the same floats; but no n-long
+    array is made (bincount copies a read-only input, and the memoised columns are handed out read-only)."""
     group = np.asarray(group, dtype=np.int64)
-    if not len(group) or group.min() >= 0:
-        return np.bincount(group, weights=values, minlength=n_groups)
-    # the left-out rows in a bin of their own (no gathered copies); each bin sums its rows in row order, as before
-    return np.bincount(group + 1, weights=values, minlength=n_groups + 1)[1:]
+    values = np.asarray(values)
+    if not len(group):
+        return np.zeros(n_groups)
+    out = np.zeros(max(n_groups, int(group.max()) + 1) + 1)
+    for a in range(0, len(group), _CHUNK):
+        v = values[a:a + _CHUNK]
+        v = v.astype(np.float64, copy=False) if at_least is None else np.maximum(v, at_least, dtype=np.float64)
+        np.add.at(out, group[a:a + _CHUNK] + 1, v)
+    return out[1:]
 
 
 def bound(flops: np.ndarray, hbm_bytes: np.ndarray, ridge: np.ndarray) -> np.ndarray:

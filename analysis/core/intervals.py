@@ -17,6 +17,7 @@ __all__ = ["first_rows", "is_sorted", "start_order", "merge", "merge_where", "un
            "union_by_key", "intersection_ns", "gaps", "coarsen", "exclusive_ns", "clip", "stable_key_order"]
 
 _I64_MIN = np.iinfo(np.int64).min
+_I64_MAX = np.iinfo(np.int64).max
 
 
 def is_sorted(a: np.ndarray) -> bool:
@@ -29,18 +30,26 @@ def start_order(start: np.ndarray) -> np.ndarray | None:
     return None if is_sorted(start) else np.argsort(start, kind="stable")
 
 
-def first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def first_rows(keys: np.ndarray, where: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct non-negative keys, ascending; the index of each key's first row) in linear time for
-    dense keys such as row ids (``np.unique(..., return_index=True)`` otherwise)."""
+    dense keys such as row ids (``np.unique(..., return_index=True)`` otherwise). ``where``: only the rows it
+    marks count (indices still into ``keys``; no selected copy)."""
     keys = np.asarray(keys, dtype=np.int64)
-    if not len(keys):
-        return keys, np.zeros(0, np.int64)
-    top = int(keys.max())
-    if keys.min() < 0 or top > 8 * len(keys) + 1024:
-        u, i = np.unique(keys, return_index=True)
-        return u, i.astype(np.int64)
+    sel = len(keys) if where is None else int(np.count_nonzero(where))
+    if not sel:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo = int(keys.min(where=where, initial=_I64_MAX)) if where is not None else int(keys.min())
+    top = int(keys.max(where=where, initial=_I64_MIN)) if where is not None else int(keys.max())
+    if lo < 0 or top > 8 * sel + 1024:
+        rows = np.flatnonzero(where) if where is not None else None
+        u, i = np.unique(keys if rows is None else keys[rows], return_index=True)
+        return u, (i if rows is None else rows[i]).astype(np.int64)
     pos = np.full(top + 1, -1, np.int64)
-    pos[keys[::-1]] = np.arange(len(keys) - 1, -1, -1)  # the last write wins: the first occurrence
+    for a in range(((len(keys) - 1) // _CHUNK) * _CHUNK, -1, -_CHUNK):  # the last chunk first, each backwards:
+        idx = np.arange(a, min(a + _CHUNK, len(keys)))  # the last write wins, i.e. each key's first row
+        if where is not None:
+            idx = idx[where[a:a + _CHUNK]]
+        pos[keys[idx[::-1]]] = idx[::-1]
     present = np.flatnonzero(pos >= 0)
     return present, pos[present]
 
@@ -149,15 +158,23 @@ def stable_key_order(codes: np.ndarray) -> np.ndarray:
     return np.argsort(codes, kind="stable")
 
 
-def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_by_start: bool = False
-                 ) -> pd.Series:
-    """Σ of the union of [start, end) per key (ns): an int64 Series indexed by the distinct keys (ascending)."""
-    if not len(key):
-        return pd.Series(dtype=np.int64)
+def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_by_start: bool = False,
+                 skip_negative: bool = False) -> pd.Series:
+    """Σ of the union of [start, end) per key (ns): an int64 Series indexed by the distinct keys (ascending).
+    ``skip_negative``: rows with a negative key are left out (no selected copies of the columns)."""
     key = np.asarray(key)
     if key.dtype.kind not in "iu":
         key = key.astype(np.int64)
     start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    if skip_negative and len(key) and key.min() < 0:
+        m = key >= 0
+        dense = sorted_by_start and 0 <= int(key.max()) < 4 * len(key) + 1024
+        if not dense:  # the selected rows, then as any keys
+            return union_by_key(key[m], start[m], end[m], sorted_by_start=sorted_by_start)
+        present, sums = _dense_keys_union(key, start, end, int(key.max()) + 1)
+        return pd.Series(sums, index=present, dtype=np.int64)
+    if not len(key):
+        return pd.Series(dtype=np.int64)
     if not sorted_by_start:
         o = start_order(start)
         if o is not None:
@@ -166,45 +183,73 @@ def union_by_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, *, sorted_
     if lo_k >= 0 and hi_k < 16:  # a few keys (engines, kernel types): chunk by chunk, no array of all rows
         present, sums = _few_keys_union(key, start, end, hi_k + 1)
         return pd.Series(sums, index=present, dtype=np.int64)
-    key = key.astype(np.int64, copy=False)
-    if lo_k >= 0 and hi_k < 4 * len(key) + 1024:
-        kc, uniques = key, None  # small non-negative ids (row numbers) are their own dense codes
-    else:
-        codes, uniques = pd.factorize(key, sort=True)
-        kc = codes.astype(np.int64, copy=False)
-    o = stable_key_order(kc)  # by key; starts stay sorted within a key
-    k, s0, e0 = kc[o], start[o], end[o]
-    del o
-    first = np.ones(len(k), dtype=bool)
-    np.not_equal(k[1:], k[:-1], out=first[1:])
-    heads = np.flatnonzero(first)
-    idx = k[heads] if uniques is None else uniques[k[heads]]
-    t0 = int(min(s0.min(), e0.min()))
-    span = int(e0.max()) - t0 + 1
-    if span * (int(k[-1]) + 1) < (1 << 62):  # running max within each key: key i's times shifted by i*span
-        shift = k  # k is not needed any more: the shifts are made in its array, then the previous reaches
-        shift *= span
-        reach = e0 - t0
-        reach += shift
-        np.maximum.accumulate(reach, out=reach)
-        reach -= shift
-        reach += t0
-        prev = shift
-        del shift
-    else:
-        reach = pd.Series(e0).groupby(k).cummax().to_numpy()
-        prev = np.empty_like(reach)
-    del k
-    prev[1:] = reach[:-1]  # reach of the previous row of the same key (-inf at a key's first row)
-    del reach
-    prev[first] = _I64_MIN
-    np.maximum(s0, prev, out=prev)
-    np.subtract(e0, prev, out=prev)
-    np.maximum(prev, 0, out=prev)
-    return pd.Series(np.add.reduceat(prev, heads), index=idx)
+    if lo_k >= 0 and hi_k < 4 * len(key) + 1024:  # small non-negative ids (row numbers) are their own dense codes
+        present, sums = _dense_keys_union(key, start, end, hi_k + 1)
+        return pd.Series(sums, index=present, dtype=np.int64)
+    codes, uniques = pd.factorize(key, sort=True)
+    present, sums = _dense_keys_union(codes, start, end, len(uniques))
+    return pd.Series(sums, index=np.asarray(uniques, dtype=np.int64)[present], dtype=np.int64)
 
 
-#: rows per chunk of :func:`_few_keys_union` (its arrays stay in the CPU caches)
+def _dense_keys_union(key: np.ndarray, start: np.ndarray, end: np.ndarray, n_keys: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(present keys, Σ of the union per present key) of start-sorted rows with keys < ``n_keys`` (rows with a
+    negative key are left out), chunk by chunk: a chunk's rows grouped by key (stable: starts stay sorted within
+    a key), each row's new coverage measured against the running maximum of its key's ends, carried from chunk to
+    chunk in an array per key. The same row contributions as over all rows at once; their integer sums are exact."""
+    reach = np.full(n_keys, _I64_MIN, np.int64)  # latest end so far per key
+    sums = np.zeros(n_keys, np.int64)
+    seen = np.zeros(n_keys, bool)
+    for a in range(0, len(key), _CHUNK):
+        k, s, e = key[a:a + _CHUNK], start[a:a + _CHUNK], end[a:a + _CHUNK]
+        keep = k >= 0
+        if not keep.all():
+            k, s, e = k[keep], s[keep], e[keep]
+        if not len(k):
+            continue
+        if not is_sorted(k):
+            o = np.argsort(k, kind="stable")
+            k, s, e = k[o], s[o], e[o]
+        first = np.empty(len(k), dtype=bool)
+        first[0] = True
+        np.not_equal(k[1:], k[:-1], out=first[1:])
+        heads = np.flatnonzero(first)
+        keys = k[heads].astype(np.intp)
+        carried = reach[keys]
+        r = e.copy()  # running maximum of the ends within each key, from its reach so far
+        r[heads] = np.maximum(r[heads], carried)
+        _group_cummax(r, first, len(heads))
+        prev = np.empty_like(r)  # each row's reach before it: the previous row's, the carried one at a key's first
+        prev[1:] = r[:-1]
+        prev[heads] = carried
+        np.maximum(s, prev, out=prev)
+        np.subtract(e, prev, out=prev)
+        np.maximum(prev, 0, out=prev)
+        sums[keys] += np.add.reduceat(prev, heads)
+        reach[keys] = r[np.append(heads[1:], len(r)) - 1]
+        seen[keys] = True
+    present = np.flatnonzero(seen)
+    return present.astype(np.int64), sums[present]
+
+
+def _group_cummax(r: np.ndarray, first: np.ndarray, n_groups: int) -> None:
+    """Running maximum of ``r`` in place within consecutive groups (``first`` marks each group's first row)."""
+    t0 = int(r.min())
+    span = int(r.max()) - t0 + 1
+    if span * n_groups >= (1 << 62):
+        r[:] = pd.Series(r).groupby(np.cumsum(first)).cummax().to_numpy()
+        return
+    shift = np.cumsum(first, dtype=np.int64)  # group i's values shifted above group i - 1's
+    shift *= span
+    r -= t0
+    r += shift
+    np.maximum.accumulate(r, out=r)
+    r -= shift
+    r += t0
+
+
+#: rows per chunk of the chunked passes (:func:`_few_keys_union`, :func:`_dense_keys_union`, :func:`merge_where`,
+#: :func:`_exclusive_chunked`): their arrays stay in the CPU caches
 _CHUNK = 1 << 16
 
 
@@ -280,63 +325,108 @@ def exclusive_ns(start: np.ndarray, end: np.ndarray, windows: tuple[np.ndarray, 
                  ) -> np.ndarray:
     """Each interval's exclusive share of wall time (float ns): time when k intervals run at once counts 1/k for
     each, so the shares add up to the union. ``windows`` (sorted disjoint (start, end) arrays, e.g. merged
-    steps): only time inside them counts."""
+    steps): only time inside them counts.
+
+    A row's share is A(end) - A(start), A(t) the running integral of 1 / (intervals running) over the sorted
+    start, end and window points (:func:`_exclusive_chunked`: chunk by chunk, in the CPU caches)."""
     n = len(start)
     if n == 0:
         return np.zeros(0)
     s = np.asarray(start, dtype=np.int64)
-    e = np.maximum(np.asarray(end, dtype=np.int64), s)
     ws = we = np.zeros(0, np.int64)
+    lo = hi = None
     if windows is not None:
         ws, we = np.asarray(windows[0], dtype=np.int64), np.asarray(windows[1], dtype=np.int64)
         if len(ws) <= 1:  # one window: clipping is exact and cheaper
             lo, hi = (int(ws[0]), int(we[0])) if len(ws) else (0, 0)
-            s, e = clip(s, e, lo, hi)
             ws = we = np.zeros(0, np.int64)
-    o = start_order(s)
-    if o is not None:  # computed on start-sorted rows, returned in the caller's order
-        out = np.empty(n)
-        out[o] = _exclusive_sorted(s[o], e[o], ws, we)
-        return out
-    return _exclusive_sorted(s, e, ws, we)
-
-
-def _exclusive_sorted(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
-    n, m = len(s), len(ws)
-    pts = np.concatenate([s, e, ws, we])
-    # sorted starts then ends: two nearly sorted runs, which timsort merges in about linear time
-    order = np.argsort(pts, kind="stable")
-    t = pts[order]
-    del pts
-    is_start = order < n
-    if m:
-        is_win = order >= 2 * n
-        delta = is_start.view(np.int8) - (~is_start & ~is_win).view(np.int8)
-    else:
-        delta = is_start.view(np.int8) * np.int8(2) - np.int8(1)
-    count = np.cumsum(delta[:-1], dtype=np.int32)  # rows running in [t[j], t[j+1])
-    del delta
-    seg = np.empty(len(t) - 1)
-    np.subtract(t[1:], t[:-1], out=seg, casting="unsafe")
-    del t
-    if m:  # only time inside the windows counts
-        wk = (order >= 2 * n).view(np.int8) - (order >= 2 * n + m).view(np.int8) * np.int8(2)
-        seg[np.cumsum(wk[:-1], dtype=np.int32) <= 0] = 0.0
-        del wk
-    # segments where nothing runs lie inside no interval: their weight cancels out of every difference below
-    np.maximum(count, 1, out=count)
-    seg /= count
-    del count
-    acc = np.empty(len(order))
-    acc[0] = 0.0
-    np.cumsum(seg, out=acc[1:])
-    del seg
-    # the stable sort keeps the (sorted) starts in row order, so the k-th start point is row k's start
+    if is_sorted(s):  # clipping keeps starts sorted: the rows are clipped chunk by chunk
+        return _exclusive_chunked(s, np.asarray(end, dtype=np.int64), lo, hi, ws, we)
+    s, e = clip(s, np.maximum(np.asarray(end, dtype=np.int64), s), lo, hi)
+    o = np.argsort(s, kind="stable")  # computed on start-sorted rows, returned in the caller's order
     out = np.empty(n)
-    is_end = ~is_start
-    if m:
-        is_end &= order < 2 * n
-    out[order[is_end] - n] = acc[is_end]
-    out -= acc[is_start]
+    out[o] = _exclusive_chunked(s[o], e[o], None, None, ws, we)
+    return out
+
+
+def _clip_rows(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows as :func:`exclusive_ns` counts them: ends before their start at the start, then :func:`clip`."""
+    return clip(s, np.maximum(e, s), lo, hi)
+
+
+def _exclusive_chunked(s: np.ndarray, e: np.ndarray, lo: int | None, hi: int | None, ws: np.ndarray,
+                       we: np.ndarray) -> np.ndarray:
+    """:func:`exclusive_ns` of start-sorted rows (clipped here, :func:`_clip_rows`) and windows.
+
+    The points are taken in time order chunk by chunk: a chunk's starts, then the ends and window points before
+    the next chunk's first start. Each chunk's ends are sorted once and wait, as a run of their own, until the
+    chunk they fall in; :func:`_chunk_integral` carries the running count, window count and integral from
+    chunk to chunk. No array of all rows but the result is made."""
+    n, m = len(s), len(ws)
+    out = np.empty(n)
+    runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted ends, their rows) not reached yet, one per chunk
+    carry: list = [None, 0.0, 0, 0]  # the last point, the integral there, rows and windows running after it
+    iw = jw = 0
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        sc, ec = _clip_rows(s[a:b], e[a:b], lo, hi)
+        o = np.argsort(ec)  # (the order of equal ends does not matter: they add 0 ns between them)
+        runs.append((ec[o], o + a))
+        cut = int(_clip_rows(s[b:b + 1], e[b:b + 1], lo, hi)[0][0]) if b < n else None  # the next chunk's start
+        taken, rows_in, left = [], [], []
+        for rt, rr in runs:  # the ends before the cut
+            j = len(rt) if cut is None else int(np.searchsorted(rt, cut, "left"))
+            taken.append(rt[:j])
+            rows_in.append(rr[:j])
+            if j < len(rt):
+                left.append((rt[j:], rr[j:]))
+        runs = left
+        iw2, jw2 = (m, m) if cut is None else (int(np.searchsorted(ws, cut)), int(np.searchsorted(we, cut)))
+        acc, order = _chunk_integral(carry, [sc, *taken, ws[iw:iw2], we[jw:jw2]], b - a, m > 0)
+        iw, jw = iw2, jw2
+        rows = np.concatenate(rows_in)
+        is_end = (order >= b - a) & (order < b - a + len(rows))
+        out[a:b] = acc[order < b - a]
+        ended = rows[order[is_end] - (b - a)]
+        out[ended] = acc[is_end] - out[ended]
     np.maximum(out, 0.0, out=out)
     return out
+
+
+def _chunk_integral(carry: list, parts: list[np.ndarray], n_s: int, windowed: bool
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(the integral of 1 / (rows running) at each point of one chunk, the stable order of its points) for the
+    chunk's points ``parts`` (``n_s`` starts, sorted runs of ends, window starts, window ends; ``windowed``: only
+    time inside windows counts), continuing ``carry`` = [last point, integral there, rows running, windows
+    open], updated.
+    The integral is one sequential sum as over all points at once (zero-length segments add 0.0): the shares
+    are the same floats as from one sort of every point."""
+    pts = np.concatenate(parts)
+    order = np.argsort(pts, kind="stable")
+    t = pts[order]
+    n_ws = len(parts[-2])
+    n_e = len(pts) - n_s - n_ws - len(parts[-1])
+    t_prev, acc_prev, count_prev, win_prev = carry
+    step = (order < n_s).view(np.int8) - ((order >= n_s) & (order < n_s + n_e)).view(np.int8)
+    count = np.empty(len(t) + 1, np.int64)  # rows running after the previous point, then after each point
+    count[0] = count_prev
+    np.cumsum(step, out=count[1:])
+    count[1:] += count_prev
+    tt = np.concatenate([[t[0] if t_prev is None else t_prev], t])
+    seg = np.empty(len(t) + 1)  # the integral so far, then each segment's length ending at t[j]
+    seg[0] = acc_prev
+    np.subtract(tt[1:], tt[:-1], out=seg[1:], casting="unsafe")
+    if windowed:  # only time inside the windows counts
+        wk = (order >= n_s + n_e).view(np.int8) - (order >= n_s + n_e + n_ws).view(np.int8) * 2
+        win = np.empty(len(t), np.int64)
+        win[0] = win_prev
+        np.cumsum(wk[:-1], out=win[1:])
+        win[1:] += win_prev
+        seg[1:][win <= 0] = 0.0
+        win_prev += int(wk.sum())
+    carry[2] = int(count[-1])
+    np.maximum(count, 1, out=count)
+    seg[1:] /= count[:-1]
+    np.cumsum(seg, out=seg)  # the integral at each point, sequential as over all points at once
+    carry[0], carry[1], carry[3] = t[-1], float(seg[-1]), win_prev
+    return seg[1:], order
