@@ -111,7 +111,8 @@ def create_app(path: str | Path | None = None, *, store: TraceStore | None = Non
         store = TraceStore(path, cache_size=cache_size, progress=progress)
     ctx = Ctx(store=store, width_px=width_px, wait_s=wait_s, precompute=precompute)
     app = dash.Dash(__name__, title="neuron-explorer", suppress_callback_exceptions=True,
-                    assets_folder=str(Path(__file__).parent / "assets"), update_title=None)
+                    assets_folder=str(Path(__file__).parent / "assets"), update_title=None,
+                    assets_path_ignore=["vendor"])  # served, loaded on demand (assets/plotlyPreload.js)
     app._explorer_ctx = ctx  # for tests and the benchmark
     app.server._explorer_app = app
     entries = store.entries()

@@ -15,7 +15,7 @@ from analysis import figures
 from explorer.app import create_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-PLOTLY = "/plotly/package_data/plotly.min.js"
+PLOTLY = "/assets/vendor/plotly-explorer.min.js"
 
 
 @pytest.fixture(scope="module")
