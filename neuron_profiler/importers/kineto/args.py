@@ -71,7 +71,7 @@ def objects(values: list[Any]) -> np.ndarray:
 
 def _json_or_empty(values: list[Any]) -> np.ndarray:
     """The JSON text of each value ("" for None) as an object array."""
-    if None not in values:
+    if type(None) not in set(map(type, values)):  # not ``None in values``: a compare with None per value
         return objects(safe_dumps_all(values))
     keep = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=len(values))
     out = np.full(len(values), "", dtype=object)
@@ -98,6 +98,9 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
             enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
             return list(map(enc.__getitem__, vals))
         return _one_key_texts(kept[0], vals)
+    first = ga[0]
+    if not all(type(first[k]) in _SCALARS for k in kept):  # e.g. a kernel's grid list: no text is shared and
+        return _texts_without(ga, keys, drop)                # the int template does not apply
     vals = list(map(itemgetter(*kept), ga))
     try:
         uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
@@ -111,11 +114,23 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
             enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
             return list(map(enc.__getitem__, vals))
     texts = _int_args_text(kept, vals)
-    if texts is not None:
-        return texts
-    if len(kept) == len(keys):
+    return texts if texts is not None else _texts_without(ga, keys, drop)
+
+
+_SCALARS = frozenset({int, str, float, bool, type(None)})
+
+
+def _texts_without(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[str]) -> list[str]:
+    """The JSON texts of the args dicts of one key tuple ``keys`` without the keys in ``drop``, each encoded
+    alone: the dicts themselves when nothing is dropped, else copies (a copy and a delete per dropped key cost
+    half of building the dict again from its kept values)."""
+    dropped = [k for k in keys if k in drop]
+    if not dropped:
         return safe_dumps_all(ga)
-    return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
+    copies = list(map(dict.copy, ga))
+    for k in dropped:
+        list(map(dict.pop, copies, repeat(k)))
+    return safe_dumps_all(copies)
 
 
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
@@ -131,6 +146,8 @@ def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
 def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
     """The args texts of value tuples that are ints (and a few None: a root frame's ``Python parent id``), as
     the encoder writes them, through one %-template; None when other values are present."""
+    if not set(map(type, vals[0])) <= _INT_NONE:  # the first tuple says it: no flattening of the group
+        return None
     flat = list(chain.from_iterable(vals))
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
@@ -161,7 +178,8 @@ def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarra
     gid = np.fromiter(map(index.setdefault, map(tuple, args), count()), dtype=np.int64, count=len(args))
     if len(index) == 1:
         return [(next(iter(index)), np.arange(len(args), dtype=np.int64), args)]
-    order = np.argsort(gid, kind="stable")
+    # int16 ids when they fit: numpy's stable sort of 16-bit ints is a radix sort (timsort for int64)
+    order = np.argsort(gid.astype(np.int16) if len(index) < 2**15 else gid, kind="stable")
     sg = gid[order]
     bounds = np.flatnonzero(np.diff(sg)) + 1
     key_of = {v: k for k, v in index.items()}

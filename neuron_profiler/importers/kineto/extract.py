@@ -52,10 +52,10 @@ _FLOW_FIELDS = tuple(map(attrgetter, ("ph", "cat", "id", "pid", "tid", "ts")))
 
 
 def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
-    """Columns (ph codes, cat codes, id, pid, tid, ts: a float64 array of microseconds, or the int ns as read
-    when ``ns``) of flow halves when all are readable, else None (checked one by one by the caller: a missing
-    key, an unknown category, a null id, an unusable ts). The categories' codes are read by one dict look-up
-    per half, which also checks them."""
+    """Columns (ph codes, cat codes, id, pid, tid, ts: an array of microseconds, int64 when all are ints, or
+    the int ns as read when ``ns``) of flow halves when all are readable, else None (checked one by one by the
+    caller: a missing key, an unknown category, a null id, an unusable ts). The categories' codes are read by
+    one dict look-up per half, which also checks them."""
     if not flows:
         return None
     ph, cat, fid, pid, tid, ts = (list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
@@ -63,9 +63,10 @@ def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
         cat_codes = np.fromiter(map(_CAT_CODE.__getitem__, cat), dtype=np.int8, count=len(cat))
     except (KeyError, TypeError):  # an unknown or unhashable cat
         return None
-    if type(None) in set(map(type, fid)) or not set(map(type, ts)) <= {int, float}:
+    ts_types = set(map(type, ts))
+    if type(None) in set(map(type, fid)) or not ts_types <= {int, float}:
         return None
-    t_arr = usable_ts_array(ts, ns)
+    t_arr = usable_ts_array(ts, ns, ints=ts_types == {int})
     if t_arr is None:
         return None
     return _flow_codes(ph, _FLOW_PHASES), cat_codes, fid, pid, tid, ts if ns else t_arr
