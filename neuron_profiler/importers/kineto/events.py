@@ -72,6 +72,9 @@ class SplitEvents:
     skipped: Counter = field(default_factory=Counter)
     #: some float ts is too large for float64 to hold its ns (``exact.LIMIT_US``): re-read from the text
     big_float_ts: bool = False
+    #: ``big_float_ts`` was decided over every event, as ``exact.needs_exact`` does (the fast path, when the
+    #: caller did not check the ts already); else only over the events read (the per-event path)
+    ts_checked: bool = False
 
     @property
     def n_x(self) -> int:
@@ -143,6 +146,7 @@ def split_events(events: list[Any], ns: bool = False, float_ts_checked: bool = F
         out.x_cols, out.big_float_ts = got
     if not (ns or float_ts_checked or out.big_float_ts):  # the complete events are checked: the others
         out.big_float_ts = _big_float_ts(others)
+    out.ts_checked = not (ns or float_ts_checked)
     return out
 
 

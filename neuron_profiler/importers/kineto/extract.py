@@ -22,6 +22,7 @@ from neuron_profiler.importers.kineto.args import CLASS_OF_CAT, EMPTY_ARGS, HOST
 from neuron_profiler.importers.kineto.decode import Chunked, Event
 from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
+    SplitEvents,
     id_column,
     int_column,
     ok_ts,
@@ -209,7 +210,6 @@ class EventColumns:
         when it does not align, float64 precision is kept and counted in ``inexact_ts``). ``ns``: the caller
         already made the events' ``ts`` exact int ns (``exact.apply_exact``); ``float_ts_checked``: the caller
         found no ``ts`` that needs it (``exact.needs_exact``)."""
-        self.n_events += len(events)
         split = split_events(events, ns, float_ts_checked)
         if split.big_float_ts:
             if text is not None and apply_exact(events, text, *(span or (0, len(text)))):
@@ -217,6 +217,28 @@ class EventColumns:
                 split = split_events(events, ns)
             else:
                 self.inexact_ts += len(events)
+        self._add_split(len(events), split, ns)
+
+    def add_chunk(self, events: list[Any], text: bytes, exact: bool | None) -> bool | None:
+        """Extract one chunk of a text read a chunk at a time (``extract_chunked``; ``text``: the chunk's JSON
+        text) under the trace's timestamp decision ``exact`` (None: the first chunk, which makes it, as
+        ``exact.needs_exact`` decides). Returns the decision, or None when it cannot be kept: a later chunk
+        first needs the text, or the chunk's texts do not align (``exact.apply_exact``)."""
+        if not exact:
+            split = split_events(events)  # its fast path decides over every event, as ``needs_exact`` would
+            if not (split.big_float_ts if split.ts_checked else needs_exact(events)):
+                self._add_split(len(events), split, False)
+                return False
+            if exact is not None:
+                return None
+        if not apply_exact(events, text):
+            return None
+        self.add(events, ns=True)
+        return True
+
+    def _add_split(self, n_events: int, split: SplitEvents, ns: bool) -> None:
+        """The columns of a slice of ``n_events`` events as ``split_events`` grouped them."""
+        self.n_events += n_events
         self.skipped.update(split.skipped)
         self._add_other(split.meta, split.instants, split.counters, split.flows, ns)
         if split.n_x:
@@ -371,15 +393,8 @@ def extract_chunked(chunked: Chunked) -> EventColumns | None:
     ev = EventColumns()
     exact: bool | None = None
     for events, text in chunked:
+        exact = ev.add_chunk(events, text, exact)
         if exact is None:
-            exact = needs_exact(events)
-        if exact:
-            if not apply_exact(events, text):
-                return None
-            ev.add(events, ns=True)
-        elif needs_exact(events):
             return None
-        else:
-            ev.add(events, float_ts_checked=True)
         del events, text
     return None if chunked.failed else ev
