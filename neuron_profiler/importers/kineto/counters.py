@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from neuron_profiler.importers.kineto.decode import Event
-from neuron_profiler.importers.kineto.events import ok_ts, ts_to_ns, usable_ts_array
+from neuron_profiler.importers.kineto.events import as_array, ok_ts, ts_to_ns, usable_ts_array
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
 MAX_DEVICE_ID = 2**31  # device ids at or above are not ids (the trace format stores them as uint32)
@@ -92,8 +92,8 @@ def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] |
     n = len(mem)
     vals = np.empty(2 * n, dtype=np.float64)
     try:
-        did_a, dtype_a = np.asarray(did, dtype=np.int64), np.asarray(dtype, dtype=np.int64)
-        vals[0::2], vals[1::2] = np.asarray(alloc, dtype=np.float64), np.asarray(res, dtype=np.float64)
+        did_a, dtype_a = as_array(did, np.int64), as_array(dtype, np.int64)
+        vals[0::2], vals[1::2] = as_array(alloc, np.float64), as_array(res, np.float64)
     except OverflowError:
         return None
     dev = np.where((did_a >= 0) & (did_a < MAX_DEVICE_ID) & (dtype_a != _CPU_DEVICE_TYPE), did_a, -1)

@@ -214,13 +214,22 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     return out
 
 
+def as_array(values: Sequence[Any] | np.ndarray, dtype: Any) -> np.ndarray:
+    """``np.asarray(values, dtype)`` of numbers; a list goes through ``np.fromiter``: the same values and errors
+    (OverflowError) without numpy's shape discovery, 2-5x faster on int lists (a None, NaN for asarray, is a
+    TypeError here: callers pass checked types)."""
+    if isinstance(values, list):
+        return np.fromiter(values, dtype=dtype, count=len(values))
+    return np.asarray(values, dtype=dtype)
+
+
 def usable_ts_array(ts: Sequence[Any] | np.ndarray, ns: bool = False, limit: float | None = None,
                     ints: bool = False) -> np.ndarray | None:
     """``ts`` (numbers) as float64 when every value is usable (``ok_ts``; ``limit``: another upper bound,
     e.g. for durations), else None: the caller takes the per-event path, which skips the bad ones. ``ints``:
     the caller knows every value is an int: they are read as int64 (the same ns, in half the time)."""
     try:
-        t = np.asarray(ts, dtype=np.int64 if ints else np.float64)
+        t = as_array(ts, np.int64 if ints else np.float64)
     except OverflowError:  # an integer beyond int64 / float range
         return None
     hi = (MAX_NS if ns else MAX_US) if limit is None else limit
@@ -235,7 +244,7 @@ def ok_ts(v: Any, ns: bool = False) -> bool:
 def ts_to_ns(values: Sequence[Any] | np.ndarray, ns: bool = False) -> np.ndarray:
     """``us_to_ns(values)``, or (``ns``: already exact ns ints, ``exact``) the values as int64."""
     if ns:
-        return np.asarray(values, dtype=np.int64)
+        return as_array(values, np.int64)
     return us_to_ns(values)
 
 
@@ -256,8 +265,8 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
     if types <= _INT_OR_NONE:
         try:
             # ``types`` tells whether a None is present: ``None in values`` would compare every int with None
-            arr = np.array(values if type(None) not in types else [default if v is None else v for v in values],
-                           dtype=np.int64)
+            arr = as_array(values if type(None) not in types else [default if v is None else v for v in values],
+                           np.int64)
         except OverflowError:
             pass
         else:

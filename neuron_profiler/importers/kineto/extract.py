@@ -23,6 +23,7 @@ from neuron_profiler.importers.kineto.decode import Chunked, Event
 from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
     SplitEvents,
+    as_array,
     id_column,
     int_column,
     ok_ts,
@@ -97,7 +98,7 @@ def _frame_ids(values: list[Any]) -> np.ndarray:
     """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself."""
     if set(map(type, values)) <= {int}:
         try:
-            return np.array(values, dtype=np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
+            return as_array(values, np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
         except OverflowError:
             pass
     return np.fromiter(map(_frame_id, values), dtype=np.int64, count=len(values))
@@ -142,7 +143,7 @@ def _int64_zeroed(values: list[Any], zero: list[int]) -> np.ndarray:
         values = list(values)
         for i in zero:
             values[i] = 0
-    return np.array(values, dtype=np.int64)
+    return as_array(values, np.int64)
 
 
 class IdColumn:
