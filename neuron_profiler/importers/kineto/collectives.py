@@ -98,6 +98,14 @@ def _meta_row(a: dict[str, Any], fallback_op: str) -> dict[str, Any]:
             "num_elements": max(n_in, n_out), "dtype": dtype}
 
 
+def _nccl_rows(names: np.ndarray) -> set[int]:
+    """Rows whose kernel name is an NCCL collective's, each distinct name matched once (a dict over the names:
+    their hashes are cached, where a factorize would hash every character of long kernel names)."""
+    values = names.tolist()
+    is_nccl = {n: bool(_NCCL_KERNEL_OP.match(str(n))) for n in set(values)}
+    return set(compress(count(), map(is_nccl.__getitem__, values)))
+
+
 def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any]], instr_track: np.ndarray,
                     instr_start: np.ndarray, instr_dur: np.ndarray, framework_op: np.ndarray,
                     host_names: np.ndarray, host_args: dict[int, dict[str, Any]], host_track: np.ndarray,
@@ -108,10 +116,7 @@ def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any
     (row -> Kineto args)."""
     rows: list[dict[str, Any]] = []
     used_host: set[int] = set()
-    names = instr_names.tolist()  # long kernel names: a dict pass (their hashes are cached) beats a factorize
-    is_nccl = {n: bool(_NCCL_KERNEL_OP.match(str(n))) for n in set(names)}
-    nccl = list(compress(count(), map(is_nccl.__getitem__, names)))
-    for i in sorted(set(nccl) | set(instr_args)):  # NCCL kernels, rows with metadata
+    for i in sorted(_nccl_rows(instr_names) | set(instr_args)):  # NCCL kernels, rows with metadata
         name, a = instr_names[i], instr_args.get(i, _NO_ARGS)
         has_meta = "Collective name" in a
         if not has_meta and not _NCCL_KERNEL_OP.match(name):
