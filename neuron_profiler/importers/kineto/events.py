@@ -109,7 +109,9 @@ def _fast_x(xs: list[Event], ns: bool = False) -> tuple[XColumns, bool] | None:
     return (cat, name, pid, tid, ts if ns else t_arr, d_arr, list(map(_GET_ARGS, xs))), big
 
 
+#: the type sets of numeric ts / dur, and of ints only (read as int64)
 _NUMBERS, _INT = frozenset({int, float}), frozenset({int})
+
 #: phase -> code of its group (``_GROUPS``): the fast path of ``split_events`` sorts the events by it
 _PH_CODE = {"X": 0, "s": 1, "f": 1, "t": 1, "M": 2, "i": 3, "I": 3, "C": 4}
 _GROUPS = (None, "flows", "meta", "instants", "counters")
