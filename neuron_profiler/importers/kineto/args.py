@@ -17,7 +17,6 @@ import numpy as np
 from neuron_profiler.importers.kineto.events import DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, int_column
 
 _ENCODER = msgspec.json.Encoder()
-_dumps_bytes = _ENCODER.encode
 #: what an args value may fail to encode with: a str holding a lone surrogate (not from ``decode``, which
 #: replaces them), a type JSON has no form for
 _ENCODE_ERRORS = (TypeError, ValueError, msgspec.EncodeError)
@@ -135,11 +134,12 @@ def _texts_without(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozen
 
 
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
-    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: each value encoded alone (lists such as a
-    cpu_op's "Concrete Inputs" cannot be shared through a dict) inside the object's fixed text."""
+    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: the values encoded as JSON lines in one call
+    (lists such as a cpu_op's "Concrete Inputs" cannot be shared through a dict), each inside the object's
+    fixed text."""
     tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
     try:
-        return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
+        return list(map(tmpl.__mod__, _ENCODER.encode_lines(vals).decode().split("\n")[:-1]))
     except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
         return [safe_dumps({key: v}) for v in vals]
 
