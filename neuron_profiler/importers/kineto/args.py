@@ -98,9 +98,8 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
             enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
             return list(map(enc.__getitem__, vals))
         return _one_key_texts(kept[0], vals)
-    first = ga[0]
-    if not all(type(first[k]) in _SCALARS for k in kept):  # e.g. a kernel's grid list: no text is shared and
-        return _texts_without(ga, keys, drop)                # the int template does not apply
+    if not set(map(type, ga[0].values())) <= _SCALARS:  # e.g. a kernel's grid list: no text is shared and the
+        return _texts_without(ga, keys, drop)            # int template does not apply (any path: the same texts)
     vals = list(map(itemgetter(*kept), ga))
     try:
         uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
