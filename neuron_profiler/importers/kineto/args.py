@@ -17,7 +17,6 @@ import numpy as np
 from neuron_profiler.importers.kineto.events import DEVICE_ANNOTATION_CATEGORIES, DEVICE_CATEGORIES, int_column
 
 _ENCODER = msgspec.json.Encoder()
-_dumps_bytes = _ENCODER.encode
 #: what an args value may fail to encode with: a str holding a lone surrogate (not from ``decode``, which
 #: replaces them), a type JSON has no form for
 _ENCODE_ERRORS = (TypeError, ValueError, msgspec.EncodeError)
@@ -37,11 +36,12 @@ def safe_dumps(v: Any) -> str:
 
 
 def safe_dumps_all(values: Any) -> list[str]:
-    """``[safe_dumps(v) for v in values]`` in C-level passes (msgspec encodes, ``bytes.decode`` decodes): the
-    args of events with distinct args are encoded one by one, ~20k per 200k events."""
+    """``[safe_dumps(v) for v in values]`` in one call: msgspec encodes them as JSON lines (a JSON text holds
+    no raw newline), one decode and one split give the texts. The args of events with distinct args are
+    encoded so, ~20k per 200k events."""
     values = values if isinstance(values, list) else list(values)
     try:
-        return list(map(bytes.decode, map(_dumps_bytes, values)))
+        return _ENCODER.encode_lines(values).decode().split("\n")[:-1]
     except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
         return [safe_dumps(v) for v in values]
 
@@ -71,7 +71,7 @@ def objects(values: list[Any]) -> np.ndarray:
 
 def _json_or_empty(values: list[Any]) -> np.ndarray:
     """The JSON text of each value ("" for None) as an object array."""
-    if None not in values:
+    if type(None) not in set(map(type, values)):  # not ``None in values``: a compare with None per value
         return objects(safe_dumps_all(values))
     keep = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=len(values))
     out = np.full(len(values), "", dtype=object)
@@ -98,6 +98,8 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
             enc = {v: safe_dumps({kept[0]: v}) for v in set(vals)}
             return list(map(enc.__getitem__, vals))
         return _one_key_texts(kept[0], vals)
+    if not set(map(type, ga[0].values())) <= _SCALARS:  # e.g. a kernel's grid list: no text is shared and the
+        return _texts_without(ga, keys, drop)            # int template does not apply (any path: the same texts)
     vals = list(map(itemgetter(*kept), ga))
     try:
         uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
@@ -111,19 +113,32 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
             enc = {u: safe_dumps(dict(zip(kept, u))) for u in uniq}
             return list(map(enc.__getitem__, vals))
     texts = _int_args_text(kept, vals)
-    if texts is not None:
-        return texts
-    if len(kept) == len(keys):
+    return texts if texts is not None else _texts_without(ga, keys, drop)
+
+
+_SCALARS = frozenset({int, str, float, bool, type(None)})
+
+
+def _texts_without(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[str]) -> list[str]:
+    """The JSON texts of the args dicts of one key tuple ``keys`` without the keys in ``drop``, each encoded
+    alone: the dicts themselves when nothing is dropped, else copies (a copy and a delete per dropped key cost
+    half of building the dict again from its kept values)."""
+    dropped = [k for k in keys if k in drop]
+    if not dropped:
         return safe_dumps_all(ga)
-    return safe_dumps_all(map(dict, map(zip, repeat(kept), vals)))
+    copies = list(map(dict.copy, ga))
+    for k in dropped:
+        list(map(dict.pop, copies, repeat(k)))
+    return safe_dumps_all(copies)
 
 
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
-    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: each value encoded alone (lists such as a
-    cpu_op's "Concrete Inputs" cannot be shared through a dict) inside the object's fixed text."""
+    """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: the values encoded as JSON lines in one call
+    (lists such as a cpu_op's "Concrete Inputs" cannot be shared through a dict), each inside the object's
+    fixed text."""
     tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
     try:
-        return list(map(tmpl.__mod__, map(bytes.decode, map(_dumps_bytes, vals))))
+        return list(map(tmpl.__mod__, _ENCODER.encode_lines(vals).decode().split("\n")[:-1]))
     except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
         return [safe_dumps({key: v}) for v in vals]
 
@@ -131,6 +146,8 @@ def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
 def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
     """The args texts of value tuples that are ints (and a few None: a root frame's ``Python parent id``), as
     the encoder writes them, through one %-template; None when other values are present."""
+    if not set(map(type, vals[0])) <= _INT_NONE:  # the first tuple says it: no flattening of the group
+        return None
     flat = list(chain.from_iterable(vals))
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
@@ -161,7 +178,8 @@ def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarra
     gid = np.fromiter(map(index.setdefault, map(tuple, args), count()), dtype=np.int64, count=len(args))
     if len(index) == 1:
         return [(next(iter(index)), np.arange(len(args), dtype=np.int64), args)]
-    order = np.argsort(gid, kind="stable")
+    # int16 ids when they fit: numpy's stable sort of 16-bit ints is a radix sort (timsort for int64)
+    order = np.argsort(gid.astype(np.int16) if len(index) < 2**15 else gid, kind="stable")
     sg = gid[order]
     bounds = np.flatnonzero(np.diff(sg)) + 1
     key_of = {v: k for k, v in index.items()}

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import re
+from itertools import compress, count
 from typing import Any
 
 import numpy as np
 
 from neuron_profiler.collectives import bus_factor, normalize_collective
 from neuron_profiler.hardware import dtype_size_bytes, normalize_dtype
-from neuron_profiler.importers.kineto.events import factorize
 
 _NCCL_KERNEL_OP = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
 _ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_", re.I)
@@ -98,6 +98,14 @@ def _meta_row(a: dict[str, Any], fallback_op: str) -> dict[str, Any]:
             "num_elements": max(n_in, n_out), "dtype": dtype}
 
 
+def _nccl_rows(names: np.ndarray) -> set[int]:
+    """Rows whose kernel name is an NCCL collective's, each distinct name matched once (a dict over the names:
+    their hashes are cached, where a factorize would hash every character of long kernel names)."""
+    values = names.tolist()
+    is_nccl = {n: bool(_NCCL_KERNEL_OP.match(str(n))) for n in set(values)}
+    return set(compress(count(), map(is_nccl.__getitem__, values)))
+
+
 def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any]], instr_track: np.ndarray,
                     instr_start: np.ndarray, instr_dur: np.ndarray, framework_op: np.ndarray,
                     host_names: np.ndarray, host_args: dict[int, dict[str, Any]], host_track: np.ndarray,
@@ -108,9 +116,7 @@ def collective_rows(instr_names: np.ndarray, instr_args: dict[int, dict[str, Any
     (row -> Kineto args)."""
     rows: list[dict[str, Any]] = []
     used_host: set[int] = set()
-    codes, uniq = factorize(np.asarray(instr_names, dtype=object))
-    nccl = np.asarray([bool(_NCCL_KERNEL_OP.match(str(n))) for n in uniq] + [False], dtype=bool)[codes]
-    for i in sorted(set(np.flatnonzero(nccl).tolist()) | set(instr_args)):  # NCCL kernels, rows with metadata
+    for i in sorted(_nccl_rows(instr_names) | set(instr_args)):  # NCCL kernels, rows with metadata
         name, a = instr_names[i], instr_args.get(i, _NO_ARGS)
         has_meta = "Collective name" in a
         if not has_meta and not _NCCL_KERNEL_OP.match(name):

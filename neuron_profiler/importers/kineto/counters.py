@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from neuron_profiler.importers.kineto.decode import Event
-from neuron_profiler.importers.kineto.events import ok_ts, ts_to_ns, usable_ts_array
+from neuron_profiler.importers.kineto.events import as_array, ok_ts, ts_to_ns, usable_ts_array
 
 _MEMORY_KEYS = ("Total Allocated", "Total Reserved")
 MAX_DEVICE_ID = 2**31  # device ids at or above are not ids (the trace format stores them as uint32)
@@ -77,8 +77,8 @@ def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] |
         return None
     try:
         ts, args, pid = (list(map(g, mem)) for g in (_GET_TS, _GET_ARGS, _GET_PID))  # one C-level pass each
-        if not (set(map(type, args)) <= {dict} and set(map(type, ts)) <= {int, float}
-                and set(map(type, pid)) <= {int, str}):
+        ts_types = set(map(type, ts))
+        if not (set(map(type, args)) <= {dict} and ts_types <= {int, float} and set(map(type, pid)) <= {int, str}):
             return None
         dtype, did, alloc, res = (list(map(g, args)) for g in _MEM_ARGS)
     except (KeyError, TypeError):
@@ -86,13 +86,14 @@ def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] |
     if not (set(map(type, dtype)) <= {int} and set(map(type, did)) <= {int}
             and set(map(type, alloc)) <= {int, float} and set(map(type, res)) <= {int, float}):
         return None
-    if usable_ts_array(ts, ns) is None:
+    t_arr = usable_ts_array(ts, ns, ints=ts_types == {int})
+    if t_arr is None:
         return None
     n = len(mem)
     vals = np.empty(2 * n, dtype=np.float64)
     try:
-        did_a, dtype_a = np.asarray(did, dtype=np.int64), np.asarray(dtype, dtype=np.int64)
-        vals[0::2], vals[1::2] = np.asarray(alloc, dtype=np.float64), np.asarray(res, dtype=np.float64)
+        did_a, dtype_a = as_array(did, np.int64), as_array(dtype, np.int64)
+        vals[0::2], vals[1::2] = as_array(alloc, np.float64), as_array(res, np.float64)
     except OverflowError:
         return None
     dev = np.where((did_a >= 0) & (did_a < MAX_DEVICE_ID) & (dtype_a != _CPU_DEVICE_TYPE), did_a, -1)
@@ -101,7 +102,7 @@ def _fast_memory(mem: list[Event], ns: bool = False) -> tuple[np.ndarray, ...] |
     pids[1::2] = pid
     names = np.empty(2 * n, dtype=object)
     names[0::2], names[1::2] = _MEMORY_KEYS
-    return pids, np.repeat(dev, 2), names, np.repeat(ts_to_ns(ts, ns), 2), vals
+    return pids, np.repeat(dev, 2), names, np.repeat(ts_to_ns(ts if ns else t_arr, ns), 2), vals
 
 
 def _empty_samples() -> tuple[np.ndarray, ...]:

@@ -22,6 +22,8 @@ from neuron_profiler.importers.kineto.args import CLASS_OF_CAT, EMPTY_ARGS, HOST
 from neuron_profiler.importers.kineto.decode import Chunked, Event
 from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
+    SplitEvents,
+    as_array,
     id_column,
     int_column,
     ok_ts,
@@ -52,10 +54,10 @@ _FLOW_FIELDS = tuple(map(attrgetter, ("ph", "cat", "id", "pid", "tid", "ts")))
 
 
 def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
-    """Columns (ph codes, cat codes, id, pid, tid, ts: a float64 array of microseconds, or the int ns as read
-    when ``ns``) of flow halves when all are readable, else None (checked one by one by the caller: a missing
-    key, an unknown category, a null id, an unusable ts). The categories' codes are read by one dict look-up
-    per half, which also checks them."""
+    """Columns (ph codes, cat codes, id, pid, tid, ts: an array of microseconds, int64 when all are ints, or
+    the int ns as read when ``ns``) of flow halves when all are readable, else None (checked one by one by the
+    caller: a missing key, an unknown category, a null id, an unusable ts). The categories' codes are read by
+    one dict look-up per half, which also checks them."""
     if not flows:
         return None
     ph, cat, fid, pid, tid, ts = (list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
@@ -63,9 +65,10 @@ def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
         cat_codes = np.fromiter(map(_CAT_CODE.__getitem__, cat), dtype=np.int8, count=len(cat))
     except (KeyError, TypeError):  # an unknown or unhashable cat
         return None
-    if type(None) in set(map(type, fid)) or not set(map(type, ts)) <= {int, float}:
+    ts_types = set(map(type, ts))
+    if type(None) in set(map(type, fid)) or not ts_types <= {int, float}:
         return None
-    t_arr = usable_ts_array(ts, ns)
+    t_arr = usable_ts_array(ts, ns, ints=ts_types == {int})
     if t_arr is None:
         return None
     return _flow_codes(ph, _FLOW_PHASES), cat_codes, fid, pid, tid, ts if ns else t_arr
@@ -95,7 +98,7 @@ def _frame_ids(values: list[Any]) -> np.ndarray:
     """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself."""
     if set(map(type, values)) <= {int}:
         try:
-            return np.array(values, dtype=np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
+            return as_array(values, np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
         except OverflowError:
             pass
     return np.fromiter(map(_frame_id, values), dtype=np.int64, count=len(values))
@@ -140,7 +143,7 @@ def _int64_zeroed(values: list[Any], zero: list[int]) -> np.ndarray:
         values = list(values)
         for i in zero:
             values[i] = 0
-    return np.array(values, dtype=np.int64)
+    return as_array(values, np.int64)
 
 
 class IdColumn:
@@ -208,7 +211,6 @@ class EventColumns:
         when it does not align, float64 precision is kept and counted in ``inexact_ts``). ``ns``: the caller
         already made the events' ``ts`` exact int ns (``exact.apply_exact``); ``float_ts_checked``: the caller
         found no ``ts`` that needs it (``exact.needs_exact``)."""
-        self.n_events += len(events)
         split = split_events(events, ns, float_ts_checked)
         if split.big_float_ts:
             if text is not None and apply_exact(events, text, *(span or (0, len(text)))):
@@ -216,6 +218,28 @@ class EventColumns:
                 split = split_events(events, ns)
             else:
                 self.inexact_ts += len(events)
+        self._add_split(len(events), split, ns)
+
+    def add_chunk(self, events: list[Any], text: bytes, exact: bool | None) -> bool | None:
+        """Extract one chunk of a text read a chunk at a time (``extract_chunked``; ``text``: the chunk's JSON
+        text) under the trace's timestamp decision ``exact`` (None: the first chunk, which makes it, as
+        ``exact.needs_exact`` decides). Returns the decision, or None when it cannot be kept: a later chunk
+        first needs the text, or the chunk's texts do not align (``exact.apply_exact``)."""
+        if not exact:
+            split = split_events(events)  # its fast path decides over every event, as ``needs_exact`` would
+            if not (split.big_float_ts if split.ts_checked else needs_exact(events)):
+                self._add_split(len(events), split, False)
+                return False
+            if exact is not None:
+                return None
+        if not apply_exact(events, text):
+            return None
+        self.add(events, ns=True)
+        return True
+
+    def _add_split(self, n_events: int, split: SplitEvents, ns: bool) -> None:
+        """The columns of a slice of ``n_events`` events as ``split_events`` grouped them."""
+        self.n_events += n_events
         self.skipped.update(split.skipped)
         self._add_other(split.meta, split.instants, split.counters, split.flows, ns)
         if split.n_x:
@@ -370,15 +394,8 @@ def extract_chunked(chunked: Chunked) -> EventColumns | None:
     ev = EventColumns()
     exact: bool | None = None
     for events, text in chunked:
+        exact = ev.add_chunk(events, text, exact)
         if exact is None:
-            exact = needs_exact(events)
-        if exact:
-            if not apply_exact(events, text):
-                return None
-            ev.add(events, ns=True)
-        elif needs_exact(events):
             return None
-        else:
-            ev.add(events, float_ts_checked=True)
         del events, text
     return None if chunked.failed else ev

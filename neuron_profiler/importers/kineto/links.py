@@ -42,12 +42,17 @@ def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, default: i
 
 def _pair_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One int64 key per (a, b) pair of int64 columns (equal exactly when both are equal). ``a`` is used as is
-    when it is small non-negative codes (thread codes are) and the key cannot overflow, else factorized too."""
+    when it is small non-negative codes (thread codes are) and the key cannot overflow, else factorized too;
+    ``b`` (timestamps) is used as its offset from its minimum when that fits (no hashing), else factorized."""
     if not len(a):
         return np.zeros(0, dtype=np.int64)
+    lo, hi = int(a.min()), int(a.max())
+    b_lo = int(b.min())
+    width = int(b.max()) - b_lo + 1
+    if lo >= 0 and (hi + 1) * width < 2**62:
+        return a * width + (b - b_lo)
     cb = factorize(b)[0]
     width = int(cb.max()) + 1
-    lo, hi = int(a.min()), int(a.max())
     ca = a if lo >= 0 and (hi + 1) * width < 2**62 else factorize(a)[0]
     return ca * width + cb
 
