@@ -58,9 +58,11 @@ def _shot(page, name: str, doc: str | None = None) -> None:
 
 
 def _open(page, url: str, page_id: str) -> None:
+    # pages wait for their analyses (wait_s=None) while the background precompute works through every served
+    # trace: on a loaded 2-core machine the first page of a fresh server once took over 60 s
     page.goto(url)
-    page.wait_for_selector(page_id, timeout=60000)
-    wait_idle(page, timeout=60000)
+    page.wait_for_selector(page_id, timeout=120000)
+    wait_idle(page, timeout=120000)
     if page_id == "#timeline-page":
         wait_painted(page)
 
