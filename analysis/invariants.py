@@ -7,7 +7,7 @@ Checked (each row of the report is one invariant on one subject):
   temporal breakdown's; ``hot_ops`` shares within 0-100 % and adding up to at most 100 % for every grouping;
 * peaks: roofline efficiency within 0-100 %, distance to the roof within 0-1, achieved FLOP/s within the
   compute peak and achieved bandwidth within the memory roof (hot_ops: within what HBM and DMA can move,
-  ``hot_ops.hbm_ceiling``); each hot_ops group's FLOPs / self time within
+  ``ceilings.hbm_ceiling``); each hot_ops group's FLOPs / self time within
   the peak of its own dtype and engine (a V100's FP32 peak for FP32 work, not its FP16 tensor-core peak); no
   op with device time whose FLOPs are neither known nor explained; MFU / MBU a number wherever the device's
   peaks and the work are known;
@@ -188,9 +188,9 @@ def _check_known(t, s: pd.DataFrame, R: _Rows, prefix: str) -> None:
 def _check_rates(t, R: _Rows, prefix: str) -> None:
     """Each hot_ops group's FLOPs over its self time within the peak of its own work (the matrix peak of its
     dtype for matmul-family rows, the engine's vector peak otherwise, × its active cores), computed from its
-    FLOPs (the shown rate is NaN above that peak); bandwidth within the HBM ceiling (``hot_ops.hbm_ceiling``);
+    FLOPs (the shown rate is NaN above that peak); bandwidth within the HBM ceiling (``ceilings.hbm_ceiling``);
     and no group with device time whose FLOPs are neither known nor explained."""
-    from .analyses.hot_ops import group_bounds
+    from .analyses.ceilings import group_bounds
     from .analyses.work import instruction_work
 
     w = instruction_work(t)

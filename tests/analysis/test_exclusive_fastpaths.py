@@ -14,6 +14,7 @@ from realdata import REAL_TRACE_PARAMS, real_trace, sample_trace
 
 import analysis
 from analysis.analyses import activity as A
+from analysis.analyses import ceilings as C
 from analysis.analyses import hot_ops as H
 from analysis.core import devicetime
 from analysis.core import intervals as I
@@ -283,7 +284,7 @@ def test_row_time_and_group_kinds_equal_the_previous(monkeypatch, chunk):
     """hot_ops' row time (Σ max(duration, 1) per group) and its (group, kind of work) counts, chunk by chunk,
     equal the previous whole-array bincounts: the same floats and counts, on read-only columns."""
     monkeypatch.setattr(devicetime, "_CHUNK", chunk)
-    monkeypatch.setattr(H, "_CHUNK", chunk)
+    monkeypatch.setattr(C, "_CHUNK", chunk)
     rng = np.random.default_rng(11 + chunk)
     for n, k in ((1, 1), (50, 4), (3000, 9)):
         codes = rng.integers(0, k, n)
@@ -297,7 +298,7 @@ def test_row_time_and_group_kinds_equal_the_previous(monkeypatch, chunk):
                               "dt": ["bf16", "fp32", None, "bf16", "fp8", "fp32"], "eng": ["PE", "ACT", "PE", None,
                                                                                           "DVE", "POOL"]})
         kind = rng.integers(0, len(table), n)
-        by_dev, cores, kinds = H._group_kinds(None, codes, k, (kind, table))
+        by_dev, cores, kinds = C._group_kinds(None, codes, k, (kind, table))
         pairs, n_rows = _previous_group_kinds_counts(codes, kind, k, len(table))
         assert kinds["g"].tolist() == (pairs // len(table)).tolist()
         assert by_dev.sum() == n and by_dev.sum(axis=1).tolist() == np.bincount(codes, minlength=k).tolist()

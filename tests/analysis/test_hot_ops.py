@@ -78,7 +78,7 @@ def test_kinds_of_work_from_codes_equal_the_string_rows(name):
     import numpy as np
     import pandas as pd
 
-    from analysis.analyses.hot_ops import _group_kinds, row_kinds
+    from analysis.analyses.ceilings import _group_kinds, row_kinds
     from analysis.analyses.work import instruction_work
 
     t = analysis.load(Path(__file__).resolve().parents[2] / "sample_traces" / name)

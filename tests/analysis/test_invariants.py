@@ -277,7 +277,7 @@ def test_a_copy_faster_than_a_cores_hbm_share_has_its_bandwidth():
         assert r["achieved_bandwidth_bytes_per_s"] == pytest.approx(r["hbm_bytes"] / (r["device_time_self_ns"] / 1e9))
         assert r["note"] == "", (op, r["note"])
     assert h.loc["aten::copy_", "achieved_bandwidth_bytes_per_s"] > TRN2_HBM_CORE
-    from analysis.analyses.hot_ops import hbm_ceiling
+    from analysis.analyses.ceilings import hbm_ceiling
     from analysis.core.devices import device_peaks
     p = device_peaks(t, 0)
     assert hbm_ceiling(p, np.array([1, 8]), np.array([1, 1])).tolist() == [2 * 368e9, 2.9e12]
