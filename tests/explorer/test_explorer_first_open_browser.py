@@ -25,6 +25,15 @@ def chromium():
         yield ctx
 
 
+def _recording_page(chromium):
+    """A new page, its console errors and the URLs it requests (both lists fill as the page runs)."""
+    page = chromium.new_page()
+    errors = collect_errors(page)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    return page, errors, requests
+
+
 def test_summary_loads_no_plotly_and_its_bars_hold_the_analysis(served_dir, chromium, tmp_path):
     os.environ["NEURON_EXPLORER_DATA_DIR"] = str(tmp_path)
     app = create_app(served_dir, wait_s=None, precompute=False)
@@ -33,10 +42,7 @@ def test_summary_loads_no_plotly_and_its_bars_hold_the_analysis(served_dir, chro
     tb = trace.temporal_breakdown().iloc[0]
     assert 0 < len(steps) <= 40  # the synthetic trace has a few steps: drawn as bars
     with serve(app) as url:
-        page = chromium.new_page()
-        errors = collect_errors(page)
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
+        page, errors, requests = _recording_page(chromium)
         page.goto(f"{url}/summary?trace=single.nprof")
         page.wait_for_selector("#steps-fig .nx-bar-row", state="attached", timeout=60000)
         page.wait_for_selector("#step-breakdown-fig .nx-bar-seg", state="attached", timeout=60000)
@@ -73,10 +79,7 @@ def test_plotly_loads_once_while_a_section_computes(served_dir, chromium, monkey
     monkeypatch.setattr(analysis, "source_lines", slow(analysis.source_lines))
     app = create_app(served_dir, wait_s=0.3, precompute=False)
     with serve(app) as url:
-        page = chromium.new_page()
-        errors = collect_errors(page)
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
+        page, errors, requests = _recording_page(chromium)
         page.goto(f"{url}/hot_ops?trace=single.nprof")
         page.wait_for_selector("#hot-ops-page .nx-pending", timeout=60000)  # the section waits for the server
         # meanwhile plotly.js is loaded and run (the page's graphs will need it)
