@@ -108,6 +108,38 @@ def test_gzip_bomb_is_refused_before_inflating(tmp_path, monkeypatch, capsys):
     assert "gzip bomb" in err
 
 
+@pytest.mark.parametrize("cut", [0, 100, 5000, 150_000, 180_000])
+def test_gzip_trailer_size_is_only_a_hint(tmp_path, cut):
+    """The inflated size a .gz trailer states sizes the output buffer. A concatenated .gz states its last
+    member's size, smaller or larger than the first's: the whole text still comes back, as from gzip; a
+    trailer that lies is a corrupt file, as for gzip."""
+    from neuron_profiler.importers.kineto import read
+
+    text = b'{"traceEvents": [' + b",".join(b'{"ph": "X", "ts": %d}' % i for i in range(9000)) + b"]}"
+    gz = gzip.compress(text[:cut]) + gzip.compress(text[cut:]) if cut else gzip.compress(text)
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gz)
+    assert read.read_bytes(p) == gzip.decompress(gz) == text
+    for lie in (0, 4095, 2**32 - 1):
+        p.write_bytes(gz[:-4] + lie.to_bytes(4, "little"))
+        with pytest.raises(read.TruncatedTraceError, match="corrupt"):
+            read.read_bytes(p)
+    p.write_bytes(gz[:-9])  # cut inside the last member's trailer
+    with pytest.raises(read.TruncatedTraceError):
+        read.read_bytes(p)
+
+
+def test_gzip_bomb_stating_a_small_size_is_refused(tmp_path, monkeypatch):
+    from neuron_profiler.importers.kineto import read
+
+    monkeypatch.setattr(read, "_MAX_INFLATE_FLOOR", 1 << 20)
+    bomb = gzip.compress(b" " * (64 << 20), 9)
+    p = tmp_path / "bomb.json.gz"
+    p.write_bytes(bomb[:-4] + (1000).to_bytes(4, "little"))
+    with pytest.raises(read.NotATraceError, match="gzip bomb"):
+        read.read_bytes(p)
+
+
 def test_full_disk_gives_one_error_and_no_file(tmp_path, monkeypatch, capsys):
     """A write that fails with ENOSPC half way: one line, exit 2, and no file under the output name (nor a
     temporary one): the importer writes to a temporary name and renames only when complete."""
