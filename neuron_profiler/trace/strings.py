@@ -16,6 +16,31 @@ _LONG = 40
 _SAMPLE = 16
 
 
+class CodedStrings:
+    """A string column given as ``codes`` (int64, one per row; -1: "") into ``values`` (distinct strings).
+
+    What a producer that already knows its column's distinct strings (an importer's factorized categories) hands
+    the builder or the writer instead of one str per row: interning it looks up each distinct string once, not
+    every row. The ids are those of the expanded column when ``values`` are listed in order of first use in
+    ``codes`` and all used (``pd.factorize`` order), as ``StringTable`` numbers new strings in that order."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: np.ndarray, values: list[Any]) -> None:
+        self.codes = codes
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def strings(self) -> np.ndarray:
+        """The column as an object array of one python str per row ("" for code -1 and missing values)."""
+        lookup = np.empty(len(self.values) + 1, dtype=object)
+        lookup[:-1] = [_as_str(v) for v in self.values]
+        lookup[-1] = ""
+        return lookup[self.codes]
+
+
 class StringTable:
     """Global string -> id map of one trace file. Id 0 is always ""."""
 
@@ -33,12 +58,15 @@ class StringTable:
         return i
 
     def intern_array(self, values: Any, n: int) -> np.ndarray:
-        """Ids (uint32) for a scalar, a sequence of str/None, or a pandas Categorical of length ``n``."""
+        """Ids (uint32) for a scalar, a sequence of str/None, a pandas Categorical or ``CodedStrings`` of length
+        ``n``."""
         if isinstance(values, str) or values is None:
             return np.full(n, self.intern(values or ""), dtype=np.uint32)
         if isinstance(values, pd.Series):
             values = values.array if isinstance(values.dtype, pd.CategoricalDtype) else values.to_numpy(object)
-        if isinstance(values, pd.Categorical):
+        if type(values) is CodedStrings:
+            codes, cats = values.codes, values.values
+        elif isinstance(values, pd.Categorical):
             codes = np.asarray(values.codes, dtype=np.int64)
             cats = values.categories
         else:
@@ -47,11 +75,14 @@ class StringTable:
                 if ids is not None:
                     return ids
             codes, cats = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+        return self._lookup(cats)[codes]
+
+    def _lookup(self, cats: Any) -> np.ndarray:
+        """Ids (uint32) of distinct values ``cats`` (as ``_as_str`` makes them), then 0 for code -1 (missing)."""
         lookup = self._intern_strs(cats) if set(map(type, cats)) <= {str} else None
         if lookup is None:
             lookup = np.fromiter((self.intern(_as_str(c)) for c in cats), dtype=np.uint32, count=len(cats))
-        lookup = np.append(lookup, np.uint32(0))  # code -1 (missing) -> ""
-        return lookup[codes]
+        return np.append(lookup, np.uint32(0))
 
     def _intern_strs(self, values: Any) -> np.ndarray | None:
         """Ids (uint32) of a sequence of str, new strings numbered in order of first appearance (as
