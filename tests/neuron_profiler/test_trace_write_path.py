@@ -49,6 +49,17 @@ def test_interned_ids_follow_first_appearance_across_columns(case: str) -> None:
     assert len(st.values) == len(oracle)
 
 
+def test_a_column_refused_by_the_dict_pass_leaves_the_table_as_it_was() -> None:
+    # new strings, then a value that is not a str (a number, an unhashable list): the one-pass lookup added keys
+    # before it met that value; they are dropped, and the column is interned by the factorize path instead
+    st, oracle = StringTable(), {"": 0}
+    assert st.intern_array(["a", "b"], 2).tolist() == _one_by_one(oracle, ["a", "b"])
+    assert st._intern_strs(["c", "a", "d", 5]) is None and st._intern_strs(["e", ["x"]]) is None
+    assert list(st.ids) == ["", "a", "b"] and st.values == ["", "a", "b"]
+    assert st.intern_array(["c", 5, "a"], 3).tolist() == _one_by_one(oracle, ["c", 5, "a"])
+    assert st.intern("f") == len(oracle) and st.values == list(oracle) + ["f"]
+
+
 def test_coded_strings_get_the_ids_and_bytes_of_their_expanded_column(tmp_path: Path) -> None:
     # codes into distinct strings listed in order of first use (-1: ""), after a column that interned some
     coded = CodedStrings(np.asarray([0, -1, 1, 0, 2, 1], dtype=np.int64), ["x", "mm", "add"])
