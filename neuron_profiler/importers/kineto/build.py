@@ -315,9 +315,11 @@ def _coded(codes: np.ndarray, mapped: list[Any]) -> CodedStrings:
 def _frames_of(frames: np.ndarray, x_rows: np.ndarray) -> np.ndarray:
     """The (Python id, Python parent id) of each of ``x_rows`` (python_function rows) from ``frames`` (the
     extraction's (row, id, parent id) triples); ``NO_FRAME_ID`` for a row it does not hold."""
-    out = np.full((len(x_rows), 2), NO_FRAME_ID, dtype=np.int64)
     at = lookup(frames[:, 0], np.arange(len(frames), dtype=np.int64), x_rows)
     hit = at >= 0
+    if hit.all():  # the usual case: every python_function row has its ids
+        return frames[at, 1:]
+    out = np.full((len(x_rows), 2), NO_FRAME_ID, dtype=np.int64)
     out[hit] = frames[at[hit], 1:]
     return out
 

@@ -29,11 +29,14 @@ def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, default: i
     out = np.full(len(queries), default, dtype=np.int64)
     if not len(keys) or not len(queries):
         return out
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    first = np.ones(len(sk), dtype=bool)
-    first[1:] = sk[1:] != sk[:-1]
-    uk, uv = sk[first], values[order][first]
+    if (keys[1:] > keys[:-1]).all():  # already sorted without repeats (e.g. row numbers): nothing to sort
+        uk, uv = keys, values
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        first = np.ones(len(sk), dtype=bool)
+        first[1:] = sk[1:] != sk[:-1]
+        uk, uv = sk[first], values[order][first]
     pos = np.minimum(np.searchsorted(uk, queries), len(uk) - 1)
     hit = uk[pos] == queries
     out[hit] = uv[pos[hit]]

@@ -92,8 +92,9 @@ def _innermost_frames(py_rows: np.ndarray, ops: np.ndarray, thread: np.ndarray, 
     own thread, else of the trace's only Python thread; operators without such a frame are left out. The frame
     is the last of the thread starting at or before the operator that is still open, looked for among that
     frame and the ``_WALK_BACK - 1`` frames of the thread before it."""
-    py_threads = np.unique(thread[py_rows])
     order = py_rows[np.lexsort((start[py_rows], thread[py_rows]))]
+    key = thread[order]  # sorted: its distinct values without a hash table
+    py_threads = key[np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))]
     f_start, f_end = start[order], end[order]
     op_th, op_start = thread[ops], start[ops]
     if len(py_threads) == 1:  # the usual case: one search over all the frames
@@ -102,7 +103,6 @@ def _innermost_frames(py_rows: np.ndarray, ops: np.ndarray, thread: np.ndarray, 
     else:
         own = py_threads[np.minimum(np.searchsorted(py_threads, op_th), len(py_threads) - 1)] == op_th
         ops, op_th, op_start = ops[own], op_th[own], op_start[own]
-        key = thread[order]
         lo, pos = np.searchsorted(key, op_th, "left"), np.empty(len(ops), dtype=np.int64)
         for t in np.unique(op_th).tolist():  # per thread, the last frame starting at or before each operator
             m = op_th == t
