@@ -260,7 +260,7 @@ def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
         cols["stack"] = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
                                         h_start, h_start + h_dur, h_names, frames)
     for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
-        if not (cols[c] != "").any():
+        if cols[c].tolist().count("") == len(h_rows):  # (list.count tests identity first: "" is one object)
             del cols[c]
     op_prio = np.asarray([_OP_PRIO.get(c, 9) for c in h_uniq] + [9], dtype=np.int64)[h_codes]
     return _HostOps(rows=h_rows, cols=cols, link=link, runtime=cat_mask(RUNTIME_CATEGORIES), op_prio=op_prio,
