@@ -191,7 +191,7 @@ def enclosing_operator(is_op: np.ndarray, hp: np.ndarray, ht: np.ndarray, start:
     if n == 0:
         return np.full(0, -1, dtype=np.int64)
     thread = hp * (int(ht.max()) + 1) + ht
-    order = np.lexsort((-dur, start, thread))
+    order = _thread_order(thread, start, dur)
     end = (start + dur)[order]
     th = thread[order]
     op = is_op[order]
@@ -217,3 +217,14 @@ def enclosing_operator(is_op: np.ndarray, hp: np.ndarray, ht: np.ndarray, start:
     has = owner >= 0
     res[order[has]] = order[owner[has]]
     return res
+
+
+def _thread_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, start, thread))``. Rows that already come by start, then longest first (the host
+    table's order) need only a stable sort of their threads: a radix sort when the thread codes fit 16 bits
+    (numpy's stable sort of int64 is a timsort, ~25 % of ``enclosing_operator`` on mtia_inference)."""
+    s0, s1 = start[:-1], start[1:]
+    if ((s1 > s0) | ((s1 == s0) & (dur[1:] <= dur[:-1]))).all():
+        small = len(thread) and 0 <= int(thread.min()) and int(thread.max()) < 2**15
+        return np.argsort(thread.astype(np.int16) if small else thread, kind="stable")
+    return np.lexsort((-dur, start, thread))
