@@ -168,7 +168,8 @@ def _framework_ops(host: dict[str, np.ndarray], instr: dict[str, np.ndarray], la
     on the launching thread that encloses the runtime call; -1 when neither exists."""
     ext = host["external_id"]
     ops = np.flatnonzero((ext >= 0) & (op_prio < 9))
-    ops = ops[np.lexsort((ops, op_prio[ops]))]  # by priority, then row: the first per External id wins
+    # by priority, then row: the first per External id wins (rows increase: a stable radix sort of the priorities)
+    ops = ops[np.argsort(op_prio[ops].astype(np.int16), kind="stable")]
     i_ext = instr["external_id"]
     out = lookup(ext[ops], ops.astype(np.int64), i_ext)
     out[i_ext < 0] = -1
