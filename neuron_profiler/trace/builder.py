@@ -14,7 +14,7 @@ from neuron_profiler.trace.columns import TABLES, columns_of
 from neuron_profiler.trace.encode import NormalizedBatch, normalize
 from neuron_profiler.trace.files import check_not_input
 from neuron_profiler.trace.reader import LOSS_KEY, TraceFile, read_trace
-from neuron_profiler.trace.strings import categorical_from_values
+from neuron_profiler.trace.strings import CodedStrings, categorical_from_values
 from neuron_profiler.trace.writer import DEFAULT_CHUNK_ROWS, TraceWriter
 from schemas import pb
 
@@ -140,9 +140,9 @@ _TRACK_FIELDS = ("parent", "kind", "name", "device", "nc_idx", "pid", "tid", "ra
 
 
 def _string_values(v: Any) -> Any:
-    """A string column as the builder keeps it until ``write``: a scalar (str or None) as is, anything else as an
-    object array (missing values are mapped to "" when interned or by ``_string_column``)."""
-    if isinstance(v, str) or v is None:
+    """A string column as the builder keeps it until ``write``: a scalar (str or None) or ``CodedStrings`` as is,
+    anything else as an object array (missing values are mapped to "" when interned or by ``_string_column``)."""
+    if isinstance(v, str) or v is None or type(v) is CodedStrings:
         return v
     return v if isinstance(v, np.ndarray) and v.dtype == object else np.asarray(v, dtype=object)
 
@@ -153,6 +153,8 @@ def _string_column(v: Any, n: int) -> np.ndarray:
         out = np.empty(n, dtype=object)
         out[:] = v or ""
         return out
+    if type(v) is CodedStrings:
+        return v.strings()
     arr = v
     if len(arr) and pd.isna(arr).any():
         arr = arr.copy()

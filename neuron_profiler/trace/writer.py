@@ -55,7 +55,8 @@ class TraceWriter:
     ...     w.append("instructions", {"track": 0, "start_ts": ts, "duration_ns": d, "engine": "Tensor"})
 
     ``append`` takes a mapping (or DataFrame) of column name -> array; scalars broadcast; string columns
-    accept str, sequences of str, or pandas Categoricals. It returns the row id of the batch's first row.
+    accept str, sequences of str, pandas Categoricals or ``strings.CodedStrings``. It returns the row id of the
+    batch's first row.
     Rows go to ``partial_path`` (a temporary name beside ``path``) until ``close()`` renames it to ``path``;
     ``abort()`` (or an exception leaving the ``with`` block) removes it instead.
     """

@@ -156,3 +156,19 @@ def test_split_by_sorted_phase_codes_is_the_per_event_split(phases: list) -> Non
     # give the same columns, re-read or not)
     big_meta = any(ph == "M" and ts == 2.0**43 + 0.5 for ph, ts in phases)
     assert fast.big_float_ts == slow.big_float_ts or (big_meta and fast.big_float_ts)
+
+
+def test_thread_order_of_rows_in_host_table_order_is_the_full_lexsort() -> None:
+    """``links._thread_order``: rows already by start then longest first (the host table) are sorted by thread
+    alone (a radix sort of 16-bit codes, or a stable sort of wider ones); any other order by the full lexsort."""
+    from neuron_profiler.importers.kineto.links import _thread_order
+
+    rng = np.random.default_rng(11)
+    for i in range(600):
+        n = int(rng.integers(1, 120))
+        thread = rng.integers(0, [1, 4, 70_000][i % 3], n).astype(np.int64)
+        start, dur = rng.integers(0, 30, n).astype(np.int64), rng.integers(0, 6, n).astype(np.int64)
+        if i % 2:  # the host table's order: ties of start and duration stay in row order
+            o = np.lexsort((-dur, start))
+            thread, start, dur = thread[o], start[o], dur[o]
+        np.testing.assert_array_equal(_thread_order(thread, start, dur), np.lexsort((-dur, start, thread)))

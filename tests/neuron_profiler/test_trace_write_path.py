@@ -14,7 +14,7 @@ from neuron_profiler.trace import TraceBuilder, TraceWriter, framing, make_heade
 from neuron_profiler.trace import encode as trace_encode
 from neuron_profiler.trace import files as trace_files
 from neuron_profiler.trace import writer as trace_writer
-from neuron_profiler.trace.strings import _LONG, _SMALL, StringTable
+from neuron_profiler.trace.strings import _LONG, _SMALL, CodedStrings, StringTable
 from schemas import pb
 
 
@@ -47,6 +47,38 @@ def test_interned_ids_follow_first_appearance_across_columns(case: str) -> None:
     assert st.values == list(oracle)  # the string table, in id order
     assert st.intern_array(list(values), n).tolist() == got.tolist()  # a list: the same ids, nothing new
     assert len(st.values) == len(oracle)
+
+
+def test_a_column_refused_by_the_dict_pass_leaves_the_table_as_it_was() -> None:
+    # new strings, then a value that is not a str (a number, an unhashable list): the one-pass lookup added keys
+    # before it met that value; they are dropped, and the column is interned by the factorize path instead
+    st, oracle = StringTable(), {"": 0}
+    assert st.intern_array(["a", "b"], 2).tolist() == _one_by_one(oracle, ["a", "b"])
+    assert st._intern_strs(["c", "a", "d", 5]) is None and st._intern_strs(["e", ["x"]]) is None
+    assert list(st.ids) == ["", "a", "b"] and st.values == ["", "a", "b"]
+    assert st.intern_array(["c", 5, "a"], 3).tolist() == _one_by_one(oracle, ["c", 5, "a"])
+    assert st.intern("f") == len(oracle) and st.values == list(oracle) + ["f"]
+
+
+def test_coded_strings_get_the_ids_and_bytes_of_their_expanded_column(tmp_path: Path) -> None:
+    # codes into distinct strings listed in order of first use (-1: ""), after a column that interned some
+    coded = CodedStrings(np.asarray([0, -1, 1, 0, 2, 1], dtype=np.int64), ["x", "mm", "add"])
+    expanded = ["x", "", "mm", "x", "add", "mm"]
+    assert coded.strings().tolist() == expanded and len(coded) == 6
+    st, oracle = StringTable(), {"": 0}
+    assert st.intern_array(np.asarray(["add", "y"], dtype=object), 2).tolist() == _one_by_one(oracle, ["add", "y"])
+    assert st.intern_array(coded, 6).tolist() == _one_by_one(oracle, expanded)
+    assert st.values == list(oracle)
+    files = []
+    for name, col in (("coded", coded), ("plain", np.asarray(expanded, dtype=object))):
+        b = TraceBuilder(make_header("tests"))
+        b.add_rows("host_ops", {"track": 0, "start_ts": np.arange(6), "name": col, "category": col})
+        assert b.table("host_ops")["name"].astype(str).tolist() == expanded
+        files.append(b.write(tmp_path / f"{name}.nprof").read_bytes())
+    head = framing.FRAME.size + framing.FRAME.unpack_from(files[0], len(framing.MAGIC))[0] + len(framing.MAGIC)
+    at = framing.TRAILER.unpack_from(files[0], len(files[0]) - framing.TRAILER.size)[0]
+    assert files[0][head:at] == files[1][head:at]  # the chunks (header: its creation time; footer: map order)
+    assert read_trace(tmp_path / "coded.nprof").table("host_ops")["name"].astype(str).tolist() == expanded
 
 
 def test_builder_rows_read_back_with_missing_strings_and_scalars(tmp_path: Path) -> None:

@@ -30,7 +30,6 @@ from neuron_profiler.importers.kineto.events import (
     factorize,
     int_column,
     key_codes,
-    map_values,
 )
 from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, EventColumns, extract_events
 from neuron_profiler.importers.kineto.links import lookup, resolve_links
@@ -38,6 +37,7 @@ from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta
 from neuron_profiler.trace import TraceBuilder, make_header
 from neuron_profiler.trace.errors import TraceFormatError
+from neuron_profiler.trace.strings import CodedStrings
 
 PRODUCER = "neuron_profiler.importers.kineto"
 _MAX_RANK = 2**31 - 1  # Header.rank / world_size are int32
@@ -248,7 +248,8 @@ def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
             "sequence_number": x["seq"][h_rows]}
     is_py = cat_mask({"python_function"})
     cols = {
-        "track": h_track, "name": h_names, "category": h_cat, "start_ts": h_start, "duration_ns": h_dur,
+        "track": h_track, "name": h_names, "category": CodedStrings(h_codes, h_uniq.tolist()), "start_ts": h_start,
+        "duration_ns": h_dur,
         "input_shapes": x["input_shapes"][h_rows], "input_dtypes": x["input_dtypes"][h_rows],
         "sequence_number": link["sequence_number"], "correlation_id": link["correlation_id"],
         "external_id": link["external_id"], "flops": x["flops"][h_rows], "args": x["args"][h_rows],
@@ -259,7 +260,7 @@ def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
         cols["stack"] = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
                                         h_start, h_start + h_dur, h_names, frames)
     for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
-        if not (cols[c] != "").any():
+        if cols[c].tolist().count("") == len(h_rows):  # (list.count tests identity first: "" is one object)
             del cols[c]
     op_prio = np.asarray([_OP_PRIO.get(c, 9) for c in h_uniq] + [9], dtype=np.int64)[h_codes]
     return _HostOps(rows=h_rows, cols=cols, link=link, runtime=cat_mask(RUNTIME_CATEGORIES), op_prio=op_prio,
@@ -276,12 +277,12 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
     h_coll_args, i_coll_args = _rows_of(ev.coll_args, host.rows, len(start)), _rows_of(ev.coll_args, i_rows, len(start))
     i_track = _stream_tracks(tracks, i_rows, r.dev_of[i_rows, 0], r.dev_of[i_rows, 1], x["tid"], x["tid_key"],
                              x["name"])
-    i_cat = x["cat"][i_rows]
-    i_engine = map_values(i_cat, DEVICE_CATEGORIES.get)
+    i_codes, i_uniq = factorize(x["cat"][i_rows])
+    engines = [DEVICE_CATEGORIES.get(c) for c in i_uniq.tolist()]
     i_names = x["name"][i_rows]
     nbytes = x["bytes"][i_rows]
-    is_memset = i_engine == "Memset"
-    is_memcpy = i_engine == "Memcpy"
+    is_memset = np.asarray([e == "Memset" for e in engines] + [False], dtype=bool)[i_codes]
+    is_memcpy = np.asarray([e == "Memcpy" for e in engines] + [False], dtype=bool)[i_codes]
     htod, dtoh = _copy_directions(i_names, is_memcpy)
     instr = {"pid": x["pid_key"][i_rows], "tid": x["tid_key"][i_rows], "start_ts": start[i_rows],
              "correlation_id": x["corr"][i_rows], "external_id": x["ext"][i_rows]}
@@ -293,8 +294,8 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
     coll = collective_rows(i_names, i_coll_args, i_track, i_start, i_dur, links["framework_op"],
                            hc["name"], h_coll_args, hc["track"], hc["start_ts"], hc["duration_ns"], world)
     i_cols = {
-        "track": i_track, "start_ts": i_start, "duration_ns": i_dur, "engine": i_engine,
-        "opcode": i_cat, "name": i_names, "framework_op": links["framework_op"],
+        "track": i_track, "start_ts": i_start, "duration_ns": i_dur, "engine": _coded(i_codes, engines),
+        "opcode": CodedStrings(i_codes, i_uniq.tolist()), "name": i_names, "framework_op": links["framework_op"],
         "correlation_id": instr["correlation_id"], "external_id": instr["external_id"],
         "hbm_read_bytes": np.where(is_memcpy & ~htod, nbytes, 0),
         "hbm_write_bytes": np.where(is_memset | (is_memcpy & ~dtoh), nbytes, 0),
@@ -303,12 +304,22 @@ def _instructions(r: _Rows, ev: EventColumns, tracks: TrackTable, host: _HostOps
     return i_cols, links, coll
 
 
+def _coded(codes: np.ndarray, mapped: list[Any]) -> CodedStrings:
+    """The column whose rows hold ``mapped[code]`` (``codes`` in order of first use, -1: ""), its distinct
+    values listed once each in order of first use (several codes may map to one value)."""
+    code_of: dict[Any, int] = {}
+    remap = [code_of.setdefault(v, len(code_of)) for v in mapped]
+    return CodedStrings(np.asarray(remap + [-1], dtype=np.int64)[codes], list(code_of))
+
+
 def _frames_of(frames: np.ndarray, x_rows: np.ndarray) -> np.ndarray:
     """The (Python id, Python parent id) of each of ``x_rows`` (python_function rows) from ``frames`` (the
     extraction's (row, id, parent id) triples); ``NO_FRAME_ID`` for a row it does not hold."""
-    out = np.full((len(x_rows), 2), NO_FRAME_ID, dtype=np.int64)
     at = lookup(frames[:, 0], np.arange(len(frames), dtype=np.int64), x_rows)
     hit = at >= 0
+    if hit.all():  # the usual case: every python_function row has its ids
+        return frames[at, 1:]
+    out = np.full((len(x_rows), 2), NO_FRAME_ID, dtype=np.int64)
     out[hit] = frames[at[hit], 1:]
     return out
 

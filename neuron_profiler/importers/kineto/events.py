@@ -381,12 +381,3 @@ def key_codes(*columns: np.ndarray) -> list[np.ndarray]:
         out.append(codes[pos:pos + n].astype(np.int64))
         pos += n
     return out
-
-
-def map_values(values: np.ndarray, fn: Any) -> np.ndarray:
-    """``fn(v)`` for each element of an object array, calling ``fn`` once per distinct value."""
-    codes, uniq = factorize(values)
-    mapped = np.asarray([fn(u) for u in uniq] + [None], dtype=object)[:-1]
-    if len(mapped) == 0:
-        return np.empty(len(values), dtype=object)
-    return mapped[codes]

@@ -29,11 +29,14 @@ def lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray, default: i
     out = np.full(len(queries), default, dtype=np.int64)
     if not len(keys) or not len(queries):
         return out
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    first = np.ones(len(sk), dtype=bool)
-    first[1:] = sk[1:] != sk[:-1]
-    uk, uv = sk[first], values[order][first]
+    if (keys[1:] > keys[:-1]).all():  # already sorted without repeats (e.g. row numbers): nothing to sort
+        uk, uv = keys, values
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        first = np.ones(len(sk), dtype=bool)
+        first[1:] = sk[1:] != sk[:-1]
+        uk, uv = sk[first], values[order][first]
     pos = np.minimum(np.searchsorted(uk, queries), len(uk) - 1)
     hit = uk[pos] == queries
     out[hit] = uv[pos[hit]]
@@ -165,7 +168,8 @@ def _framework_ops(host: dict[str, np.ndarray], instr: dict[str, np.ndarray], la
     on the launching thread that encloses the runtime call; -1 when neither exists."""
     ext = host["external_id"]
     ops = np.flatnonzero((ext >= 0) & (op_prio < 9))
-    ops = ops[np.lexsort((ops, op_prio[ops]))]  # by priority, then row: the first per External id wins
+    # by priority, then row: the first per External id wins (rows increase: a stable radix sort of the priorities)
+    ops = ops[np.argsort(op_prio[ops].astype(np.int16), kind="stable")]
     i_ext = instr["external_id"]
     out = lookup(ext[ops], ops.astype(np.int64), i_ext)
     out[i_ext < 0] = -1
@@ -188,7 +192,7 @@ def enclosing_operator(is_op: np.ndarray, hp: np.ndarray, ht: np.ndarray, start:
     if n == 0:
         return np.full(0, -1, dtype=np.int64)
     thread = hp * (int(ht.max()) + 1) + ht
-    order = np.lexsort((-dur, start, thread))
+    order = _thread_order(thread, start, dur)
     end = (start + dur)[order]
     th = thread[order]
     op = is_op[order]
@@ -214,3 +218,14 @@ def enclosing_operator(is_op: np.ndarray, hp: np.ndarray, ht: np.ndarray, start:
     has = owner >= 0
     res[order[has]] = order[owner[has]]
     return res
+
+
+def _thread_order(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, start, thread))``. Rows that already come by start, then longest first (the host
+    table's order) need only a stable sort of their threads: a radix sort when the thread codes fit 16 bits
+    (numpy's stable sort of int64 is a timsort, ~25 % of ``enclosing_operator`` on mtia_inference)."""
+    s0, s1 = start[:-1], start[1:]
+    if ((s1 > s0) | ((s1 == s0) & (dur[1:] <= dur[:-1]))).all():
+        small = len(thread) and 0 <= int(thread.min()) and int(thread.max()) < 2**15
+        return np.argsort(thread.astype(np.int16) if small else thread, kind="stable")
+    return np.lexsort((-dur, start, thread))
