@@ -6,9 +6,8 @@ keys the row class drops, "" when nothing is left) and the rows whose args hold 
 """
 from __future__ import annotations
 
-from functools import partial
 from itertools import chain, compress, count, repeat
-from operator import contains, is_not, itemgetter
+from operator import is_, is_not, itemgetter
 from typing import Any
 
 import msgspec
@@ -152,19 +151,23 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
         return None
-    ints = list(filter(partial(is_not, None), flat)) if type(None) in types else flat
-    if not _I64_MIN <= min(ints) <= max(ints) <= _I64_MAX:
+    nulls: list[int] = []
+    if type(None) in types:  # the rows holding a None (zeroed in ``flat`` for the range check)
+        at = list(compress(count(), map(is_, flat, repeat(None))))
+        for i in at:
+            flat[i] = 0
+        nulls = sorted({i // len(kept) for i in at})
+    if not _I64_MIN <= min(flat) <= max(flat) <= _I64_MAX:
         return None
-    nulls = list(compress(count(), map(contains, vals, repeat(None)))) if len(ints) < len(flat) else []
-    if nulls:
-        vals = list(vals)
-        zero = (0,) * len(kept)
-        for i in nulls:
-            vals[i] = zero
     tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
-    out = list(map(tmpl.__mod__, vals))
+    if not nulls:
+        return list(map(tmpl.__mod__, vals))
+    zeroed = list(vals)
+    for i in nulls:
+        zeroed[i] = (0,) * len(kept)
+    out = list(map(tmpl.__mod__, zeroed))
     for i in nulls:  # rows holding a None: encoded one by one
-        out[i] = safe_dumps(dict(zip(kept, flat[i * len(kept):(i + 1) * len(kept)])))
+        out[i] = safe_dumps(dict(zip(kept, vals[i])))
     return out
 
 

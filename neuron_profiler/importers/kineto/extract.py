@@ -95,13 +95,22 @@ def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np
 
 
 def _frame_ids(values: list[Any]) -> np.ndarray:
-    """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself."""
-    if set(map(type, values)) <= {int}:
+    """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself.
+    Ints and None (a root frame's "Python parent id") go through numpy, the Nones set afterwards."""
+    types = set(map(type, values))
+    if types <= _INT_NONE:
+        nulls = list(compress(count(), map(is_, values, repeat(None)))) if type(None) in types else []
         try:
-            return as_array(values, np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
+            arr = _int64_zeroed(values, nulls)
         except OverflowError:
             pass
+        else:
+            arr[nulls] = NO_FRAME_ID  # NO_FRAME_ID itself stays NO_FRAME_ID
+            return arr
     return np.fromiter(map(_frame_id, values), dtype=np.int64, count=len(values))
+
+
+_INT_NONE = frozenset({int, type(None)})
 
 
 def _frame_id(v: Any) -> int:
@@ -122,7 +131,8 @@ class IdKeys:
             list(compress(count(), map(is_not, map(type, values), repeat(int))))
         try:
             arr = _int64_zeroed(values, odd)
-            odd = sorted({*odd, *np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT)).tolist()})
+            if len(arr) and not -_KEY_LIMIT < arr.min() <= arr.max() < _KEY_LIMIT:  # rare: find them
+                odd = sorted({*odd, *np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT)).tolist()})
         except OverflowError:  # an int beyond int64: every out-of-range value is looked up
             odd = [i for i, v in enumerate(values) if not (type(v) is int and -_KEY_LIMIT < v < _KEY_LIMIT)]
             arr = _int64_zeroed(values, odd)
