@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import compress, count, islice, repeat
-from operator import attrgetter, is_, is_not
+from operator import is_, is_not
 from typing import Any
 
 import msgspec
@@ -24,6 +24,7 @@ from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
     SplitEvents,
     as_array,
+    fields,
     id_column,
     int_column,
     ok_ts,
@@ -50,9 +51,6 @@ def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     return list(map(memo.setdefault, values, values))
 
 
-_FLOW_FIELDS = tuple(map(attrgetter, ("ph", "cat", "id", "pid", "tid", "ts")))
-
-
 def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
     """Columns (ph codes, cat codes, id, pid, tid, ts: an array of microseconds, int64 when all are ints, or
     the int ns as read when ``ns``) of flow halves when all are readable, else None (checked one by one by the
@@ -60,7 +58,7 @@ def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
     one dict look-up per half, which also checks them."""
     if not flows:
         return None
-    ph, cat, fid, pid, tid, ts = (list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
+    ph, cat, fid, pid, tid, ts = fields(flows, "ph", "cat", "id", "pid", "tid", "ts")
     try:
         cat_codes = np.fromiter(map(_CAT_CODE.__getitem__, cat), dtype=np.int8, count=len(cat))
     except (KeyError, TypeError):  # an unknown or unhashable cat
