@@ -185,7 +185,7 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     ts: Any  # JSON values, checked with ``type(...) in _NUM`` (a test mypy does not narrow on)
     dur: Any
     for e in events:
-        if type(e) is not Event:
+        if not isinstance(e, Event):  # also an ``ExportEvent``
             skipped["event is not a JSON object"] += 1
             continue
         ph = e.ph
