@@ -151,6 +151,11 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
         return None
+    if len(kept) == 2 and not any(c in k for k in kept for c in "[],"):
+        try:
+            return _pair_texts(kept, vals)
+        except (*_ENCODE_ERRORS, OverflowError):  # an int beyond uint64: the template's range check decides
+            pass
     nulls: list[int] = []
     if type(None) in types:  # the rows holding a None (zeroed in ``flat`` for the range check)
         at = list(compress(count(), map(is_, flat, repeat(None))))
@@ -172,6 +177,15 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
 
 
 _INT_NONE = frozenset({int, type(None)})
+
+
+def _pair_texts(kept: tuple[str, str], vals: list[tuple[Any, ...]]) -> list[str]:
+    """The texts of int / None pairs (a python frame's ids) without a call per row: the encoder writes each
+    pair as a line ``[a,b]`` (None as ``null``, as in the object), three replaces over all lines turn them into
+    ``{"k0":a,"k1":b}`` (the keys hold no ``[``, ``,`` or ``]``), one split cuts them."""
+    k0, k1 = dumps(kept[0]), dumps(kept[1])
+    body = _ENCODER.encode_lines(vals).decode()
+    return body.replace("[", "{" + k0 + ":").replace(",", "," + k1 + ":").replace("]", "}").split("\n")[:-1]
 
 
 def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:

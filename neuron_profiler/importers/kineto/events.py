@@ -282,7 +282,8 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
         except OverflowError:
             pass
         else:
-            arr[(arr <= -2**62) | (arr >= 2**62)] = default
+            if len(arr) and not -2**62 < arr.min() <= arr.max() < 2**62:  # rare: find them
+                arr[(arr <= -2**62) | (arr >= 2**62)] = default
             return arr
     out = np.full(len(values), default, dtype=np.int64)
     for i, v in enumerate(values):
