@@ -134,10 +134,11 @@ def _texts_without(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozen
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
     """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: the values encoded as JSON lines in one call
     (lists such as a cpu_op's "Concrete Inputs" cannot be shared through a dict), each inside the object's
-    fixed text."""
-    tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
+    fixed text: one ``str.replace`` of the line breaks (JSON text holds none of its own) wraps every line."""
+    head = "{" + dumps(key) + ":"
     try:
-        return list(map(tmpl.__mod__, _ENCODER.encode_lines(vals).decode().split("\n")[:-1]))
+        body = _ENCODER.encode_lines(vals).decode()
+        return (head + body[:-1].replace("\n", "}\n" + head) + "}").split("\n") if body else []
     except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
         return [safe_dumps({key: v}) for v in vals]
 
