@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kineto_mutations as km  # noqa: E402
 
 from neuron_profiler.importers.kineto import api, extract, read, roundtrip  # noqa: E402
-from neuron_profiler.importers.kineto.decode import EventList, replace_lone_surrogates  # noqa: E402
+from neuron_profiler.importers.kineto.decode import event_list_type, replace_lone_surrogates  # noqa: E402
 from neuron_profiler.trace.errors import NotATraceError  # noqa: E402
 
 _ATTRS = ("n_events", "n_instants", "n_counters", "skipped", "skipped_memory", "skipped_counters", "coll_args",
@@ -72,7 +72,7 @@ def read_oracle(path: Path) -> tuple[Any, ...]:
             doc = read.parse_json(read.decode_text(replace_lone_surrogates(raw), str(path)), str(path))
         except RecursionError:
             raise NotATraceError(f"{path}: nested too deeply") from None
-        events = msgspec.convert(doc.pop("traceEvents"), EventList)
+        events = msgspec.convert(doc.pop("traceEvents"), event_list_type(doc))
         if roundtrip.embedded(doc) is not None:
             col = roundtrip.Collector()
             col.add(events)

@@ -20,7 +20,7 @@ from realdata import REAL_TRACE_FILES, real_trace
 
 from neuron_profiler.importers.kineto import extract, load_kineto_builder
 from neuron_profiler.importers.kineto.build import build_trace
-from neuron_profiler.importers.kineto.decode import EventList, decode_document, replace_lone_surrogates
+from neuron_profiler.importers.kineto.decode import decode_document, event_list_type, replace_lone_surrogates
 from neuron_profiler.importers.kineto.links import enclosing_operator
 from neuron_profiler.importers.kineto.read import load_document
 from neuron_profiler.trace import TABLES, NotATraceError, TraceFormatError, read_trace
@@ -34,7 +34,8 @@ def _oracle(raw: bytes) -> tuple[dict[str, Any], list[Any]]:
     doc = json.loads(replace_lone_surrogates(raw))
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
-    return doc, msgspec.convert(doc.pop("traceEvents"), EventList)
+    events = doc.pop("traceEvents")
+    return doc, msgspec.convert(events, event_list_type(doc))
 
 
 def _same(a: Any, b: Any, path: str = "") -> None:

@@ -48,19 +48,17 @@ __all__ = ["import_kineto", "import_directory", "load_kineto_builder", "default_
            "is_kineto_file", "dir_writable"]
 
 _SUFFIXES = (".json.gz", ".json")
-#: a text above this size is read a chunk at a time (``decode.document_chunks``: each chunk's events are
-#: extracted while in the CPU caches and freed before the next is decoded, so its memory is reused); below,
-#: whole. A first import in a fresh process pays for every page of fresh memory (~3 us a fault on a VM): on
-#: the real traces of 1-5 MB of text, 256 KB chunks touch 25-30 % fewer pages than a whole decode or 1 MB
-#: chunks for the same instructions (bert_h100: 1,348 -> 1,024 faults; mtia_inference 6,200 -> 4,250); on
-#: larger texts the faults no longer fall and 1 MB chunks take fewer instructions (nccl_data: 256 KB +1.8 %)
-_WHOLE_BYTES = 512 << 10
-_SMALL_CHUNK_BYTES, _LARGE_CHUNK_BYTES, _LARGE_TEXT = 256 << 10, 1 << 20, 8 << 20
-
-
-def _chunk_bytes(n: int) -> int:
-    """Bytes per chunk for a text of ``n`` bytes."""
-    return _SMALL_CHUNK_BYTES if n <= _LARGE_TEXT else _LARGE_CHUNK_BYTES
+#: a text above this size is read a chunk of about ``_CHUNK_BYTES`` at a time (``decode.document_chunks``:
+#: bounded memory, fewer page faults, each chunk extracted while in the CPU caches); below, whole. 256 KiB
+#: each: a chunk's objects are freed and their memory reused by the next, so a first import touches less
+#: fresh memory (page faults: bert_h100 1,333 -> 1,023, sampled_rank-0 2,509 -> 1,626, mtia_inference
+#: 6,197 -> 4,237, nccl_data 9,128 -> 7,476, at most +2 % instructions; 1 MiB chunks of texts over 4 MiB
+#: before, 128 KiB costs more instructions than it saves faults). Texts over ``_LARGE_BYTES`` take chunks of
+#: ``_LARGE_CHUNK_BYTES``: nccl_data (9.8 MB) imports 3-5 % faster in 512 KiB chunks than in 256 KiB ones
+_WHOLE_BYTES = 256 << 10
+_CHUNK_BYTES = 256 << 10
+_LARGE_BYTES = 8 << 20
+_LARGE_CHUNK_BYTES = 512 << 10
 
 
 def is_kineto_file(path: str | Path) -> bool:
@@ -135,7 +133,8 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
         raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
     raw = read_bytes(src)
     stage("parse")
-    chunked = document_chunks(raw, str(src), _chunk_bytes(len(raw))) if len(raw) > _WHOLE_BYTES else None
+    size = _CHUNK_BYTES if len(raw) <= _LARGE_BYTES else _LARGE_CHUNK_BYTES
+    chunked = document_chunks(raw, str(src), size) if len(raw) > _WHOLE_BYTES else None
     if chunked is not None:  # a large text: its events decoded and extracted a chunk at a time
         ev = extract_chunked(chunked)
         if ev is not None and roundtrip.embedded(chunked.doc) is None:

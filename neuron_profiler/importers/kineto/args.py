@@ -6,9 +6,8 @@ keys the row class drops, "" when nothing is left) and the rows whose args hold 
 """
 from __future__ import annotations
 
-from functools import partial
 from itertools import chain, compress, count, repeat
-from operator import contains, is_not, itemgetter
+from operator import is_, is_not, itemgetter
 from typing import Any
 
 import msgspec
@@ -135,10 +134,11 @@ def _texts_without(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozen
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
     """``[safe_dumps({key: v}) for v in vals]`` in C-level passes: the values encoded as JSON lines in one call
     (lists such as a cpu_op's "Concrete Inputs" cannot be shared through a dict), each inside the object's
-    fixed text."""
-    tmpl = "{" + dumps(key).replace("%", "%%") + ":%s}"
+    fixed text: one ``str.replace`` of the line breaks (JSON text holds none of its own) wraps every line."""
+    head = "{" + dumps(key) + ":"
     try:
-        return list(map(tmpl.__mod__, _ENCODER.encode_lines(vals).decode().split("\n")[:-1]))
+        body = _ENCODER.encode_lines(vals).decode()
+        return (head + body[:-1].replace("\n", "}\n" + head) + "}").split("\n") if body else []
     except _ENCODE_ERRORS:  # one value cannot be encoded: "" for it, as safe_dumps
         return [safe_dumps({key: v}) for v in vals]
 
@@ -152,23 +152,41 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
         return None
-    ints = list(filter(partial(is_not, None), flat)) if type(None) in types else flat
-    if not _I64_MIN <= min(ints) <= max(ints) <= _I64_MAX:
+    if len(kept) == 2 and not any(c in k for k in kept for c in "[],"):
+        try:
+            return _pair_texts(kept, vals)
+        except (*_ENCODE_ERRORS, OverflowError):  # an int beyond uint64: the template's range check decides
+            pass
+    nulls: list[int] = []
+    if type(None) in types:  # the rows holding a None (zeroed in ``flat`` for the range check)
+        at = list(compress(count(), map(is_, flat, repeat(None))))
+        for i in at:
+            flat[i] = 0
+        nulls = sorted({i // len(kept) for i in at})
+    if not _I64_MIN <= min(flat) <= max(flat) <= _I64_MAX:
         return None
-    nulls = list(compress(count(), map(contains, vals, repeat(None)))) if len(ints) < len(flat) else []
-    if nulls:
-        vals = list(vals)
-        zero = (0,) * len(kept)
-        for i in nulls:
-            vals[i] = zero
     tmpl = "{" + ",".join(f"{dumps(k).replace('%', '%%')}:%d" for k in kept) + "}"
-    out = list(map(tmpl.__mod__, vals))
+    if not nulls:
+        return list(map(tmpl.__mod__, vals))
+    zeroed = list(vals)
+    for i in nulls:
+        zeroed[i] = (0,) * len(kept)
+    out = list(map(tmpl.__mod__, zeroed))
     for i in nulls:  # rows holding a None: encoded one by one
-        out[i] = safe_dumps(dict(zip(kept, flat[i * len(kept):(i + 1) * len(kept)])))
+        out[i] = safe_dumps(dict(zip(kept, vals[i])))
     return out
 
 
 _INT_NONE = frozenset({int, type(None)})
+
+
+def _pair_texts(kept: tuple[str, str], vals: list[tuple[Any, ...]]) -> list[str]:
+    """The texts of int / None pairs (a python frame's ids) without a call per row: the encoder writes each
+    pair as a line ``[a,b]`` (None as ``null``, as in the object), three replaces over all lines turn them into
+    ``{"k0":a,"k1":b}`` (the keys hold no ``[``, ``,`` or ``]``), one split cuts them."""
+    k0, k1 = dumps(kept[0]), dumps(kept[1])
+    body = _ENCODER.encode_lines(vals).decode()
+    return body.replace("[", "{" + k0 + ":").replace(",", "," + k1 + ":").replace("]", "}").split("\n")[:-1]
 
 
 def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:

