@@ -149,8 +149,9 @@ def _trailer_size(raw: bytes) -> int:
 def _inflate(d: Any, data: bytes, room: int, hint: int | None) -> bytes:
     """One gzip member of ``data`` inflated by ``d``, at most ``room + 1`` bytes (one more than allowed tells the
     caller it is too big). With ``hint`` (the trailer's size), the output buffer grows straight to that size
-    (the inflater otherwise doubles it and then shrinks it: 20-30 % more of the text's pages touched); a
-    hint that is wrong (a lie, a concatenated .gz) only means the rest is inflated after it."""
+    (the inflater otherwise doubles it and then shrinks it: 20-30 % more of the text's pages touched). A
+    concatenated .gz states its last member's size, so the hint may be wrong: the rest is then inflated after
+    it (a trailer that lies is a corrupt file: the inflater's size check refuses it at the member's end)."""
     if hint is None or hint >= room:
         return d.decompress(data, room + 1)
     pieces = [d.decompress(data, hint + 1)]
