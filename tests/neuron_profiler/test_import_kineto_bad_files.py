@@ -129,6 +129,61 @@ def test_gzip_trailer_size_is_only_a_hint(tmp_path, cut):
         read.read_bytes(p)
 
 
+def _pieces(reader, n: int) -> bytes:
+    """Everything ``reader`` reads, asked for ``n`` bytes at a time (each piece at most ``n``)."""
+    out = []
+    while piece := reader.read(n):
+        assert len(piece) <= n
+        out.append(piece)
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("cut", [0, 1, 4000, 100_000])
+def test_a_text_read_in_pieces_is_the_text_read_whole(tmp_path, cut):
+    """``TextReader.read(n)`` gives the bytes ``read_bytes`` gives, in pieces of at most n, for a plain file, a
+    .gz and a concatenated .gz (cut anywhere); a truncated or corrupt .gz gives the whole read's error, with
+    its message, when the piece reaches the cut."""
+    from neuron_profiler.importers.kineto import read
+
+    text = b'{"traceEvents": [' + b",".join(b'{"ph": "X", "ts": %d}' % i for i in range(9000)) + b"]}"
+    gz = gzip.compress(text[:cut]) + gzip.compress(text[cut:]) if cut else gzip.compress(text)
+    for name, data in (("t.json", text), ("t.json.gz", gz)):
+        p = tmp_path / name
+        p.write_bytes(data)
+        for n in (1, 777, 1 << 16, 1 << 30):
+            with read.TextReader(p) as r:
+                assert _pieces(r, n) == text
+    p = tmp_path / "bad.json.gz"
+    for bad in (gz[:len(gz) // 2], gz[:-9], gz[:-4] + b"\0\0\0\0", gz[:40] + b"\xff" * 40 + gz[80:]):
+        p.write_bytes(bad)
+        with pytest.raises(read.TraceFormatError) as whole:
+            read.read_bytes(p)
+        for n in (1000, 1 << 16):
+            with pytest.raises(type(whole.value)) as pieces, read.TextReader(p) as r:
+                _pieces(r, n)
+            assert str(pieces.value) == str(whole.value)
+
+
+def test_a_large_truncated_gzip_gives_the_same_error_when_read_a_chunk_at_a_time(tmp_path):
+    """A .gz of a text large enough to be read a chunk at a time, cut in its middle: the import fails with the
+    error of the whole read (the events read before the cut are dropped), and writes nothing."""
+    from neuron_profiler.importers.kineto import api, import_kineto, read
+
+    events = ",\n".join(json.dumps({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10 + i,
+                                     "dur": 2}) for i in range(12000))
+    text = ('{"schemaVersion": 1, "traceEvents": [' + events + "]}").encode()
+    assert len(text) > 2 * api._WHOLE_BYTES
+    p = tmp_path / "cut.json.gz"
+    gz = gzip.compress(text)
+    p.write_bytes(gz[:len(gz) * 3 // 4])
+    with pytest.raises(read.TruncatedTraceError) as whole:
+        read.read_bytes(p)
+    with pytest.raises(read.TruncatedTraceError) as imported:
+        import_kineto(p, tmp_path / "out.nprof", progress=False)
+    assert str(imported.value) == str(whole.value)
+    assert not (tmp_path / "out.nprof").exists()
+
+
 def test_gzip_bomb_stating_a_small_size_is_refused(tmp_path, monkeypatch):
     from neuron_profiler.importers.kineto import read
 

@@ -4,6 +4,7 @@ columns. Also the inputs of issue 26 (lone surrogates, numeric strings beyond in
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import random
@@ -410,12 +411,25 @@ def test_the_one_pass_decode_of_a_kineto_document_equals_the_two_pass_decode():
     assert cols_one["start_ts"].tolist() == [1669783687464181123 + 1001 * i for i in range(50)]  # by hand
 
 
-def _chunked_or_whole(raw: bytes, size: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+class _Pieces(io.BytesIO):
+    """A text read as ``decode.Chunked`` reads a file, but in pieces of at most ``most`` bytes (a reader may
+    return fewer bytes than asked): every cut of the text between pieces is tried somewhere."""
+
+    def __init__(self, raw: bytes, most: int) -> None:
+        super().__init__(raw)
+        self.most = most
+
+    def read(self, n: int | None = -1) -> bytes:
+        return super().read(self.most if n is None or n < 0 else min(n, self.most))
+
+
+def _chunked_or_whole(raw: bytes, size: int, piece: int = 1 << 30) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(document, extracted columns, "chunked" / "whole") as ``api._read_events`` reads ``raw`` with chunks of
-    ``size`` bytes: chunk by chunk when ``document_chunks`` can, else whole (``decode_document``)."""
+    ``size`` bytes, the text read in pieces of at most ``piece`` bytes: chunk by chunk when ``document_chunks``
+    can, else whole (``decode_document``)."""
     from neuron_profiler.importers.kineto.decode import document_chunks
 
-    chunked = document_chunks(raw, "t", size)
+    chunked = document_chunks(_Pieces(raw, piece), size)
     if chunked is not None:
         ev = extract.extract_chunked(chunked)
         if ev is not None:
@@ -429,10 +443,10 @@ def _chunked_or_whole(raw: bytes, size: int) -> tuple[dict[str, Any], dict[str, 
     "HolisticTraceAnalysis/mtia_inference_trace/mtia_inference_rank_0.json.gz",  # INFO / ERROR lists after
     "HolisticTraceAnalysis/trace_filter/sampled_rank-0.json.gz",  # one line, no space between elements
 ])
-@pytest.mark.parametrize("size", [1, 3000, 200_000])
-def test_a_real_trace_read_a_chunk_at_a_time_equals_the_whole_read(rel, size):
+@pytest.mark.parametrize("size,piece", [(1, 1 << 30), (3000, 4099), (200_000, 1 << 30), (200_000, 65_537)])
+def test_a_real_trace_read_a_chunk_at_a_time_equals_the_whole_read(rel, size, piece):
     raw = gzip.decompress(real_trace(rel).read_bytes())
-    doc, cols, how = _chunked_or_whole(raw, size)
+    doc, cols, how = _chunked_or_whole(raw, size, piece)
     want_doc, want_events, text = decode_document(raw, rel)
     assert how == "chunked" and list(doc) == list(_oracle(raw)[0]) and doc == want_doc
     _same(cols, extract.extract_events(want_events, text).finish())
@@ -456,18 +470,49 @@ def test_cuts_inside_strings_and_nested_values_and_odd_keys_read_as_the_whole_te
     texts.append(json.dumps(docs[0]).encode().replace(b'"op 399', b'"op \\ud800 399'))  # lone surrogate
     texts.append(json.dumps(docs[0]).encode() + b" x")  # trailing garbage: the whole read's error
     for raw in texts:
-        for size in (1, 500, 7000):
+        for size, piece in ((1, 1 << 30), (500, 7), (7000, 1 << 30), (7000, 1000)):
             try:
                 want_doc, want_events, text = decode_document(raw, "t")
             except NotATraceError:
                 with pytest.raises(NotATraceError):
-                    _chunked_or_whole(raw, size)
+                    _chunked_or_whole(raw, size, piece)
                 continue
-            doc, cols, _how = _chunked_or_whole(raw, size)
+            doc, cols, _how = _chunked_or_whole(raw, size, piece)
             assert doc == want_doc
             _same(cols, extract.extract_events(want_events, text).finish())
     assert [_chunked_or_whole(texts[i], 500)[2] for i in (0, 1, 2, 4, 6, 8)] == [
         "chunked", "chunked", "whole", "whole", "chunked", "chunked"]  # nested "traceEvents" first, own "e" key
+
+
+def test_a_text_read_in_pieces_checks_utf8_across_the_cuts_and_grows_for_large_elements():
+    """Names in several scripts, their UTF-8 bytes cut between pieces anywhere: the chunked read equals the
+    whole one. A byte that is not UTF-8, early or in the last piece, or a sequence the text ends inside: the
+    chunked read gives up and the whole read's error (its message) comes back. An element larger than the
+    buffer (a 600 kB args string) is read whole by growing the buffer."""
+    names = ["é", "中文", "😀", "aé中😀"]
+    events = [dict(GOOD, name=f"{names[i % 4]} op{i}", ts=10.5 + i, args={"s": names[i % 3] * 3},
+                   note=f"<{names[i % 4]}{i}>") for i in range(300)]  # "note": a key the decoder skips unread
+    raw = json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=False).encode()
+    want_doc, want_events, text = decode_document(raw, "t")
+    want = extract.extract_events(want_events, text).finish()
+    for piece in (1, 2, 3, 5, 4096):
+        doc, cols, how = _chunked_or_whole(raw, 700, piece)
+        assert how == "chunked" and doc == want_doc
+        _same(cols, want)
+    for bad in (raw.replace("<中文1>".encode(), b"<\xff\xfe>"), raw.replace("<😀298>".encode(), b"<\xc3298>"),
+                raw.replace("<aé中😀151>".encode(), "<aé中😀151>".encode()[:-6] + b">")):
+        with pytest.raises(NotATraceError) as whole:
+            decode_document(bad, "t")
+        for piece in (3, 4096):
+            with pytest.raises(NotATraceError) as chunked:
+                _chunked_or_whole(bad, 700, piece)
+            assert str(chunked.value) == str(whole.value)
+    big = [dict(GOOD, ts=1.5 + i, args={"s": "x" * (600_000 if i == 40 else 10)}) for i in range(100)]
+    raw = json.dumps({"traceEvents": big, "traceName": "t"}).encode()
+    want_doc, want_events, text = decode_document(raw, "t")
+    doc, cols, how = _chunked_or_whole(raw, 300, 1000)
+    assert how == "chunked" and doc == want_doc
+    _same(cols, extract.extract_events(want_events, text).finish())
 
 
 def test_a_chunked_read_decides_exact_timestamps_for_the_whole_trace_as_the_whole_read_does():

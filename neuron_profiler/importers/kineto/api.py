@@ -39,7 +39,7 @@ from neuron_profiler.importers.kineto import roundtrip
 from neuron_profiler.importers.kineto.build import build_from_columns
 from neuron_profiler.importers.kineto.decode import decode_document, document_chunks
 from neuron_profiler.importers.kineto.extract import EventColumns, extract_chunked, extract_events
-from neuron_profiler.importers.kineto.read import read_bytes
+from neuron_profiler.importers.kineto.read import TextReader, read_bytes
 from neuron_profiler.importers.output import write_atomically
 from neuron_profiler.trace import TRACE_SUFFIX, TraceBuilder
 from neuron_profiler.trace.errors import NotATraceError, TraceFormatError
@@ -131,15 +131,20 @@ def _read_events(src: Path, stage: Callable[[str], None]) -> tuple[dict[str, Any
     ``neuronProfiler`` key gets a ``roundtrip.Collector`` instead of the Kineto columns."""
     if src.is_dir():
         raise TraceFormatError(f"{src}: is a directory (expected one Kineto JSON file; use import_directory)")
-    raw = read_bytes(src)
-    stage("parse")
-    size = _CHUNK_BYTES if len(raw) <= _LARGE_BYTES else _LARGE_CHUNK_BYTES
-    chunked = document_chunks(raw, str(src), size) if len(raw) > _WHOLE_BYTES else None
-    if chunked is not None:  # a large text: its events decoded and extracted a chunk at a time
-        ev = extract_chunked(chunked)
-        if ev is not None and roundtrip.embedded(chunked.doc) is None:
-            return chunked.doc, ev
-        del ev, chunked  # anything else (our own export, text not cut so) is decoded whole
+    with TextReader(src) as reader:
+        stage("parse")
+        hint = reader.size_hint  # the text's size (a gzip file's trailer states it: a hint only)
+        if hint <= _WHOLE_BYTES:
+            raw = reader.read()
+        else:  # a large text: its events decoded and extracted a chunk at a time, as the file is read
+            chunked = document_chunks(reader, _CHUNK_BYTES if hint <= _LARGE_BYTES else _LARGE_CHUNK_BYTES)
+            if chunked is not None:
+                ev = extract_chunked(chunked)
+                if ev is not None and roundtrip.embedded(chunked.doc) is None:
+                    return chunked.doc, ev
+                del ev
+            del chunked  # anything else (our own export, text not cut so) is read again and decoded whole
+            raw = read_bytes(src)
     doc, events, text = decode_document(raw, str(src))
     del raw
     if roundtrip.embedded(doc) is not None:

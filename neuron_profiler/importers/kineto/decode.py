@@ -14,13 +14,14 @@ to a trace, compared or encoded again.
 """
 from __future__ import annotations
 
+import codecs
 import re
 from typing import Any, Union
 
 import msgspec
 import numpy as np
 
-from neuron_profiler.importers.kineto.read import decode_text, parse_json
+from neuron_profiler.importers.kineto.read import TextReader, decode_text, parse_json
 from neuron_profiler.trace.errors import NotATraceError
 
 
@@ -150,37 +151,81 @@ def _address(buf: Any) -> int:
     return int(np.frombuffer(buf, dtype=np.uint8).__array_interface__["data"][0])
 
 
-class Chunked:
-    """A Kineto object text read a chunk of its events at a time (``document_chunks``): iterate for
-    (events, their JSON text) pairs, then ``doc`` holds the top-level keys but ``traceEvents``. ``failed``:
-    a chunk's text was not a run of whole elements of the top-level ``traceEvents`` (or the keys around it
-    are not what they seemed): everything read must be dropped and the text read by ``decode_document``."""
+class _Unread(Exception):
+    """The text cannot be read a chunk at a time (not UTF-8): the caller reads it whole."""
 
-    def __init__(self, raw: bytes, start: int, size: int) -> None:
-        self.raw, self.start, self.size = raw, start, size
+
+class Chunked:
+    """A Kineto object text read a chunk of its events at a time (``document_chunks``), as its file is read:
+    iterate for (events, their JSON text) pairs, then ``doc`` holds the top-level keys but ``traceEvents``.
+    ``failed``: a chunk's text was not a run of whole elements of the top-level ``traceEvents`` (or the keys
+    around it are not what they seemed, or the text is not UTF-8): everything read must be dropped and the text
+    read whole by ``decode_document``.
+
+    The text lives in one buffer that is refilled in place (``_more``): only a chunk and the piece being read
+    are held, never the whole text, and no memory is taken afresh per chunk. A chunk is decoded where it lies:
+    the byte before it becomes ``[`` and the one after it ``]`` (both are ``,`` or blanks between elements). The
+    text handed out with a chunk's events is a view of that buffer, valid until the next chunk is read."""
+
+    def __init__(self, reader: TextReader, buf: bytearray, end: int, start: int, size: int) -> None:
+        self.reader, self.size = reader, size
+        self.buf, self.end, self.at = buf, end, start  # text in buf[:end]; the next chunk from buf[at]
         self.doc: dict[str, Any] = {}
         self.failed = False
+        self._utf8: Any = None  # an incremental UTF-8 check, from the first piece that is not ASCII
 
     def __iter__(self) -> Any:
-        a = self.start
-        while True:
-            got = self._chunk(a)
-            if got is None:
-                break
-            events, chunk, a = got
-            yield events, chunk
-            del events, chunk
-        tail = self._tail(a)
+        try:
+            while True:
+                got = self._chunk()
+                if got is None:
+                    break
+                events, text = got
+                del got  # else this chunk's structs live on while the next one is decoded
+                yield events, text
+                text.release()
+                del events, text
+            tail = self._tail()
+        except _Unread:
+            tail = None
         if tail is None:
             self.failed = True
             return
         yield tail
 
-    def _tail(self, a: int) -> tuple[list[Any], bytes] | None:
-        """(events, their text) of the rest from ``a``, the keys after the events added to ``doc``: the text
+    def _chunk(self) -> tuple[list[Any], memoryview] | None:
+        """(events, their text) of the chunk from ``at``, cut at the first ``}`` ``,`` ``{`` after ``size`` bytes
+        that is a boundary between two elements (a few are tried: one inside a string or a nested value makes no
+        JSON array); None: the rest is read as the tail."""
+        skip = self.size
+        for _ in range(_CUTS_TRIED):
+            m = self._find(_BOUNDARY, skip)
+            if m is None:
+                return None
+            buf, end = self.buf, m.start() + 1
+            after = buf[end]
+            buf[self.at - 1], buf[end] = 0x5B, 0x5D  # "[" and "]"
+            text = memoryview(buf)[self.at - 1:end + 1]
+            try:
+                events = _EVENTS.decode(text)
+            except (msgspec.DecodeError, RecursionError):
+                text.release()
+                buf[end] = after
+                skip = m.end() - 1 - self.at
+                continue
+            self.at = m.end() - 1
+            return events, text
+        return None
+
+    def _tail(self) -> tuple[list[Any], bytes] | None:
+        """(events, their text) of the rest from ``at``, the keys after the events added to ``doc``: the text
         ``{"e": [<rest>], <keys after>}`` is an object (None when it is not, or holds another ``traceEvents``)."""
+        while self._more(self.end - self.at):
+            pass
+        start = self.at - len(_TAIL_HEAD)  # the bytes before ``at`` are read already: room for the head
+        self.buf[start:self.at] = _TAIL_HEAD
+        text = memoryview(self.buf)[start:self.end]
         try:
-            text = b"".join((b'{"e":[', memoryview(self.raw)[a:]))
             tail = _TOP_KEYS.decode(text)
             rest = tail.pop("e")
             if _address(rest) != _address(text) + 5:  # a key "e" of the text's own came last
@@ -194,54 +239,83 @@ class Chunked:
         self.doc.update(after)
         return events, bytes(rest)
 
-    def _chunk(self, a: int) -> tuple[list[Any], bytes, int] | None:
-        """(events, their text, where the next chunk starts) of the chunk starting at ``a``, cut at the first
-        ``}`` ``,`` ``{`` after ``size`` bytes that is a boundary between two elements (a few are tried: one
-        inside a string or a nested value makes no JSON array); None: the rest is read as the tail."""
-        raw, view = self.raw, memoryview(self.raw)
-        pos = a + self.size
-        for _ in range(_CUTS_TRIED):
-            m = _BOUNDARY.search(raw, pos) if pos < len(raw) else None
-            if m is None:
-                return None
-            chunk = b"".join((b"[", view[a:m.start() + 1], b"]"))
+    def _find(self, pattern: re.Pattern[bytes], skip: int) -> re.Match[bytes] | None:
+        """The first match of ``pattern`` from ``skip`` bytes after ``at``, reading more of the text until one is
+        found (a match is complete when found: the patterns end in a fixed byte); None at the text's end. The
+        match's positions are good until the buffer is refilled."""
+        while True:
+            m = pattern.search(self.buf, self.at + skip, self.end)  # ``at`` moves when the buffer is refilled
+            if m is not None or not self._more(self.end - self.at - skip):
+                return m
+
+    def _more(self, searched: int) -> bool:
+        """Read more of the text into the buffer (False at its end): a piece, or the ``searched`` bytes a search
+        found nothing in if that is more, so that searches started again from the same place stay linear."""
+        piece = self.reader.read(max(_PIECE, searched))
+        if self._utf8 is not None or not piece.isascii():  # msgspec skips unread keys unchecked: check all
+            self._utf8 = self._utf8 or codecs.getincrementaldecoder("utf-8")()
             try:
-                return _EVENTS.decode(chunk), chunk, m.end() - 1
-            except (msgspec.DecodeError, RecursionError):
-                pos = m.end() - 1
-        return None
+                self._utf8.decode(piece, final=not piece)
+            except UnicodeDecodeError:
+                raise _Unread from None
+        if not piece:
+            return False
+        if self.at >= _PIECE or self.end + len(piece) > len(self.buf):
+            self._make_room(len(piece))
+        memoryview(self.buf)[self.end:self.end + len(piece)] = piece  # a bytearray's slice would copy it twice
+        self.end += len(piece)
+        return True
+
+    def _make_room(self, n: int) -> None:
+        """Room for ``n`` more bytes: the text before the next chunk is dropped (but the few bytes its decode
+        overwrites), and the buffer doubled when that is not enough (an element larger than a chunk). Dropped
+        as soon as it is more than a piece, so that the buffer's first pages are used again and again."""
+        keep = max(self.at - len(_TAIL_HEAD), 0)
+        view = memoryview(self.buf)
+        view[:self.end - keep] = view[keep:self.end]
+        view.release()
+        self.at, self.end = self.at - keep, self.end - keep
+        if self.end + n > len(self.buf):
+            grown = bytearray(max(2 * len(self.buf), self.end + n))
+            grown[:self.end] = memoryview(self.buf)[:self.end]
+            self.buf = grown
 
 
 #: cuts tried per chunk: each failed one costs a decode of the chunk; after them the rest is read in one piece
 _CUTS_TRIED = 3
+#: text read from the file at a time (ISA-L inflates pieces smaller than this with more copying: 64 KiB
+#: pieces cost bert_h100's import 0.7 % more instructions, 32 KiB 1.1 %); the head a tail is decoded with
+_PIECE = 128 << 10
+_TAIL_HEAD = b'{"e":['
 
 
-def document_chunks(raw: bytes, where: str, size: int) -> Chunked | None:
-    """The events of a Kineto object text in chunks of about ``size`` bytes (``Chunked``), so that the
-    events of the whole trace never live at once (the caller extracts and frees each chunk: on the 53 MB
-    real trace 35k page faults fewer, a third of the import's time); None when the text is not read so
-    (empty, the array format, no top-level ``traceEvents`` found, keys before it that do not read): the
-    caller reads it with ``decode_document``.
+def document_chunks(reader: TextReader, size: int) -> Chunked | None:
+    """The events of the Kineto object text ``reader`` reads, in chunks of about ``size`` bytes (``Chunked``),
+    so that neither the text nor the events of the whole trace live at once (the caller extracts and frees each
+    chunk: on the 53 MB real trace 35k page faults fewer, a third of the import's time); None when the text is
+    not read so (empty, the array format, no top-level ``traceEvents`` found, keys before it that do not read):
+    the caller reads it whole with ``decode_document``.
 
     The text is cut without a parse: at the ``"traceEvents": [`` found first, then after about ``size``
     bytes at the next ``}`` ``,`` ``{``. A cut is checked by the decode it feeds: text holding only part of
     an element (a cut inside a string or a nested value) is no JSON array, and the rest of the text is then
     read in one piece; the keys before the events must read as an object ending with ``traceEvents``, those
     after it must not hold another ``traceEvents``."""
-    if not raw or raw.isspace() or _ARRAY_FORMAT.match(raw):
+    out = Chunked(reader, bytearray(size + 2 * _PIECE), 0, 0, size)
+    try:  # the array format is told by its first piece (the rest of the text is not read for it)
+        m = None if not out._more(0) or _ARRAY_FORMAT.match(out.buf, 0, out.end) else out._find(_EVENTS_KEY, 0)
+    except _Unread:
         return None
-    if not raw.isascii():  # msgspec skips the keys it does not read unchecked: the whole text must be UTF-8
-        decode_text(raw, where)
-    m = _EVENTS_KEY.search(raw)
-    if m is None:
+    buf = out.buf
+    if m is None or _ARRAY_FORMAT.match(buf, 0, out.end):
         return None
     try:  # the keys before: ``<text before> "traceEvents": []}`` must be an object ending with that key
-        before = _TOP_KEYS.decode(b"".join((memoryview(raw)[:m.start()], b'"traceEvents":[]}')))
+        before = _TOP_KEYS.decode(b"".join((memoryview(buf)[:m.start()], b'"traceEvents":[]}')))
     except (msgspec.DecodeError, RecursionError):
         return None
     if list(before)[-1:] != ["traceEvents"] or bytes(before.pop("traceEvents")) != b"[]":
         return None
-    out = Chunked(raw, m.end(), size)
+    out.at = m.end()
     out.doc = {k: _ANY.decode(v) for k, v in before.items()}
     return out
 

@@ -89,80 +89,122 @@ def _too_big(path: Path, size: int, budget: int, gz: bool) -> TraceFormatError:
 
 
 def read_bytes(src: str | Path) -> bytes:
-    """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix).
+    """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix), read whole.
 
     Raises ``TruncatedTraceError`` for a truncated or corrupt gzip stream, ``NotATraceError`` for one that
     inflates beyond ``MAX_INFLATE_RATIO`` times its size (a gzip bomb), ``TraceFormatError`` for a text whose
     import would not fit in the available memory (checked before the file is read, or while it inflates),
     ``FileNotFoundError`` when absent."""
-    path = Path(src)
-    budget = text_budget()
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        head = f.read(2)
-        if budget is not None and size > budget and head != _GZIP_MAGIC:
-            raise _too_big(path, size, budget, False)
-        if f.seekable():  # one read of the whole file: ``head + f.read()`` would copy it again
-            f.seek(0)
-            raw = f.read()
-        else:  # a pipe
-            raw = head + f.read()
-    if raw[:2] != _GZIP_MAGIC:
-        return raw
-    return _gunzip(path, raw, budget)
+    with TextReader(src) as reader:
+        return reader.read()
 
 
-def _gunzip(path: Path, raw: bytes, budget: int | None) -> bytes:
-    ratio_limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
-    limit = ratio_limit if budget is None else min(ratio_limit, budget)
-    parts: list[bytes] = []
-    total, data = 0, raw
-    try:
-        while data:  # one gzip member after the other (a concatenated .gz has several)
-            d = _zlib.decompressobj(wbits=31)
-            out = _inflate(d, data, limit - total, _trailer_size(raw) if not parts else None)
-            total += len(out)
-            if total > limit and limit < ratio_limit:
-                raise _too_big(path, limit, limit, True)
-            if total > limit:
-                raise NotATraceError(
-                    f"{path}: gzip data inflates to more than {limit:,} bytes ({MAX_INFLATE_RATIO:g}x its size): "
-                    f"refused as a likely gzip bomb (set NEURON_PROFILER_MAX_GZIP_RATIO to allow more)")
-            if not d.eof:
-                raise TruncatedTraceError(
-                    f"{path}: truncated gzip stream (expected a complete .gz file, found {len(raw)} bytes ending "
-                    f"before the end-of-stream marker)")
-            parts.append(out)
-            data = d.unused_data.lstrip(b"\x00")
-    except (_zlib.error, zlib.error, OSError, ValueError) as exc:
-        if isinstance(exc, TraceFormatError):
+class TextReader:
+    """The text of a Kineto file read whole (``read()``) or a piece at a time (``read(n)``), so that a caller
+    reading it in pieces never holds all of it: a gzip file (told by its magic bytes) is inflated as it is
+    read, with the checks of ``read_bytes`` (``size_hint``: the text's size when the file states it).
+
+    The file is opened (and, a plain text too large for the memory available, refused) on construction;
+    use as a context manager, or call ``close``."""
+
+    def __init__(self, src: str | Path) -> None:
+        self.path = Path(src)
+        budget = text_budget()
+        f = open(self.path, "rb")
+        try:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(2)
+            self.gz = head == _GZIP_MAGIC
+            if budget is not None and size > budget and not self.gz:
+                raise _too_big(self.path, size, budget, False)
+            if f.seekable():  # read from the start: ``head + f.read()`` would copy the text once more
+                f.seek(0)
+                head = b""
+            raw = head + f.read() if self.gz else b""  # a gzip file is read whole and inflated in pieces
+        except BaseException:
+            f.close()
             raise
-        raise TruncatedTraceError(f"{path}: corrupt gzip data ({exc})") from exc
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        self._f, self._head, self.size_hint = f, head, size  # a plain text: read from the file as asked
+        if not self.gz:
+            return
+        f.close()
+        self._raw, self._pending, self._head = raw, raw, b""
+        ratio_limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
+        self._ratio_limit, self._limit = ratio_limit, ratio_limit if budget is None else min(ratio_limit, budget)
+        self._d: Any = None  # the inflater of the current gzip member (None: between members)
+        self._total = 0
+        self.size_hint = _trailer_size(raw)
+
+    def __enter__(self) -> TextReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def read(self, n: int | None = None) -> bytes:
+        """The next ``n`` bytes of the text (fewer at its end, ``b""`` after it); ``None``: all the rest."""
+        if not self.gz:
+            head, self._head = self._head, b""
+            if n is None:
+                return head + self._f.read() if head else self._f.read()
+            return head + self._f.read(n - len(head)) if head else self._f.read(n)
+        try:
+            return self._inflate(n)
+        except (_zlib.error, zlib.error, OSError, ValueError) as exc:
+            if isinstance(exc, TraceFormatError):
+                raise
+            raise TruncatedTraceError(f"{self.path}: corrupt gzip data ({exc})") from exc
+
+    def _inflate(self, n: int | None) -> bytes:
+        """Up to ``n`` (None: all) more bytes inflated, one gzip member after the other (a concatenated .gz has
+        several). Read whole, the first member is inflated straight to the size the trailer states (the
+        inflater otherwise doubles its buffer and then shrinks it: 20-30 % more of the text's pages touched).
+        That size is only a hint: a concatenated .gz states its last member's, and the rest is then inflated
+        after it (a trailer that lies is a corrupt file: the inflater's size check refuses it at the member's
+        end)."""
+        parts: list[bytes] = []
+        got = 0
+        while (n is None or got < n) and (self._d is not None or self._pending):
+            if self._d is None:
+                self._d = _zlib.decompressobj(wbits=31)
+            room = self._limit - self._total
+            if n is not None:
+                want = min(n - got, room + 1)
+            elif self._total == 0 and self.size_hint < room:
+                want = self.size_hint + 1
+            else:
+                want = room + 1
+            out = self._d.decompress(self._pending, want)
+            self._total += len(out)
+            got += len(out)
+            self._check_size()
+            if self._d.eof:
+                self._pending, self._d = self._d.unused_data.lstrip(b"\x00"), None
+            elif not out and not self._d.unconsumed_tail:  # no progress: the input ends inside a member
+                raise TruncatedTraceError(
+                    f"{self.path}: truncated gzip stream (expected a complete .gz file, found {len(self._raw)} "
+                    f"bytes ending before the end-of-stream marker)")
+            else:
+                self._pending = self._d.unconsumed_tail
+            if out:
+                parts.append(out)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _check_size(self) -> None:
+        if self._total > self._limit and self._limit < self._ratio_limit:
+            raise _too_big(self.path, self._limit, self._limit, True)
+        if self._total > self._limit:
+            raise NotATraceError(
+                f"{self.path}: gzip data inflates to more than {self._limit:,} bytes ({MAX_INFLATE_RATIO:g}x its "
+                f"size): refused as a likely gzip bomb (set NEURON_PROFILER_MAX_GZIP_RATIO to allow more)")
 
 
 def _trailer_size(raw: bytes) -> int:
     """The uncompressed size a gzip file's last 4 bytes state (ISIZE, mod 2**32): a hint only, never trusted."""
     return int.from_bytes(raw[-4:], "little")
-
-
-def _inflate(d: Any, data: bytes, room: int, hint: int | None) -> bytes:
-    """One gzip member of ``data`` inflated by ``d``, at most ``room + 1`` bytes (one more than allowed tells the
-    caller it is too big). With ``hint`` (the trailer's size), the output buffer grows straight to that size
-    (the inflater otherwise doubles it and then shrinks it: 20-30 % more of the text's pages touched). A
-    concatenated .gz states its last member's size, so the hint may be wrong: the rest is then inflated after
-    it (a trailer that lies is a corrupt file: the inflater's size check refuses it at the member's end)."""
-    if hint is None or hint >= room:
-        return d.decompress(data, room + 1)
-    pieces = [d.decompress(data, hint + 1)]
-    got = len(pieces[0])
-    while not d.eof and got <= room:
-        more = d.decompress(d.unconsumed_tail, room - got + 1)
-        if not more:  # no progress: a truncated stream (the caller sees ``d.eof`` False)
-            break
-        pieces.append(more)
-        got += len(more)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def parse_json(data: bytes | str, where: str) -> dict[str, Any]:
