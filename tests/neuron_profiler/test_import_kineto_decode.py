@@ -419,8 +419,9 @@ class _Pieces(io.BytesIO):
         super().__init__(raw)
         self.most = most
 
-    def read(self, n: int | None = -1) -> bytes:
-        return super().read(self.most if n is None or n < 0 else min(n, self.most))
+    def readinto(self, b: Any) -> int:
+        with memoryview(b) as view:
+            return super().readinto(view[:self.most])
 
 
 def _chunked_or_whole(raw: bytes, size: int, piece: int = 1 << 30) -> tuple[dict[str, Any], dict[str, Any], str]:

@@ -21,7 +21,7 @@ from typing import Any, Union
 import msgspec
 import numpy as np
 
-from neuron_profiler.importers.kineto.read import TextReader, decode_text, parse_json
+from neuron_profiler.importers.kineto.read import TextReader, Unreadable, decode_text, parse_json
 from neuron_profiler.trace.errors import NotATraceError
 
 
@@ -151,10 +151,6 @@ def _address(buf: Any) -> int:
     return int(np.frombuffer(buf, dtype=np.uint8).__array_interface__["data"][0])
 
 
-class _Unread(Exception):
-    """The text cannot be read a chunk at a time (not UTF-8): the caller reads it whole."""
-
-
 class Chunked:
     """A Kineto object text read a chunk of its events at a time (``document_chunks``), as its file is read:
     iterate for (events, their JSON text) pairs, then ``doc`` holds the top-level keys but ``traceEvents``.
@@ -186,7 +182,7 @@ class Chunked:
                 text.release()
                 del events, text
             tail = self._tail()
-        except _Unread:
+        except Unreadable:
             tail = None
         if tail is None:
             self.failed = True
@@ -251,20 +247,20 @@ class Chunked:
     def _more(self, searched: int) -> bool:
         """Read more of the text into the buffer (False at its end): a piece, or the ``searched`` bytes a search
         found nothing in if that is more, so that searches started again from the same place stay linear."""
-        piece = self.reader.read(max(_PIECE, searched))
-        if self._utf8 is not None or not piece.isascii():  # msgspec skips unread keys unchecked: check all
-            self._utf8 = self._utf8 or codecs.getincrementaldecoder("utf-8")()
-            try:
-                self._utf8.decode(piece, final=not piece)
+        want = max(_PIECE, searched)
+        if self.at >= _PIECE or self.end + want > len(self.buf):
+            self._make_room(want)
+        with memoryview(self.buf) as view:
+            n = self.reader.readinto(view[self.end:self.end + want])
+        if self._utf8 is not None or (n and np.frombuffer(self.buf, np.uint8, n, self.end).max() >= 0x80):
+            self._utf8 = self._utf8 or codecs.getincrementaldecoder("utf-8")()  # the decoder skips unread keys
+            try:  # unchecked: every byte is checked here, across the cuts between pieces
+                with memoryview(self.buf) as view:
+                    self._utf8.decode(view[self.end:self.end + n], final=not n)
             except UnicodeDecodeError:
-                raise _Unread from None
-        if not piece:
-            return False
-        if self.at >= _PIECE or self.end + len(piece) > len(self.buf):
-            self._make_room(len(piece))
-        memoryview(self.buf)[self.end:self.end + len(piece)] = piece  # a bytearray's slice would copy it twice
-        self.end += len(piece)
-        return True
+                raise Unreadable from None
+        self.end += n
+        return n > 0
 
     def _make_room(self, n: int) -> None:
         """Room for ``n`` more bytes: the text before the next chunk is dropped (but the few bytes its decode
@@ -283,8 +279,7 @@ class Chunked:
 
 #: cuts tried per chunk: each failed one costs a decode of the chunk; after them the rest is read in one piece
 _CUTS_TRIED = 3
-#: text read from the file at a time (ISA-L inflates pieces smaller than this with more copying: 64 KiB
-#: pieces cost bert_h100's import 0.7 % more instructions, 32 KiB 1.1 %); the head a tail is decoded with
+#: text read from the file at a time; the head a tail is decoded with (``Chunked._tail``)
 _PIECE = 128 << 10
 _TAIL_HEAD = b'{"e":['
 
@@ -304,7 +299,7 @@ def document_chunks(reader: TextReader, size: int) -> Chunked | None:
     out = Chunked(reader, bytearray(size + 2 * _PIECE), 0, 0, size)
     try:  # the array format is told by its first piece (the rest of the text is not read for it)
         m = None if not out._more(0) or _ARRAY_FORMAT.match(out.buf, 0, out.end) else out._find(_EVENTS_KEY, 0)
-    except _Unread:
+    except Unreadable:
         return None
     buf = out.buf
     if m is None or _ARRAY_FORMAT.match(buf, 0, out.end):

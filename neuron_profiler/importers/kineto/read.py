@@ -30,10 +30,13 @@ _MAX_INFLATE_FLOOR = 256 << 20
 
 # ModuleType: either module (isal's stub also declares ``error`` an instance, not the exception class)
 _zlib: ModuleType
+_GzipFile: Any
 try:  # ISA-L inflates ~2x faster than zlib; same format, same errors
     from isal import isal_zlib as _zlib
+    from isal.igzip import IGzipFile as _GzipFile
 except ImportError:  # pragma: no cover - isal is a core dependency; zlib always works
     _zlib = zlib
+    from gzip import GzipFile as _GzipFile
 
 
 #: memory an import takes per byte of JSON text, at most (measured: 4.6x on the largest real trace, 53 MB: the
@@ -89,7 +92,7 @@ def _too_big(path: Path, size: int, budget: int, gz: bool) -> TraceFormatError:
 
 
 def read_bytes(src: str | Path) -> bytes:
-    """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix), read whole.
+    """The decompressed bytes of ``src`` (gzip detected by magic bytes, not by the suffix).
 
     Raises ``TruncatedTraceError`` for a truncated or corrupt gzip stream, ``NotATraceError`` for one that
     inflates beyond ``MAX_INFLATE_RATIO`` times its size (a gzip bomb), ``TraceFormatError`` for a text whose
@@ -99,41 +102,41 @@ def read_bytes(src: str | Path) -> bytes:
         return reader.read()
 
 
-class TextReader:
-    """The text of a Kineto file read whole (``read()``) or a piece at a time (``read(n)``), so that a caller
-    reading it in pieces never holds all of it: a gzip file (told by its magic bytes) is inflated as it is
-    read, with the checks of ``read_bytes`` (``size_hint``: the text's size when the file states it).
+class Unreadable(Exception):
+    """``TextReader.readinto`` met what ``read`` would refuse (a truncated or corrupt .gz, more text than
+    allowed): the caller reads the file whole, which raises the error with its message."""
 
-    The file is opened (and, a plain text too large for the memory available, refused) on construction;
-    use as a context manager, or call ``close``."""
+
+class TextReader:
+    """The text of a Kineto file, read whole (``read``) or into the caller's buffer a piece at a time
+    (``readinto``: a .gz is inflated as it is read, so the caller never holds all of the text). ``size_hint``:
+    the text's size as the file states it (a .gz's trailer: a hint only), 0 when it cannot tell (a pipe, which
+    is read whole). A plain text too large for the memory available is refused when the file is opened."""
 
     def __init__(self, src: str | Path) -> None:
         self.path = Path(src)
-        budget = text_budget()
-        f = open(self.path, "rb")
+        self._budget = text_budget()
+        self._f = open(self.path, "rb")
         try:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(2)
-            self.gz = head == _GZIP_MAGIC
-            if budget is not None and size > budget and not self.gz:
-                raise _too_big(self.path, size, budget, False)
-            if f.seekable():  # read from the start: ``head + f.read()`` would copy the text once more
-                f.seek(0)
-                head = b""
-            raw = head + f.read() if self.gz else b""  # a gzip file is read whole and inflated in pieces
+            size = os.fstat(self._f.fileno()).st_size
+            self._head = self._f.read(2)
+            self.gz = self._head == _GZIP_MAGIC
+            if self._budget is not None and size > self._budget and not self.gz:
+                raise _too_big(self.path, size, self._budget, False)
+            self.size_hint = 0
+            if self._f.seekable():  # read from the start: ``head + f.read()`` would copy the text once more
+                if self.gz and size >= 4:
+                    self._f.seek(size - 4)
+                self.size_hint = _trailer_size(self._f.read(4)) if self.gz else size
+                self._f.seek(0)
+                self._head = b""
         except BaseException:
-            f.close()
+            self._f.close()
             raise
-        self._f, self._head, self.size_hint = f, head, size  # a plain text: read from the file as asked
-        if not self.gz:
-            return
-        f.close()
-        self._raw, self._pending, self._head = raw, raw, b""
-        ratio_limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
-        self._ratio_limit, self._limit = ratio_limit, ratio_limit if budget is None else min(ratio_limit, budget)
-        self._d: Any = None  # the inflater of the current gzip member (None: between members)
+        ratio_limit = int(size * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
+        self._limit = ratio_limit if self._budget is None else min(ratio_limit, self._budget)
+        self._pieces: Any = None
         self._total = 0
-        self.size_hint = _trailer_size(raw)
 
     def __enter__(self) -> TextReader:
         return self
@@ -144,67 +147,79 @@ class TextReader:
     def close(self) -> None:
         self._f.close()
 
-    def read(self, n: int | None = None) -> bytes:
-        """The next ``n`` bytes of the text (fewer at its end, ``b""`` after it); ``None``: all the rest."""
-        if not self.gz:
-            head, self._head = self._head, b""
-            if n is None:
-                return head + self._f.read() if head else self._f.read()
-            return head + self._f.read(n - len(head)) if head else self._f.read(n)
+    def read(self) -> bytes:
+        """The whole text (the file read once, a .gz inflated); the errors of ``read_bytes``."""
+        raw = self._head + self._f.read() if self._head else self._f.read()
+        if raw[:2] != _GZIP_MAGIC:
+            return raw
+        return _gunzip(self.path, raw, self._budget)
+
+    def readinto(self, view: memoryview) -> int:
+        """Read the next bytes of the text into ``view`` (of a seekable file): how many, 0 at its end. Raises
+        ``Unreadable`` for a .gz ``read`` would refuse (truncated, corrupt, beyond the size allowed)."""
+        if self._pieces is None:
+            self._pieces = _GzipFile(fileobj=self._f, mode="rb") if self.gz else self._f
         try:
-            return self._inflate(n)
-        except (_zlib.error, zlib.error, OSError, ValueError) as exc:
-            if isinstance(exc, TraceFormatError):
-                raise
-            raise TruncatedTraceError(f"{self.path}: corrupt gzip data ({exc})") from exc
+            n = self._pieces.readinto(view)
+        except (EOFError, OSError, ValueError, _zlib.error, zlib.error) as exc:
+            raise Unreadable(f"{self.path}: {exc}") from None
+        self._total += n
+        if self.gz and self._total > self._limit:
+            raise Unreadable(f"{self.path}: inflates to more than {self._limit:,} bytes")
+        return n
 
-    def _inflate(self, n: int | None) -> bytes:
-        """Up to ``n`` (None: all) more bytes inflated, one gzip member after the other (a concatenated .gz has
-        several). Read whole, the first member is inflated straight to the size the trailer states (the
-        inflater otherwise doubles its buffer and then shrinks it: 20-30 % more of the text's pages touched).
-        That size is only a hint: a concatenated .gz states its last member's, and the rest is then inflated
-        after it (a trailer that lies is a corrupt file: the inflater's size check refuses it at the member's
-        end)."""
-        parts: list[bytes] = []
-        got = 0
-        while (n is None or got < n) and (self._d is not None or self._pending):
-            if self._d is None:
-                self._d = _zlib.decompressobj(wbits=31)
-            room = self._limit - self._total
-            if n is not None:
-                want = min(n - got, room + 1)
-            elif self._total == 0 and self.size_hint < room:
-                want = self.size_hint + 1
-            else:
-                want = room + 1
-            out = self._d.decompress(self._pending, want)
-            self._total += len(out)
-            got += len(out)
-            self._check_size()
-            if self._d.eof:
-                self._pending, self._d = self._d.unused_data.lstrip(b"\x00"), None
-            elif not out and not self._d.unconsumed_tail:  # no progress: the input ends inside a member
+
+def _gunzip(path: Path, raw: bytes, budget: int | None) -> bytes:
+    ratio_limit = int(len(raw) * MAX_INFLATE_RATIO) + _MAX_INFLATE_FLOOR
+    limit = ratio_limit if budget is None else min(ratio_limit, budget)
+    parts: list[bytes] = []
+    total, data = 0, raw
+    try:
+        while data:  # one gzip member after the other (a concatenated .gz has several)
+            d = _zlib.decompressobj(wbits=31)
+            out = _inflate(d, data, limit - total, _trailer_size(raw) if not parts else None)
+            total += len(out)
+            if total > limit and limit < ratio_limit:
+                raise _too_big(path, limit, limit, True)
+            if total > limit:
+                raise NotATraceError(
+                    f"{path}: gzip data inflates to more than {limit:,} bytes ({MAX_INFLATE_RATIO:g}x its size): "
+                    f"refused as a likely gzip bomb (set NEURON_PROFILER_MAX_GZIP_RATIO to allow more)")
+            if not d.eof:
                 raise TruncatedTraceError(
-                    f"{self.path}: truncated gzip stream (expected a complete .gz file, found {len(self._raw)} "
-                    f"bytes ending before the end-of-stream marker)")
-            else:
-                self._pending = self._d.unconsumed_tail
-            if out:
-                parts.append(out)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def _check_size(self) -> None:
-        if self._total > self._limit and self._limit < self._ratio_limit:
-            raise _too_big(self.path, self._limit, self._limit, True)
-        if self._total > self._limit:
-            raise NotATraceError(
-                f"{self.path}: gzip data inflates to more than {self._limit:,} bytes ({MAX_INFLATE_RATIO:g}x its "
-                f"size): refused as a likely gzip bomb (set NEURON_PROFILER_MAX_GZIP_RATIO to allow more)")
+                    f"{path}: truncated gzip stream (expected a complete .gz file, found {len(raw)} bytes ending "
+                    f"before the end-of-stream marker)")
+            parts.append(out)
+            data = d.unused_data.lstrip(b"\x00")
+    except (_zlib.error, zlib.error, OSError, ValueError) as exc:
+        if isinstance(exc, TraceFormatError):
+            raise
+        raise TruncatedTraceError(f"{path}: corrupt gzip data ({exc})") from exc
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _trailer_size(raw: bytes) -> int:
     """The uncompressed size a gzip file's last 4 bytes state (ISIZE, mod 2**32): a hint only, never trusted."""
     return int.from_bytes(raw[-4:], "little")
+
+
+def _inflate(d: Any, data: bytes, room: int, hint: int | None) -> bytes:
+    """One gzip member of ``data`` inflated by ``d``, at most ``room + 1`` bytes (one more than allowed tells the
+    caller it is too big). With ``hint`` (the trailer's size), the output buffer grows straight to that size
+    (the inflater otherwise doubles it and then shrinks it: 20-30 % more of the text's pages touched). A
+    concatenated .gz states its last member's size, so the hint may be wrong: the rest is then inflated after
+    it (a trailer that lies is a corrupt file: the inflater's size check refuses it at the member's end)."""
+    if hint is None or hint >= room:
+        return d.decompress(data, room + 1)
+    pieces = [d.decompress(data, hint + 1)]
+    got = len(pieces[0])
+    while not d.eof and got <= room:
+        more = d.decompress(d.unconsumed_tail, room - got + 1)
+        if not more:  # no progress: a truncated stream (the caller sees ``d.eof`` False)
+            break
+        pieces.append(more)
+        got += len(more)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def parse_json(data: bytes | str, where: str) -> dict[str, Any]:
