@@ -218,7 +218,7 @@ def _track_table(b: TraceBuilder, ev: EventColumns, r: _Rows, doc: dict[str, Any
     for row, d in zip(r.dev_rows.tolist(), r.dev_id.tolist()):
         if d not in used:
             used[d] = _DEVICE_KIND.get(cat[row], "gpu")
-    for d in np.unique(r.x["mem"][1]).tolist():
+    for d in set(r.x["mem"][1].tolist()):  # (any order: ``add_devices`` takes them sorted)
         if d >= 0 and d not in used:
             used[d] = "gpu"
     tracks = TrackTable(b, read_meta(ev.meta), rank)
