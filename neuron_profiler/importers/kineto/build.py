@@ -32,7 +32,7 @@ from neuron_profiler.importers.kineto.events import (
     key_codes,
 )
 from neuron_profiler.importers.kineto.extract import NO_FRAME_ID, EventColumns, extract_events
-from neuron_profiler.importers.kineto.links import lookup, resolve_links
+from neuron_profiler.importers.kineto.links import resolve_links
 from neuron_profiler.importers.kineto.stacks import operator_stacks
 from neuron_profiler.importers.kineto.tracks import TrackTable, add_devices, read_meta
 from neuron_profiler.trace import TraceBuilder, make_header
@@ -218,7 +218,7 @@ def _track_table(b: TraceBuilder, ev: EventColumns, r: _Rows, doc: dict[str, Any
     for row, d in zip(r.dev_rows.tolist(), r.dev_id.tolist()):
         if d not in used:
             used[d] = _DEVICE_KIND.get(cat[row], "gpu")
-    for d in np.unique(r.x["mem"][1]).tolist():
+    for d in set(r.x["mem"][1].tolist()):  # (any order: ``add_devices`` takes them sorted)
         if d >= 0 and d not in used:
             used[d] = "gpu"
     tracks = TrackTable(b, read_meta(ev.meta), rank)
@@ -256,7 +256,7 @@ def _host_ops(r: _Rows, ev: EventColumns, tracks: TrackTable) -> _HostOps:
     }
     if is_py.any():
         py_pos = np.flatnonzero(is_py)
-        frames = _frames_of(x["frames"], h_rows[py_pos])
+        frames = _frames_of(x["frames"], h_rows[py_pos], len(start))
         cols["stack"] = operator_stacks(is_py, cat_mask({"cpu_op", "Operator"}), np.asarray(h_track, dtype=np.int64),
                                         h_start, h_start + h_dur, h_names, frames)
     for c in ("input_shapes", "input_dtypes"):  # all "" (no record_shapes): the reader's default, skip encoding
@@ -312,10 +312,12 @@ def _coded(codes: np.ndarray, mapped: list[Any]) -> CodedStrings:
     return CodedStrings(np.asarray(remap + [-1], dtype=np.int64)[codes], list(code_of))
 
 
-def _frames_of(frames: np.ndarray, x_rows: np.ndarray) -> np.ndarray:
+def _frames_of(frames: np.ndarray, x_rows: np.ndarray, n_x: int) -> np.ndarray:
     """The (Python id, Python parent id) of each of ``x_rows`` (python_function rows) from ``frames`` (the
-    extraction's (row, id, parent id) triples); ``NO_FRAME_ID`` for a row it does not hold."""
-    at = lookup(frames[:, 0], np.arange(len(frames), dtype=np.int64), x_rows)
+    extraction's (row, id, parent id) triples; ``n_x`` rows in all); ``NO_FRAME_ID`` for a row it does not hold."""
+    where = np.full(n_x, -1, dtype=np.int64)  # x row -> its triple (rows are unique: one triple per frame row)
+    where[frames[:, 0]] = np.arange(len(frames), dtype=np.int64)
+    at = where[x_rows]
     hit = at >= 0
     if hit.all():  # the usual case: every python_function row has its ids
         return frames[at, 1:]
