@@ -81,12 +81,11 @@ NO_FRAME_ID = -(2**63)
 def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np.ndarray:
     """(row, Python id, Python parent id) int64 triples of the python_function rows among ``cat`` (``py``: that
     category's shared string; rows numbered from ``first``)."""
-    rows = [] if py is None else list(compress(count(), map(is_, cat, repeat(py))))
-    out = np.empty((len(rows), 3), dtype=np.int64)
-    if rows:
-        frames = list(map(args.__getitem__, rows))
-        out[:, 0] = rows
-        out[:, 0] += first
+    is_py = [] if py is None else list(map(is_, cat, repeat(py)))
+    frames = list(compress(args, is_py))
+    out = np.empty((len(frames), 3), dtype=np.int64)
+    if frames:
+        out[:, 0] = np.fromiter(compress(count(first), is_py), dtype=np.int64, count=len(frames))
         out[:, 1] = _frame_ids(list(map(dict.get, frames, repeat("Python id"))))
         out[:, 2] = _frame_ids(list(map(dict.get, frames, repeat("Python parent id"))))
     return out
