@@ -232,3 +232,18 @@ def test_thread_order_of_rows_in_host_table_order_is_the_full_lexsort() -> None:
             o = np.lexsort((-dur, start))
             thread, start, dur = thread[o], start[o], dur[o]
         np.testing.assert_array_equal(_thread_order(thread, start, dur), np.lexsort((-dur, start, thread)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(kinds=st.lists(st.booleans(), min_size=1, max_size=8))
+def test_fields_are_the_structs_fields_whatever_struct_types_mix(kinds: list) -> None:
+    """``events.fields`` (the structs' tuples in one flat list, a strided slice per field) gives each struct's
+    own field, for ``Event`` lists, ``ExportEvent`` lists (3 more fields each) and lists mixing the two."""
+    from neuron_profiler.importers.kineto.decode import Event, ExportEvent
+    from neuron_profiler.importers.kineto.events import fields
+
+    events = [(ExportEvent if export else Event)(ph="X", cat=f"c{i}", name=i, ts=i * 1.5, dur=None, args={"i": i})
+              for i, export in enumerate(kinds)]
+    names = ("ph", "cat", "name", "pid", "ts", "dur", "id", "args")
+    got = fields(events, *names)
+    assert got == [[getattr(e, n) for e in events] for n in names]
