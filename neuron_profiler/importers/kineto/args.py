@@ -107,11 +107,11 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
         return _one_key_texts(kept[0], vals)
     if not set(map(type, ga[0].values())) <= _SCALARS:  # e.g. a kernel's grid list: no text is shared and the
         return _texts_without(ga, keys, drop)            # int template does not apply (any path: the same texts)
-    vals = list(map(itemgetter(*kept), ga))
     if len(kept) == 2:  # a python frame's ids: no text is shared, the pairs' lines become the texts
-        texts = _pair_texts(kept, vals)
+        texts = _pair_texts(kept, ga)
         if texts is not None:
             return texts
+    vals = list(map(itemgetter(*kept), ga))
     try:
         uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
     except TypeError:
@@ -207,20 +207,21 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
 _INT_NONE = frozenset({int, type(None)})
 
 
-def _pair_texts(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[str] | None:
-    """The texts of pairs of values (a python frame's ids) without a call per row: the encoder writes each pair
-    as a line ``[a,b]``, three replaces over all lines turn them into ``{"k0":a,"k1":b}``, one split cuts them.
-    That holds when no value's text holds a ``[``, ``,`` or ``]`` (ints, floats, null, most strings), which
-    the counts of those in the lines tell: one of each per line. None otherwise (or when the keys hold one,
-    or a value cannot be encoded)."""
+def _pair_texts(kept: tuple[str, ...], ga: list[dict[str, Any]]) -> list[str] | None:
+    """The texts of the dicts ``ga`` reduced to two keys (a python frame's ids) without a call per row: the
+    encoder writes each pair of values as a line ``[a,b]`` (from a ``zip`` of the two keys' values, whose one
+    tuple is reused row after row), three replaces over all lines turn them into ``{"k0":a,"k1":b}``, one split
+    cuts them. That holds when no value's text holds a ``[``, ``,`` or ``]`` (ints, floats, null, most strings),
+    which the counts of those in the lines tell: one of each per line. None otherwise (or when the keys hold
+    one, or a value cannot be encoded)."""
     k0, k1 = dumps(kept[0]), dumps(kept[1])
     if any(c in k0 + k1 for c in "[],"):
         return None
     try:
-        body = _ENCODER.encode_lines(vals).decode()
+        body = _ENCODER.encode_lines(zip(map(itemgetter(kept[0]), ga), map(itemgetter(kept[1]), ga))).decode()
     except (*_ENCODE_ERRORS, OverflowError):  # e.g. an int beyond uint64: the caller's path decides
         return None
-    n = len(vals)
+    n = len(ga)
     if not body.count("[") == body.count(",") == body.count("]") == n:
         return None
     return body.replace("[", "{" + k0 + ":").replace(",", "," + k1 + ":").replace("]", "}").split("\n")[:-1]
