@@ -49,6 +49,36 @@ def test_args_text_of_one_key_dicts_is_what_the_encoder_writes(key: str, values:
         assert back == v and type(back) is type(v) or isinstance(v, float) and math.isnan(v)
 
 
+_ANY_VALUES = st.one_of(_INTS, st.floats(allow_nan=False), st.booleans(), st.text(alphabet='a[],{}"\\ ', max_size=4),
+                      st.lists(st.one_of(_INTS, st.text(max_size=2)), max_size=3),
+                      st.dictionaries(st.sampled_from(["x", "y,"]), _INTS, max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.sampled_from([0, None, "a", 1.5]), rows=st.lists(st.tuples(_ANY_VALUES, _ANY_VALUES), max_size=8))
+def test_args_text_of_two_kept_keys_is_what_the_encoder_writes(first: object, rows: list) -> None:
+    """Two kept keys (a python frame's ids: the pairs' lines rewritten) with values whose text may hold the
+    ``[``, ``,`` and ``]`` the rewrite replaces (strings, lists, objects): each text is the encoder's text."""
+    keys = ("Python parent id", "Ev Idx", "Python id")
+    ga = [dict(zip(keys, (a, 7, b))) for a, b in [(first, first), *rows]]
+    got = _args_text(ga, keys, HOST_DROP)
+    assert got == [msgspec.json.encode({"Python parent id": g["Python parent id"], "Python id": g["Python id"]})
+                   .decode() for g in ga]
+
+
+@settings(max_examples=200, deadline=None)
+@given(n_kept=st.integers(1, 3), rows=st.lists(st.tuples(_ANY_VALUES, _ANY_VALUES, _ANY_VALUES), min_size=1,
+                                                 max_size=6))
+def test_args_text_of_few_kept_list_values_is_what_the_encoder_writes(n_kept: int, rows: list) -> None:
+    """A cpu_op's args (lists; most keys dropped: the kept ones encoded a column at a time and joined, or the
+    dicts copied without the dropped ones): each text is the encoder's text of the kept keys, in order."""
+    kept = ["Concrete Inputs", "Input Strides", "a%s"][:n_kept]
+    keys = ("External id", kept[0], "Input Dims", "Record function id", *kept[1:], "Input type", "Ev Idx")
+    ga = [dict(zip(keys, (1, [r[0]], [2], 3, *r[1:n_kept], "t", 4))) for r in rows]
+    got = _args_text(ga, keys, HOST_DROP)
+    assert got == [msgspec.json.encode({k: g[k] for k in kept}).decode() for g in ga]
+
+
 def test_args_text_drops_the_columns_it_stores_elsewhere() -> None:
     ga = [{"External id": 7, "Python id": 3, "Python parent id": 1}]
     assert _args_text(ga, tuple(ga[0]), HOST_DROP) == ['{"Python id":3,"Python parent id":1}']
@@ -117,6 +147,36 @@ def test_args_columns_match_a_row_by_row_oracle(rows: list) -> None:
     assert got["coll"].tolist() == [i for i, (a, _c) in enumerate(rows) if "Collective name" in a]
 
 
+def _groups_oracle(args: list) -> list:
+    """(key tuple, rows) per distinct key tuple, in order of first appearance."""
+    out: dict = {}
+    for i, a in enumerate(args):
+        out.setdefault(tuple(a), []).append(i)
+    return list(out.items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.sampled_from([(), ("a",), ("b",), ("a", "b"), ("b", "a")]), min_size=1, max_size=30))
+def test_groups_are_the_rows_of_each_key_tuple(keys: list) -> None:
+    """``_groups``: each distinct key tuple (order counts) once, in order of first appearance, with its rows
+    ascending and their very dicts."""
+    from neuron_profiler.importers.kineto.args import _groups
+
+    args = [dict.fromkeys(k, i) for i, k in enumerate(keys)]
+    got = _groups(args)
+    assert [(k, r.tolist()) for k, r, _ga in got] == _groups_oracle(args)
+    assert all(all(g is args[i] for g, i in zip(ga, r.tolist())) for _k, r, ga in got)
+
+
+def test_groups_of_more_rows_than_int16_holds() -> None:
+    """Group ids are first rows: above 2**15 rows they are sorted as int64 (no int16 wrap merging groups)."""
+    from neuron_profiler.importers.kineto.args import _groups
+
+    keys = [("a",)] * 2**15 + [("b",), ("a",)] + [("c",)] * 3 + [("b",)] * 2**16 + [("d",)]
+    args = [dict.fromkeys(k, 0) for k in keys]
+    assert [(k, r.tolist()) for k, r, _ga in _groups(args)] == _groups_oracle(args)
+
+
 _FRAME_VALUES = st.one_of(st.integers(-(2**64), 2**64), st.sampled_from([-(2**63), 2**63 - 1, 2**63, True, False]),
                           st.none(), st.floats(allow_nan=False), st.text(max_size=3))
 
@@ -172,3 +232,18 @@ def test_thread_order_of_rows_in_host_table_order_is_the_full_lexsort() -> None:
             o = np.lexsort((-dur, start))
             thread, start, dur = thread[o], start[o], dur[o]
         np.testing.assert_array_equal(_thread_order(thread, start, dur), np.lexsort((-dur, start, thread)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(kinds=st.lists(st.booleans(), min_size=1, max_size=8))
+def test_fields_are_the_structs_fields_whatever_struct_types_mix(kinds: list) -> None:
+    """``events.fields`` (the structs' tuples in one flat list, a strided slice per field) gives each struct's
+    own field, for ``Event`` lists, ``ExportEvent`` lists (3 more fields each) and lists mixing the two."""
+    from neuron_profiler.importers.kineto.decode import Event, ExportEvent
+    from neuron_profiler.importers.kineto.events import fields
+
+    events = [(ExportEvent if export else Event)(ph="X", cat=f"c{i}", name=i, ts=i * 1.5, dur=None, args={"i": i})
+              for i, export in enumerate(kinds)]
+    names = ("ph", "cat", "name", "pid", "ts", "dur", "id", "args")
+    got = fields(events, *names)
+    assert got == [[getattr(e, n) for e in events] for n in names]

@@ -6,7 +6,7 @@ keys the row class drops, "" when nothing is left) and the rows whose args hold 
 """
 from __future__ import annotations
 
-from itertools import chain, compress, count, repeat
+from itertools import chain, compress, count, islice, repeat
 from operator import is_, is_not, itemgetter
 from typing import Any
 
@@ -68,12 +68,19 @@ def objects(values: list[Any]) -> np.ndarray:
     return arr
 
 
+def _empty_texts(n: int) -> np.ndarray:
+    """An object array of ``n`` "" (``np.full(n, "", dtype=object)`` casts a numpy string array, 3x slower)."""
+    arr = np.empty(n, dtype=object)
+    arr.fill("")
+    return arr
+
+
 def _json_or_empty(values: list[Any]) -> np.ndarray:
     """The JSON text of each value ("" for None) as an object array."""
     if type(None) not in set(map(type, values)):  # not ``None in values``: a compare with None per value
         return objects(safe_dumps_all(values))
     keep = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=len(values))
-    out = np.full(len(values), "", dtype=object)
+    out = _empty_texts(len(values))
     out[keep] = safe_dumps_all(list(compress(values, keep.tolist())))
     return out
 
@@ -82,6 +89,7 @@ def _json_or_empty(values: list[Any]) -> np.ndarray:
 INT_ARGS = {"corr": ("correlation", -1), "ext": ("External id", -1), "seq": ("Sequence number", -1),
              "flops": ("flops", 0), "bytes": ("bytes", 0), "device": ("device", -1),
              "stream": ("stream", MISSING_STREAM)}
+_INT_DEFAULTS = np.array([[d] for _k, d in INT_ARGS.values()], dtype=np.int64)
 #: JSON text columns read from args: column -> args key
 JSON_ARGS = {"input_shapes": "Input Dims", "input_dtypes": "Input type"}
 
@@ -99,6 +107,10 @@ def _args_text(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[
         return _one_key_texts(kept[0], vals)
     if not set(map(type, ga[0].values())) <= _SCALARS:  # e.g. a kernel's grid list: no text is shared and the
         return _texts_without(ga, keys, drop)            # int template does not apply (any path: the same texts)
+    if len(kept) == 2:  # a python frame's ids: no text is shared, the pairs' lines become the texts
+        texts = _pair_texts(kept, ga)
+        if texts is not None:
+            return texts
     vals = list(map(itemgetter(*kept), ga))
     try:
         uniq = dict.fromkeys(vals)  # TypeError: a list or dict value (e.g. a kernel's grid)
@@ -119,16 +131,36 @@ _SCALARS = frozenset({int, str, float, bool, type(None)})
 
 
 def _texts_without(ga: list[dict[str, Any]], keys: tuple[str, ...], drop: frozenset[str]) -> list[str]:
-    """The JSON texts of the args dicts of one key tuple ``keys`` without the keys in ``drop``, each encoded
-    alone: the dicts themselves when nothing is dropped, else copies (a copy and a delete per dropped key cost
-    half of building the dict again from its kept values)."""
+    """The JSON texts of the args dicts of one key tuple ``keys`` without the keys in ``drop``: the dicts
+    themselves encoded when nothing is dropped; else, when fewer keys are kept than dropped (a cpu_op keeps 2
+    of 7), the kept values encoded a column at a time and joined (``_column_texts``); else copies without the
+    dropped keys encoded (a copy and a delete per dropped key cost half of building the dict again)."""
     dropped = [k for k in keys if k in drop]
     if not dropped:
         return safe_dumps_all(ga)
+    if len(dropped) > len(keys) - len(dropped):
+        texts = _column_texts(tuple(k for k in keys if k not in drop), ga)
+        if texts is not None:
+            return texts
     copies = list(map(dict.copy, ga))
     for k in dropped:
         list(map(dict.pop, copies, repeat(k)))
     return safe_dumps_all(copies)
+
+
+def _column_texts(kept: tuple[str, ...], ga: list[dict[str, Any]]) -> list[str] | None:
+    """The texts of the dicts ``ga`` reduced to the keys ``kept`` (in that order): each key's values encoded as
+    JSON lines in one call, the texts joined from the fixed key parts and one line of each column. None when
+    a value cannot be encoded (``safe_dumps`` decides per dict)."""
+    parts: list[Any] = []
+    try:
+        for i, k in enumerate(kept):
+            parts.append(repeat(("," if i else "{") + dumps(k) + ":"))
+            parts.append(_ENCODER.encode_lines(list(map(itemgetter(k), ga))).decode().split("\n"))
+    except _ENCODE_ERRORS:
+        return None
+    parts.append(repeat("}"))
+    return list(islice(map("".join, zip(*parts)), len(ga)))  # each column's split ends with an empty line
 
 
 def _one_key_texts(key: str, vals: list[Any]) -> list[str]:
@@ -152,11 +184,6 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
     types = set(map(type, flat))
     if not types <= _INT_NONE or int not in types:
         return None
-    if len(kept) == 2 and not any(c in k for k in kept for c in "[],"):
-        try:
-            return _pair_texts(kept, vals)
-        except (*_ENCODE_ERRORS, OverflowError):  # an int beyond uint64: the template's range check decides
-            pass
     nulls: list[int] = []
     if type(None) in types:  # the rows holding a None (zeroed in ``flat`` for the range check)
         at = list(compress(count(), map(is_, flat, repeat(None))))
@@ -180,32 +207,40 @@ def _int_args_text(kept: tuple[str, ...], vals: list[tuple[Any, ...]]) -> list[s
 _INT_NONE = frozenset({int, type(None)})
 
 
-def _pair_texts(kept: tuple[str, str], vals: list[tuple[Any, ...]]) -> list[str]:
-    """The texts of int / None pairs (a python frame's ids) without a call per row: the encoder writes each
-    pair as a line ``[a,b]`` (None as ``null``, as in the object), three replaces over all lines turn them into
-    ``{"k0":a,"k1":b}`` (the keys hold no ``[``, ``,`` or ``]``), one split cuts them."""
+def _pair_texts(kept: tuple[str, ...], ga: list[dict[str, Any]]) -> list[str] | None:
+    """The texts of the dicts ``ga`` reduced to two keys (a python frame's ids) without a call per row: the
+    encoder writes each pair of values as a line ``[a,b]`` (from a ``zip`` of the two keys' values, whose one
+    tuple is reused row after row), three replaces over all lines turn them into ``{"k0":a,"k1":b}``, one split
+    cuts them. That holds when no value's text holds a ``[``, ``,`` or ``]`` (ints, floats, null, most strings),
+    which the counts of those in the lines tell: one of each per line. None otherwise (or when the keys hold
+    one, or a value cannot be encoded)."""
     k0, k1 = dumps(kept[0]), dumps(kept[1])
-    body = _ENCODER.encode_lines(vals).decode()
+    if any(c in k0 + k1 for c in "[],"):
+        return None
+    try:
+        body = _ENCODER.encode_lines(zip(map(itemgetter(kept[0]), ga), map(itemgetter(kept[1]), ga))).decode()
+    except (*_ENCODE_ERRORS, OverflowError):  # e.g. an int beyond uint64: the caller's path decides
+        return None
+    n = len(ga)
+    if not body.count("[") == body.count(",") == body.count("]") == n:
+        return None
     return body.replace("[", "{" + k0 + ":").replace(",", "," + k1 + ":").replace("]", "}").split("\n")[:-1]
 
 
 def _groups(args: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], np.ndarray, list[dict[str, Any]]]]:
     """(key tuple, rows, args dicts) per distinct key tuple of ``args``, rows ascending: one C-level pass
-    gives every event its group id (``dict.setdefault`` with fresh ids), numpy sorts the rows by group."""
+    gives every event its group id (``dict.setdefault``: the row where the key tuple first appears, so the ids
+    ascend in the dict's order), numpy sorts the rows by group, and one gather puts the dicts in that order."""
     index: dict[tuple[str, ...], int] = {}
     gid = np.fromiter(map(index.setdefault, map(tuple, args), count()), dtype=np.int64, count=len(args))
     if len(index) == 1:
         return [(next(iter(index)), np.arange(len(args), dtype=np.int64), args)]
     # int16 ids when they fit: numpy's stable sort of 16-bit ints is a radix sort (timsort for int64)
-    order = np.argsort(gid.astype(np.int16) if len(index) < 2**15 else gid, kind="stable")
-    sg = gid[order]
-    bounds = np.flatnonzero(np.diff(sg)) + 1
-    key_of = {v: k for k, v in index.items()}
-    out = []
-    for rows in np.split(order, bounds):
-        ga = list(itemgetter(*rows.tolist())(args)) if len(rows) > 1 else [args[int(rows[0])]]
-        out.append((key_of[int(gid[rows[0]])], rows, ga))
-    return out
+    order = np.argsort(gid.astype(np.int16) if len(args) <= 2**15 else gid, kind="stable")
+    ordered = list(map(args.__getitem__, order.tolist()))
+    sizes = np.bincount(gid)
+    ends = sizes[sizes > 0].cumsum().tolist()
+    return [(keys, order[a:b], ordered[a:b]) for keys, a, b in zip(index, [0, *ends], ends)]
 
 
 def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
@@ -216,9 +251,11 @@ def args_columns(args: list[dict[str, Any]], cls: np.ndarray) -> dict[str, Any]:
     Events are grouped by key tuple, so a key is only looked up in the groups that have it, and a group with
     one kept int/str key is encoded once per distinct value."""
     n = len(args)
-    out: dict[str, Any] = {c: np.full(n, d, dtype=np.int64) for c, (_k, d) in INT_ARGS.items()}
+    ints = np.empty((len(INT_ARGS), n), dtype=np.int64)  # the int columns' defaults in one call: a row each
+    ints[:] = _INT_DEFAULTS
+    out: dict[str, Any] = dict(zip(INT_ARGS, ints))
     for c in (*JSON_ARGS, "args"):
-        out[c] = np.full(n, "", dtype=object)
+        out[c] = _empty_texts(n)
     coll: list[np.ndarray] = []
     groups = _groups(args)
     for keys, rows, ga in groups:

@@ -90,12 +90,20 @@ _FIELD_AT = {f: i for i, f in enumerate(Event.__struct_fields__)}
 
 
 def fields(events: list[Event], *names: str) -> list[list[Any]]:
-    """The fields ``names`` of ``Event`` structs, a list each, from one C-level pass over the structs (each
-    struct's fields as a tuple, transposed): 25 % fewer instructions than a pass per field from 4 fields on."""
+    """The fields ``names`` of ``Event`` structs, a list each, from one C-level pass over the structs: each
+    struct's fields as a tuple appended to one flat list (``list.extend`` of a tuple copies it; the tuple is
+    freed at once), every field a strided slice of it. 25 % fewer instructions than a pass per field from 4
+    fields on; a transpose by ``zip(*tuples)`` cost as much again in its per-row iterators and in the garbage
+    collections its n live tuples set off."""
     if not events:
         return [[] for _ in names]
-    cols = list(zip(*map(msgspec.structs.astuple, events)))
-    return [list(cols[_FIELD_AT[n]]) for n in names]
+    flat: list[Any] = []
+    list(map(flat.extend, map(msgspec.structs.astuple, events)))
+    width = len(type(events[0]).__struct_fields__)
+    if len(flat) != width * len(events):  # ``Event`` and ``ExportEvent`` structs mixed (each has >= 9 fields)
+        cols = list(zip(*map(msgspec.structs.astuple, events)))
+        return [list(cols[_FIELD_AT[n]]) for n in names]
+    return [flat[_FIELD_AT[n]::width] for n in names]
 
 
 def _fast_x(xs: list[Event], ns: bool = False) -> tuple[XColumns, bool] | None:

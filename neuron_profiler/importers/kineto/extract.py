@@ -81,12 +81,11 @@ NO_FRAME_ID = -(2**63)
 def frame_ids(cat: list[str], args: list[Any], py: str | None, first: int) -> np.ndarray:
     """(row, Python id, Python parent id) int64 triples of the python_function rows among ``cat`` (``py``: that
     category's shared string; rows numbered from ``first``)."""
-    rows = [] if py is None else list(compress(count(), map(is_, cat, repeat(py))))
-    out = np.empty((len(rows), 3), dtype=np.int64)
-    if rows:
-        frames = list(map(args.__getitem__, rows))
-        out[:, 0] = rows
-        out[:, 0] += first
+    is_py = [] if py is None else list(map(is_, cat, repeat(py)))
+    frames = list(compress(args, is_py))
+    out = np.empty((len(frames), 3), dtype=np.int64)
+    if frames:
+        out[:, 0] = np.fromiter(compress(count(first), is_py), dtype=np.int64, count=len(frames))
         out[:, 1] = _frame_ids(list(map(dict.get, frames, repeat("Python id"))))
         out[:, 2] = _frame_ids(list(map(dict.get, frames, repeat("Python parent id"))))
     return out
@@ -301,11 +300,9 @@ class EventColumns:
         self._append_x(cat, _str_list(name, self._memo), pid, tid, ts_to_ns(ts, ns), us_to_ns(dur), cls, args)
 
     def _append_x(self, cat: list[str], name: list[str], pid: list[Any], tid: list[Any], ts_ns: np.ndarray,
-                  dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]],
-                  cols: dict[str, Any] | None = None) -> None:
+                  dur_ns: np.ndarray, cls: np.ndarray, args: list[dict[str, Any]]) -> None:
         """Append complete events already converted: shared cat / name strings, int64 ns, row classes and
-        args dicts (``EMPTY_ARGS`` for missing args; ``cols``: their ``args_columns`` and python frame ids
-        (``frame_ids``, rows from 0) when already made)."""
+        args dicts (``EMPTY_ARGS`` for missing args)."""
         first = self.n_x
         x = self._x
         x["cat"].extend(cat)
@@ -317,18 +314,13 @@ class EventColumns:
         x["ts"].append(ts_ns)
         x["dur"].append(dur_ns)
         x["cls"].append(cls)
-        if cols is None:
-            cols = args_columns(args, cls)
+        cols = args_columns(args, cls)
         for c in (*INT_ARGS, *JSON_ARGS, "args"):
             x[c].append(cols[c])
         for i in cols["coll"].tolist():
             self.coll_args[first + i] = args[i]
-        frames = cols.get("frames")
-        if frames is None:  # cat strings are shared through the memo: an identity test finds the frames
-            frames = frame_ids(cat, args, self._memo.get("python_function"), first)
-        elif len(frames) and first:
-            frames = frames + np.array([first, 0, 0])
-        self._frames.append(frames)
+        # cat strings are shared through the memo: an identity test finds the frames
+        self._frames.append(frame_ids(cat, args, self._memo.get("python_function"), first))
 
     def finish(self) -> dict[str, Any]:
         """All columns as arrays: X columns (``cat``/``name`` object str, ``pid``/``tid`` as ``IdColumn`` and
