@@ -63,7 +63,8 @@ from .analyses.steps import STEP_BOUNDARY, step_window, steps
 from .analyses.summary import summary, summary_dict
 from .analyses.summary_items import dma_bytes_by, flops_breakdown, summary_items, time_split
 from .analyses.timeline_tracks import cumulative_utilization, dma_engines, op_hierarchy
-from .analyses.work import instruction_work, op_flops_and_bytes, unpriced_reason, work_source
+from .analyses.unpriced import unpriced_reason
+from .analyses.work import instruction_work, op_flops_and_bytes, work_source
 from .core.memo import handout
 from .invariants import CheckReport, check
 from .trace import Trace, TraceSet, load

@@ -19,7 +19,8 @@ from ..registry import Column, register
 from .activity import DMA, INSTRUCTIONS, analysis_span, invocation_time, trace_activity
 from .ceilings import group_bounds, row_kinds
 from .steps import steps
-from .work import instruction_work, module_from_stack, unpriced_reason, work_source
+from .unpriced import unpriced_reason
+from .work import instruction_work, module_from_stack, work_source
 
 GROUPINGS = ("op", "module", "stack", "engine")
 HOT_OPS_SPEC = (

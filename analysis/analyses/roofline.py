@@ -28,7 +28,8 @@ from ..core.intervals import first_rows, union_by_key
 from ..core.tables import NON_COMPUTE_ENGINES
 from ..registry import Column, register
 from .activity import invocation_group_time
-from .work import instruction_work, unpriced_reason
+from .unpriced import unpriced_reason
+from .work import instruction_work
 
 ROOFLINE_SPEC = (
     Column("op", "", "Op"), Column("dtype", "", "Data type"),

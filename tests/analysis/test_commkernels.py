@@ -33,7 +33,7 @@ def test_symmetric_memory_all_reduce_is_communication_not_compute():
 
 
 def test_collective_rows_have_no_model_flops_and_say_why_their_bytes_are_unknown():
-    from analysis.analyses.work import unpriced_reason
+    from analysis.analyses.unpriced import unpriced_reason
 
     b, t = gpu_builder("NVIDIA A100-SXM4-80GB")
     host = b.add_rows("host_ops", {"track": t["thread"], "name": ["nccl:all_reduce"], "category": "cpu_op",

@@ -114,16 +114,16 @@ def test_unpriced_reasons_by_sort_equal_those_by_count(monkeypatch):
     import pandas as pd
     from realdata import real_trace, sample_trace
 
-    from analysis.analyses import work
+    from analysis.analyses import unpriced
 
     reasons = set()
     for path in (real_trace("HolisticTraceAnalysis/df_index_resolver/df_index_resolver.json.gz"),
                  real_trace("TraceLens/h100/gaunernst_bert-small-uncased__1016001.json.gz"),
                  sample_trace("gpt_train_step.nprof")):
-        by_count = work._unpriced_reason(analysis.load(path))
-        monkeypatch.setattr(work, "_COUNT_RANGE", 0)
-        by_sort = work._unpriced_reason(analysis.load(path))
-        monkeypatch.setattr(work, "_COUNT_RANGE", 4)
+        by_count = unpriced._unpriced_reason(analysis.load(path))
+        monkeypatch.setattr(unpriced, "_COUNT_RANGE", 0)
+        by_sort = unpriced._unpriced_reason(analysis.load(path))
+        monkeypatch.setattr(unpriced, "_COUNT_RANGE", 4)
         pd.testing.assert_series_equal(by_count, by_sort)
         reasons |= set(by_count.cat.categories)
     assert len(reasons - {""}) >= 2, reasons  # the traces have rows with reasons, not only priced rows
