@@ -287,7 +287,7 @@ _TAIL_HEAD = b'{"e":['
 def document_chunks(reader: TextReader, size: int) -> Chunked | None:
     """The events of the Kineto object text ``reader`` reads, in chunks of about ``size`` bytes (``Chunked``),
     so that neither the text nor the events of the whole trace live at once (the caller extracts and frees each
-    chunk: on the 53 MB real trace 35k page faults fewer, a third of the import's time); None when the text is
+    chunk; docs/importers.md gives the page faults saved); None when the text is
     not read so (empty, the array format, no top-level ``traceEvents`` found, keys before it that do not read):
     the caller reads it whole with ``decode_document``.
 

@@ -145,6 +145,8 @@ class TextReader:
         self.close()
 
     def close(self) -> None:
+        if self._pieces is not None and self._pieces is not self._f:
+            self._pieces.close()  # the inflater (it leaves the file it was given open)
         self._f.close()
 
     def read(self) -> bytes:
